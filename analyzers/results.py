@@ -1,0 +1,127 @@
+"""Typed results of the analysis passes: what `analyzers.analyze.analyze()` returns and the UI/report read.
+
+Per-kernel and per-gap facts are numpy columns (a run can hold a million kernels); per-name, per-line and
+per-finding facts are small lists of frozen records. Unknown numbers are None (NaN in float columns).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from analyzers.links import Links
+from analyzers.model import Peaks, SourceLine, Table, Trace
+
+
+class Regime(Enum):
+    COMPUTE = "compute"
+    MEMORY = "memory"
+    OVERHEAD = "overhead"
+
+
+REGIME_CODES = {Regime.COMPUTE: 0, Regime.MEMORY: 1, Regime.OVERHEAD: 2}
+REGIMES_BY_CODE = {v: k for k, v in REGIME_CODES.items()}
+
+
+class GapCause(Enum):
+    HOST = "host"  # Python, dispatch, kernel launches: the CPU was busy issuing work
+    SYNC = "sync"  # the CPU waited for the GPU (.item(), .cpu(), cudaStreamSynchronize, ...) then refilled it
+    H2D = "h2d"  # host-to-device copies
+    DATA = "data"  # data loading (DataLoader __next__, workers)
+    OTHER = "other"  # nothing recorded on the CPU explains it (profiler, GC, outside any op)
+
+
+GAP_CAUSE_CODES = {c: i for i, c in enumerate(GapCause)}
+
+
+@dataclass(frozen=True)
+class KernelStat:
+    """One kernel name over the analysed windows."""
+
+    name: str
+    calls: int
+    gpu_ns: int
+    regime: Regime
+    flops: float | None
+    bytes: float | None
+    achieved_flops_per_s: float | None
+    achieved_bytes_per_s: float | None
+    roof_fraction: float | None  # achieved / the roof that applies at its intensity
+    uses_tensor_cores: bool | None
+    fits_in_l2: bool | None
+
+
+@dataclass(frozen=True)
+class LineStat:
+    """One line of the user's code (library frames are folded into the calling line)."""
+
+    line: SourceLine
+    line_id: int
+    gpu_ns: int
+    gpu_ns_by_regime: dict[Regime, int]
+    cpu_ns: int  # time inside torch calls issued from this line (on its thread)
+    idle_ns: int  # GPU idle time attributed to this line
+    flops: float | None
+    bytes: float | None
+    kernels: int  # kernel launches
+    regime: Regime  # dominant regime (idle counts as overhead)
+    per_step_gpu_ns: float | None  # gpu_ns divided by the steps analysed, when steps are known
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """A wall span split into the three components; compute + memory + overhead == span."""
+
+    span_ns: int
+    compute_ns: int
+    memory_ns: int
+    overhead_ns: int
+
+    def fraction(self, regime: Regime) -> float:
+        value = {Regime.COMPUTE: self.compute_ns, Regime.MEMORY: self.memory_ns,
+                 Regime.OVERHEAD: self.overhead_ns}[regime]  # fmt: skip
+        return value / self.span_ns if self.span_ns else 0.0
+
+
+@dataclass(frozen=True)
+class OverheadCorrection:
+    """The profiler slows steps it records; unprofiled step times give the truer overhead share."""
+
+    profiled_step_ns: float | None
+    unprofiled_step_ns: float | None
+    raw_overhead_fraction: float
+    corrected_overhead_fraction: float | None
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # "fusion", "overhead", "sync", "h2d", "data", "no_tensor_cores", "small_kernels", ...
+    lines: tuple[SourceLine, ...]
+    saving_ns: float | None  # estimated saving per step (or per window when steps are unknown)
+    message: str  # the verdict and its numbers, one sentence
+    action: str  # what to do about it
+    kernels: tuple[int, ...] = ()  # gpu rows involved (for drill-down)
+    window: int = -1
+
+
+@dataclass
+class Analysis:
+    trace: Trace
+    links: Links
+    peaks: Peaks
+    # per gpu row
+    kernel_regime: np.ndarray  # int8 codes of REGIME_CODES
+    kernel_flops: np.ndarray  # float64, NaN unknown
+    kernel_bytes: np.ndarray  # float64, NaN unknown
+    # gaps: columns window, stream, start_ns, dur_ns, cause (GAP_CAUSE_CODES), line (line id or -1)
+    gaps: Table
+    kernels: list[KernelStat]
+    lines: list[LineStat]
+    findings: list[Finding]
+    breakdown: Breakdown  # the whole analysed span (all windows)
+    window_breakdowns: dict[int, Breakdown]
+    overhead: OverheadCorrection
+    steps_analysed: int
+    notes: list[str] = field(default_factory=list)

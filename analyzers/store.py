@@ -1,0 +1,186 @@
+"""The recording file: one SQLite database, appended one transaction per batch, readable after a crash.
+
+Why SQLite: it is in the standard library, any tool (`sqlite3 run.brrr`) opens it, and a transaction either
+lands whole or not at all, so `kill -9` of either process leaves every batch committed before it readable.
+The rollback journal (not WAL) keeps a recording one file.
+
+Tables (times are Unix-epoch nanoseconds; -1 means unknown; names are ids into `strings`):
+
+    meta(key, value)        JSON values: argv, cwd, started_at_ns, ended_at_ns, exit_code, status, versions,
+                            device, peaks, notes
+    strings(id, s)          interned kernel/op names and shape strings
+    lines(id, file, line, function)
+    windows, steps, gpu, runtime, ops, spans, telemetry: the columns of analyzers.model's *_SCHEMA
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from typing import Any
+
+import numpy as np
+
+from analyzers.errors import InputError
+from analyzers.model import (
+    GPU_SCHEMA,
+    OP_SCHEMA,
+    RUNTIME_SCHEMA,
+    SPAN_SCHEMA,
+    STEP_SCHEMA,
+    TELEMETRY_SCHEMA,
+    WINDOW_SCHEMA,
+    Device,
+    Peaks,
+    SourceLine,
+    Table,
+    Trace,
+)
+
+FORMAT = "brrrtui-recording"
+FORMAT_VERSION = 1
+
+TABLES: dict[str, dict[str, Any]] = {
+    "windows": WINDOW_SCHEMA,
+    "steps": STEP_SCHEMA,
+    "gpu": GPU_SCHEMA,
+    "runtime": RUNTIME_SCHEMA,
+    "ops": OP_SCHEMA,
+    "spans": SPAN_SCHEMA,
+    "telemetry": TELEMETRY_SCHEMA,
+}
+
+
+class RecordingError(InputError):
+    """A file that is not, or no longer, a readable recording. The message is one line for the user."""
+
+
+def _sql_type(dtype: Any) -> str:
+    return "REAL" if np.dtype(dtype).kind == "f" else "INTEGER"
+
+
+def schema_sql() -> str:
+    stmts = [
+        "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)",
+        "CREATE TABLE IF NOT EXISTS strings(id INTEGER PRIMARY KEY, s TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS lines(id INTEGER PRIMARY KEY, file TEXT, line INTEGER, function TEXT)",
+    ]
+    for table, schema in TABLES.items():
+        cols = ", ".join(f"{c} {_sql_type(t)}" for c, t in schema.items())
+        stmts.append(f"CREATE TABLE IF NOT EXISTS {table}({cols})")
+    return ";\n".join(stmts) + ";"
+
+
+class RecordingWriter:
+    """Appends batches to a recording. One writer per file; every `append` is one transaction."""
+
+    def __init__(self, path: str):
+        self.path = path
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves, one per batch
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=DELETE")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.executescript(schema_sql())
+        self.set_meta(format=FORMAT, format_version=FORMAT_VERSION)
+
+    def set_meta(self, **items: Any) -> None:
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.executemany(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                [(k, json.dumps(v)) for k, v in items.items()],
+            )
+
+    def append(self, batch: dict[str, Any]) -> None:
+        """batch: optional keys `strings` [(id, s)], `lines` [(id, file, line, function)], and any table of
+        TABLES as a list of row tuples in schema order."""
+        with self.db:
+            self.db.execute("BEGIN")
+            if batch.get("strings"):
+                self.db.executemany("INSERT OR REPLACE INTO strings(id, s) VALUES (?, ?)", batch["strings"])
+            if batch.get("lines"):
+                self.db.executemany("INSERT OR REPLACE INTO lines VALUES (?, ?, ?, ?)", batch["lines"])
+            for table, schema in TABLES.items():
+                rows = batch.get(table)
+                if rows:
+                    marks = ", ".join("?" * len(schema))
+                    self.db.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def open_readonly(path: str) -> sqlite3.Connection:
+    if not os.path.exists(path):
+        raise RecordingError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise RecordingError(f"{path} is a directory, not a recording")
+    # Read-write when we may, so SQLite can roll back a transaction a killed writer left half done.
+    mode = (
+        "rw"
+        if os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+        else "ro"
+    )
+    uri = "file:" + os.path.abspath(path).replace("?", "%3f").replace("#", "%23") + f"?mode={mode}"
+    return sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+
+def is_recording(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(16) == b"SQLite format 3\x00"
+
+
+def read_meta(db: sqlite3.Connection) -> dict[str, Any]:
+    return {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+
+
+def _read_table(db: sqlite3.Connection, table: str, schema: dict[str, Any], window_min: int = -1) -> Table:
+    cols = ", ".join(schema)
+    where = f" WHERE window > {int(window_min)}" if "window" in schema and window_min >= 0 else ""
+    rows = db.execute(f"SELECT {cols} FROM {table}{where}").fetchall()
+    if not rows:
+        return Table({k: np.empty(0, dtype=t) for k, t in schema.items()})
+    columns = list(zip(*rows, strict=True))
+    return Table({k: np.asarray(c, dtype=t) for (k, t), c in zip(schema.items(), columns, strict=True)})
+
+
+def load_recording(path: str) -> Trace:
+    """Read a whole recording (also one still being written, or one whose writer was killed)."""
+    try:
+        db = open_readonly(path)
+        try:
+            names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "meta" not in names:
+                raise RecordingError(f"{path} is an SQLite file but not a brrrtui recording (no meta table)")
+            meta = read_meta(db)
+            if meta.get("format") != FORMAT:
+                raise RecordingError(f"{path} is an SQLite file but not a brrrtui recording")
+            if int(meta.get("format_version", 0)) > FORMAT_VERSION:
+                raise RecordingError(
+                    f"{path} was written by a newer brrrtui (format {meta['format_version']})"
+                )
+            strings_rows = db.execute("SELECT id, s FROM strings ORDER BY id").fetchall()
+            strings = [""] * (strings_rows[-1][0] + 1 if strings_rows else 0)
+            for i, s in strings_rows:
+                strings[i] = s
+            line_rows = db.execute("SELECT id, file, line, function FROM lines ORDER BY id").fetchall()
+            lines = [SourceLine("?", 0, "?")] * (line_rows[-1][0] + 1 if line_rows else 0)
+            for i, f, n, fn in line_rows:
+                lines[i] = SourceLine(f, n, fn)
+            tables = {t: _read_table(db, t, s) for t, s in TABLES.items()}
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as e:
+        raise RecordingError(f"{path} is damaged or not a recording ({e})") from None
+    dev = meta.get("device") or {}
+    peaks = meta.get("peaks")
+    return Trace(
+        strings=strings,
+        lines=lines,
+        device=Device(**{k: dev.get(k) for k in Device.__dataclass_fields__}),
+        peaks=Peaks(**peaks) if peaks else None,
+        meta=meta,
+        source=path,
+        **tables,
+    )
