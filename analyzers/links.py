@@ -9,8 +9,8 @@ On one CPU thread, calls nest::
     kernel (GPU)                              [sm90_gemm]   <- correlation 7
 
 so a launch belongs to the innermost op that encloses its start, and an op to the innermost span. Backward
-ops run on autograd's thread, outside any span: they take the line of the forward op with the same
-`Sequence number`; ops nested inside an op without a line of their own inherit their parent's.
+ops (autograd nodes) take the line of the forward op with the same `Sequence number`, and so do the ops
+nested in them; any other op without a span of its own inherits its parent's line.
 """
 
 from __future__ import annotations
@@ -120,25 +120,32 @@ def link(trace: Trace) -> Links:
         )
         direct = np.where(idx >= 0, spans.line[np.maximum(idx, 0)], NONE).astype(np.int64)
 
-    # backward: seq -> forward line. Forward ops are those on a thread with spans; the first op of a seq wins.
+    # Backward autograd nodes (seq >= 0, fwd_tid > 0) take the line of the forward op with the same seq,
+    # even when they ran inside a span (on CPU, backward runs on the thread that called loss.backward()).
     fwd_line: dict[int, int] = {}
+    is_node = np.zeros(len(ops), dtype=bool)
     if len(ops):
         seq = ops.seq
-        has = (seq >= 0) & (direct >= 0) & (ops.fwd_tid <= 0)
-        for s, ln in zip(seq[has][::-1].tolist(), direct[has][::-1].tolist(), strict=True):
+        fwd = (seq >= 0) & (direct >= 0) & (ops.fwd_tid <= 0)
+        for s, ln in zip(seq[fwd][::-1].tolist(), direct[fwd][::-1].tolist(), strict=True):
             fwd_line[s] = ln  # reversed, so the earliest op of each seq is written last and wins
-        bwd = (seq >= 0) & (direct < 0) & (ops.fwd_tid > 0)
-        for i in np.nonzero(bwd)[0].tolist():
-            direct[i] = fwd_line.get(int(seq[i]), NONE)
+        is_node = (seq >= 0) & (ops.fwd_tid > 0)
 
-    # inherit from the enclosing op, parents first (sorted order visits parents before children)
+    # Parents first (sorted order visits parents before children): a node's forward line, else the line of
+    # an enclosing backward node, else the op's own span, else the enclosing op's line.
     op_line = direct.copy()
     if len(ops):
-        par = op_parent.tolist()
-        lines = op_line.tolist()
+        par, lines = op_parent.tolist(), direct.tolist()
+        node, seqs = is_node.tolist(), ops.seq.tolist()
+        in_bwd = [False] * len(lines)
         for i in op_order.tolist():
-            if lines[i] < 0 and par[i] >= 0:
-                lines[i] = lines[par[i]]
+            p = par[i]
+            if node[i] and seqs[i] in fwd_line:
+                lines[i], in_bwd[i] = fwd_line[seqs[i]], True
+            elif p >= 0 and in_bwd[p]:
+                lines[i], in_bwd[i] = lines[p], True
+            elif lines[i] < 0 and p >= 0:
+                lines[i] = lines[p]
         op_line = np.asarray(lines, dtype=np.int64)
 
     kernel_op = (
