@@ -1,0 +1,5 @@
+import sys
+
+from brrrtui.cli import main
+
+sys.exit(main())

@@ -1,0 +1,307 @@
+"""The capture agent inside the user's process: step clock, profiler windows, line tags, device facts.
+
+Everything here runs on the user's threads, so every entry point is guarded: a failure in brrrtui turns
+capture off with one note and never disturbs the script.
+"""
+
+from __future__ import annotations
+
+import _thread
+import importlib
+import importlib.abc
+import importlib.util
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from brrrtui.capture.protocol import Channel
+from brrrtui.capture.windows import Action, Interner, Scheduler, WindowConfig, convert_events
+
+# The timer thread asks the main thread to tick by simulating this signal (_thread.interrupt_main): no OS
+# signal is sent, our handler just runs on the main thread between bytecodes. SIGURG is ignored by default,
+# so a real one arriving changes nothing.
+TICK_SIGNAL = signal.SIGURG
+TIMER_PERIOD_S = 0.1
+STEP_FLUSH_S = 0.5
+
+
+class TorchImportWatcher(importlib.abc.MetaPathFinder):
+    """Calls `callback(torch)` right after the script's own `import torch` finishes (brrrtui never imports
+    torch first: CUDA_VISIBLE_DEVICES set inside the script must still work)."""
+
+    def __init__(self, callback: Callable[[Any], None]):
+        self.callback = callback
+
+    def find_spec(self, fullname, path, target=None):  # noqa: ANN001 - importlib's protocol
+        if fullname != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None:
+            return spec
+        loader_exec = spec.loader.exec_module
+        callback = self.callback
+
+        def exec_module(module: Any) -> None:
+            loader_exec(module)
+            callback(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+class Agent:
+    def __init__(self, channel: Channel, config: WindowConfig, is_user_file: Callable[[str], bool],
+                 calibrate: bool = True):  # fmt: skip
+        self.channel = channel
+        self.config = config
+        self.is_user_file = is_user_file
+        self.calibrate_at_exit = calibrate
+        self.sched = Scheduler(config, time.time_ns())
+        self.strings = Interner()
+        self.torch: Any = None
+        self.lines: Any = None  # LineTable, once torch is there
+        self.prof: Any = None
+        self.tagger: Any = None
+        self.window_id = -1
+        self.window_opened_ns = 0
+        self.window_first_step = -1
+        self.stall_ns = 0
+        self.clock_optimizer: Any = None  # the first optimizer that steps defines "a step"
+        self.pending_steps: list[tuple[int, int]] = []
+        self.last_step_flush_ns = 0
+        self.converting: threading.Thread | None = None
+        self.main_thread = threading.main_thread()
+        self.noted: set[str] = set()
+        self.stepped_aside = False
+        self.own_profiler_call = False
+        self.cuda = False
+        self.device_sent = False
+        self.dead = False
+        self._timer: threading.Thread | None = None
+
+    # ---------------------------------------------------------------- setup
+    def install(self) -> None:
+        sys.meta_path.insert(0, TorchImportWatcher(self._guard(self.on_torch_imported)))
+        if threading.current_thread() is self.main_thread:
+            self.prev_handler = signal.signal(TICK_SIGNAL, self._on_tick_signal)
+            self._timer = threading.Thread(target=self._timer_loop, name="brrrtui-timer", daemon=True)
+            self._timer.start()
+
+    def note(self, key: str, text: str) -> None:
+        if key not in self.noted:
+            self.noted.add(key)
+            self.channel.send({"type": "note", "text": text})
+
+    def _guard(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            if self.dead:
+                return None
+            try:
+                return fn(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - capture must never break the user's script
+                self.dead = True
+                self.note("internal", f"capture stopped after an internal error: {e.__class__.__name__}: {e}")
+                self.channel.send({"type": "error", "traceback": traceback.format_exc()})
+                return None
+
+        return guarded
+
+    def on_torch_imported(self, torch: Any) -> None:
+        self.torch = torch
+        from brrrtui.capture.lines import LineTable
+
+        self.lines = LineTable()
+        optimizer = importlib.import_module("torch.optim.optimizer")
+        optimizer.register_optimizer_step_post_hook(self._guard(self.on_optimizer_step))
+        self._patch_user_profiler_entry_points()
+        self.sched.torch_seen_ns = time.time_ns()
+
+    # ---------------------------------------------------------------- ticks
+    def on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self.clock_optimizer is None:
+            self.clock_optimizer = optimizer
+        if optimizer is not self.clock_optimizer:
+            return
+        now = time.time_ns()
+        step = len(self.sched.step_times_ns)
+        self.pending_steps.append((step, now))
+        action = self.sched.on_step(now) if not self.stepped_aside else Action.NONE
+        if threading.current_thread() is self.main_thread:
+            self._act(action, now)
+        if now - self.last_step_flush_ns > STEP_FLUSH_S * 1e9:
+            self.flush_steps(now)
+
+    def flush_steps(self, now: int | None = None) -> None:
+        if self.pending_steps:
+            steps, self.pending_steps = self.pending_steps, []
+            self.channel.send({"type": "batch", "steps": steps})
+        self.last_step_flush_ns = now or time.time_ns()
+
+    def _timer_loop(self) -> None:
+        while not self.dead:
+            time.sleep(TIMER_PERIOD_S)
+            if self.stepped_aside or self.torch is None:
+                continue
+            if self.sched.timer_decision(time.time_ns()) != Action.NONE:
+                if (
+                    signal.getsignal(TICK_SIGNAL) != self._on_tick_signal
+                ):  # bound methods compare equal, not identical
+                    self.note("tick", "time-based windows off: the script replaced brrrtui's SIGURG handler")
+                    return
+                _thread.interrupt_main(TICK_SIGNAL)
+
+    def _on_tick_signal(self, signum: int, frame: Any) -> None:
+        self._guard(self._tick)()
+
+    def _tick(self) -> None:
+        if self.stepped_aside:
+            return
+        now = time.time_ns()
+        self._act(self.sched.on_timer(now), now)
+
+    def _act(self, action: Action, now: int) -> None:
+        if action == Action.OPEN:
+            if self.converting is not None and self.converting.is_alive():
+                return  # the previous window is still being converted; try at the next tick
+            self.open_window(now)
+        elif action == Action.CLOSE:
+            self.close_window(background=True)
+
+    # ---------------------------------------------------------------- windows
+    def open_window(self, now: int) -> None:
+        torch = self.torch
+        if torch.autograd.profiler._is_profiler_enabled:  # the script profiles itself right now
+            self._step_aside()
+            return
+        from brrrtui.capture.lines import LineTagger
+
+        t0 = time.perf_counter_ns()
+        self.cuda = bool(torch.cuda.is_available())
+        if not self.cuda:
+            self.note("nogpu", "no CUDA GPU: recording CPU ops and source lines only")
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if self.cuda:
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self.prof = torch.profiler.profile(activities=activities, record_shapes=True)
+        self.own_profiler_call = True
+        try:
+            self.prof.start()
+        finally:
+            self.own_profiler_call = False
+        self.tagger = LineTagger(self.lines, self.is_user_file)
+        self.tagger.__enter__()
+        self.window_id += 1
+        self.window_opened_ns = time.time_ns()
+        self.window_first_step = len(self.sched.step_times_ns)
+        self.sched.opened(self.window_opened_ns)
+        self.stall_ns = time.perf_counter_ns() - t0
+
+    def close_window(self, background: bool) -> None:
+        if self.prof is None:
+            return
+        t0 = time.perf_counter_ns()
+        try:
+            self.tagger.__exit__(None, None, None)
+        except Exception:  # noqa: BLE001 - the mode stack may have been left unbalanced by the script
+            pass
+        prof, self.prof, self.tagger = self.prof, None, None
+        prof.stop()
+        closed_ns = time.time_ns()
+        stall = self.stall_ns + time.perf_counter_ns() - t0
+        last_step = len(self.sched.step_times_ns) - 1
+        window = (
+            self.window_id, self.sched.open_mode, self.window_opened_ns, closed_ns,
+            self.window_first_step if last_step >= self.window_first_step else -1,
+            last_step if last_step >= self.window_first_step else -1, stall, 0,
+        )  # fmt: skip
+        self.sched.closed(self.window_opened_ns, closed_ns, stall)
+        if background:
+            self.converting = threading.Thread(target=self._guard(self._convert_and_send), args=(prof, window),
+                                               name="brrrtui-convert", daemon=True)  # fmt: skip
+            self.converting.start()
+        else:
+            self._convert_and_send(prof, window)
+
+    def _convert_and_send(self, prof: Any, window: tuple) -> None:
+        from brrrtui.capture.lines import SPAN_PREFIX
+
+        events = prof.profiler.kineto_results.events()
+        rows = convert_events(events, window[0], self.strings, SPAN_PREFIX)
+        window = window[:-1] + (len(events),)
+        if not self.device_sent and self.cuda:
+            self.channel.send({"type": "device", **device_facts(self.torch)})
+            self.device_sent = True
+        self.channel.send({
+            "type": "batch", "windows": [window], "strings": self.strings.take_new(),
+            "lines": self.lines.take_new(), **rows,
+        })  # fmt: skip
+
+    # ---------------------------------------------------------------- the script's own profiler
+    def _patch_user_profiler_entry_points(self) -> None:
+        kineto = importlib.import_module("torch.profiler.profiler")._KinetoProfile
+        legacy = importlib.import_module("torch.autograd.profiler").profile
+        agent = self
+
+        def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                if not agent.own_profiler_call:
+                    agent._step_aside()
+                return fn(*args, **kwargs)
+
+            wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
+            return wrapper
+
+        kineto.start = wrap(kineto.start)
+        legacy.__enter__ = wrap(legacy.__enter__)
+
+    def _step_aside(self) -> None:
+        if self.stepped_aside:
+            return
+        self.stepped_aside = True
+        self.sched.disabled = True
+        if self.prof is not None:
+            self.close_window(background=False)
+        self.note("aside", "the script runs torch.profiler itself: brrrtui stepped aside (no more windows; "
+                  "step times are still recorded)")  # fmt: skip
+
+    # ---------------------------------------------------------------- end of run
+    def finish(self) -> None:
+        """The script ended (normally or not): close the open window, send the last steps and calibration."""
+        if self.dead:
+            return
+        try:
+            if self.prof is not None:
+                self.close_window(background=False)
+            if self.converting is not None:
+                self.converting.join()
+            self.flush_steps()
+            if self.cuda and self.calibrate_at_exit and os.environ.get("BRRRTUI_NO_CALIBRATE") != "1":
+                from brrrtui.capture.calibrate import measure_peaks
+
+                self.channel.send({"type": "peaks", "peaks": measure_peaks(self.torch)})
+        except Exception as e:  # noqa: BLE001
+            self.note("finish", f"capture could not finish cleanly: {e.__class__.__name__}: {e}")
+        finally:
+            self.dead = True
+
+
+def device_facts(torch: Any) -> dict[str, Any]:
+    idx = torch.cuda.current_device()
+    p = torch.cuda.get_device_properties(idx)
+    return {
+        "device": {
+            "name": p.name,
+            "num_sms": p.multi_processor_count,
+            "compute_capability": f"{p.major}.{p.minor}",
+            "total_memory_bytes": p.total_memory,
+            "l2_bytes": getattr(p, "L2_cache_size", None),
+            "cuda": torch.version.cuda,
+        },
+        "torch_version": torch.__version__,
+    }

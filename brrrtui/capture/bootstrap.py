@@ -1,0 +1,134 @@
+"""The child's entry point: `python bootstrap.py (-m MODULE | SCRIPT) [ARGS...]`, started by the recorder.
+
+It makes the script see what `python SCRIPT ARGS` would show it — sys.argv, __name__ == "__main__", the
+script's directory first on sys.path, the same cwd and environment (less brrrtui's own variables) — installs
+the capture agent, runs the script with runpy, and exits with the script's exit status and traceback.
+Run by path, not with -m, so brrrtui's own folder does not end up on the script's sys.path.
+"""
+
+import os
+import sys
+
+
+def _load_private(name: str, path: str):  # noqa: ANN202
+    """Import one of brrrtui's files without putting a package called `analyzers` in sys.modules, where it
+    could shadow a package of the user's with the same name."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _strip_own_frames(tb):  # noqa: ANN001, ANN202
+    """Drop the traceback entries of bootstrap and runpy, so the script's traceback reads as without us."""
+    here = os.path.abspath(__file__)
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if os.path.abspath(filename) == here or filename.endswith(("runpy.py", "<frozen runpy>")):
+            tb = tb.tb_next
+        else:
+            break
+    return tb
+
+
+def _print_exception(exc: BaseException) -> None:
+    exc = exc.with_traceback(_strip_own_frames(exc.__traceback__))  # excepthook reads __traceback__
+    sys.excepthook(type(exc), exc, exc.__traceback__)
+
+
+def _run_file(path: str) -> None:
+    """Execute a script as `python path` does: a fresh `__main__` module with an absolute __file__, while
+    sys.argv[0] keeps the path as typed (runpy.run_path would overwrite it)."""
+    import builtins
+    import importlib.machinery
+    import types
+
+    abspath = os.path.abspath(path)
+    with open(abspath, "rb") as f:
+        source = f.read()
+    main = types.ModuleType("__main__")
+    main.__file__ = abspath
+    main.__builtins__ = builtins
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", abspath)
+    main.__spec__ = None
+    main.__cached__ = None
+    sys.modules["__main__"] = main  # multiprocessing's spawn and pickle look the script up here
+    code = compile(source, abspath, "exec", dont_inherit=True)
+    exec(code, main.__dict__)
+
+
+def main() -> None:
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, root)
+    try:
+        from brrrtui.capture.agent import Agent
+        from brrrtui.capture.protocol import Channel
+        from brrrtui.capture.windows import WindowConfig
+    finally:
+        sys.path.remove(root)
+    userfiles = _load_private("_brrrtui_userfiles", os.path.join(root, "analyzers", "userfiles.py"))
+
+    fd = int(os.environ.pop("BRRRTUI_FD"))
+    os.set_inheritable(fd, False)  # the script's own subprocesses must not hold the pipe open
+    config = WindowConfig.from_json(os.environ.pop("BRRRTUI_CONFIG", None))
+    calibrate = os.environ.pop("BRRRTUI_CALIBRATE", "1") == "1"
+    channel = Channel(fd)
+    agent = Agent(channel, config, userfiles.is_user_file, calibrate=calibrate)
+
+    args = sys.argv[1:]
+    import runpy
+
+    if args[0] == "-m":
+        module, script_args = args[1], args[2:]
+        sys.argv = [module, *script_args]  # runpy replaces argv[0] with the module's path
+        sys.path[0] = os.getcwd()
+        run = lambda: runpy.run_module(module, run_name="__main__", alter_sys=True)  # noqa: E731
+    else:
+        script, script_args = args[0], args[1:]
+        sys.argv = [script, *script_args]
+        sys.path[0] = os.path.dirname(os.path.realpath(script))
+        if os.path.isdir(script):  # a folder (or zip) with __main__.py, as python runs it
+            run = lambda: runpy.run_path(script, run_name="__main__")  # noqa: E731
+        else:
+            run = lambda: _run_file(script)  # noqa: E731
+
+    agent.install()
+    channel.send({"type": "hello", "pid": os.getpid(), "python": sys.version.split()[0]})
+    code = 0
+    interrupted = False
+    try:
+        run()
+    except SystemExit as e:
+        if e.code is None:
+            code = 0
+        elif isinstance(e.code, int):
+            code = e.code
+        else:
+            print(e.code, file=sys.stderr)
+            code = 1
+    except KeyboardInterrupt as e:
+        _print_exception(e)
+        interrupted = True
+    except BaseException as e:  # noqa: BLE001 - print it as Python would, then exit 1
+        _print_exception(e)
+        code = 1
+    finally:
+        agent.finish()
+        channel.send({"type": "bye", "exit_code": code})
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    if interrupted:  # exit "killed by SIGINT", as Python does after an uncaught KeyboardInterrupt
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""Command line: `brrrtui SCRIPT ...` (live), `record`, `view`, `report`.
+
+Everything after the script path (or `-m MODULE`) belongs to the script, verbatim. Mistakes the user can fix
+end in one `brrrtui: error: ...` line and exit code 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+
+from brrrtui import __version__
+
+EXIT_USAGE = 2
+SUBCOMMANDS = ("record", "view", "report")
+
+DESCRIPTION = """\
+Run a PyTorch script under GPU tracing and see, line by line, whether its time goes to compute,
+memory bandwidth or overhead.
+
+  brrrtui train.py --lr 3e-4            live TUI while the script runs
+  brrrtui -m pkg.train --lr 3e-4        the same for a module
+  brrrtui record -o run.brrr train.py   headless capture (SSH, batch jobs, CI)
+  brrrtui view run.brrr                 browse a recording or a torch.profiler trace (.json/.json.gz)
+  brrrtui report run.brrr [--json]      the verdicts as text or JSON
+"""
+
+
+class UsageError(Exception):
+    pass
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, like every other user error
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def _capture_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("capture")
+    g.add_argument(
+        "--python",
+        metavar="PATH",
+        default=sys.executable,
+        help="interpreter that runs the script (default: the one running brrrtui)",
+    )
+    g.add_argument(
+        "--duty",
+        type=float,
+        default=0.03,
+        metavar="FRACTION",
+        help="share of run time the capture may cost (default 0.03); windows are spaced to fit it",
+    )
+    g.add_argument(
+        "--window-steps",
+        type=int,
+        default=3,
+        metavar="N",
+        help="optimizer steps per profiler window (default 3)",
+    )
+    g.add_argument("--max-windows", type=int, default=0, metavar="N", help="stop capturing after N windows")
+    g.add_argument("--no-calibrate", action="store_true",
+                   help="skip measuring matmul FLOP/s and copy bandwidth after the script ends")  # fmt: skip
+
+
+def _run_parser(prog: str, record: bool) -> Parser:
+    p = Parser(prog=prog, description=DESCRIPTION if not record else "Capture headlessly into a recording.",
+               formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--version", action="version", version=f"brrrtui {__version__}")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        required=record,
+        help="recording file to write" + ("" if record else " (default: SCRIPT-TIMESTAMP.brrr)"),
+    )
+    p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
+    _capture_options(p)
+    p.add_argument("script", nargs="?", help="the Python script (its own arguments follow it)")
+    return p
+
+
+def split_script(argv: list[str], parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
+    """Split argv into (brrrtui's options, the target): the target starts at the first positional or at
+    `-m MODULE`, and runs to the end — so `brrrtui train.py --help` passes --help to the script."""
+    takes_value = {
+        s for a in parser._actions if a.nargs is None and a.option_strings for s in a.option_strings
+    }
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "--":
+            return argv[:i], argv[i + 1 :]
+        if tok == "-m":
+            return argv[:i], argv[i:]
+        if tok.startswith("-") and tok != "-":
+            i += 2 if (tok in takes_value and "=" not in tok) else 1
+            continue
+        return argv[:i], argv[i:]
+    return argv, []
+
+
+def _window_config(ns: argparse.Namespace):  # noqa: ANN202
+    from brrrtui.capture.windows import WindowConfig
+
+    if not 0 < ns.duty <= 1:
+        raise UsageError("--duty must be a fraction in (0, 1]")
+    if ns.window_steps < 1:
+        raise UsageError("--window-steps must be at least 1")
+    return WindowConfig(duty=ns.duty, window_steps=ns.window_steps, max_windows=max(0, ns.max_windows))
+
+
+def _default_output(target: list[str]) -> str:
+    stem = target[1] if target[0] == "-m" else os.path.splitext(os.path.basename(target[0]))[0]
+    return f"{stem.replace('.', '_')}-{time.strftime('%Y%m%d-%H%M%S')}.brrr"
+
+
+def _stderr_progress(text: str) -> None:
+    print(f"brrrtui: {text}", file=sys.stderr, flush=True)
+
+
+def cmd_run(argv: list[str], record: bool) -> int:
+    from brrrtui.recorder import RunSpec
+
+    parser = _run_parser("brrrtui record" if record else "brrrtui", record)
+    own, target = split_script(argv, parser)
+    ns = parser.parse_args(own)
+    if not target:
+        raise UsageError("no script given" + ("; usage: brrrtui record -o FILE SCRIPT [ARGS...]" if record else
+                         "; usage: brrrtui SCRIPT [ARGS...] (see brrrtui --help)"))  # fmt: skip
+    spec = RunSpec(target=target, out_path=ns.output or _default_output(target), python=ns.python,
+                   window=_window_config(ns), calibrate=not ns.no_calibrate)  # fmt: skip
+    if record or not _tui_available():
+        return _run_headless(spec)
+    return _run_live(spec)
+
+
+def _tui_available() -> bool:
+    if not (sys.stdout.isatty() and sys.stdin.isatty()):
+        return False
+    try:
+        import brrrtui.app  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _run_headless(spec) -> int:  # noqa: ANN001
+    from brrrtui.recorder import Recorder
+
+    recorder = Recorder(spec, progress=_stderr_progress)
+    recorder.start()
+    _stderr_progress(f"recording {' '.join(spec.target)} -> {spec.out_path}")
+    old_term = signal.signal(signal.SIGTERM, lambda *_: recorder.terminate())
+    try:
+        code = recorder.wait()
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+    exit_text = f"exited with code {recorder.exit_code}" if (recorder.exit_code or 0) >= 0 else (
+        f"was killed by {signal.Signals(-recorder.exit_code).name}")  # fmt: skip
+    _stderr_progress(f"script {exit_text}; {recorder.windows} windows, {recorder.steps} steps, "
+                     f"{recorder.kernels:,} kernels -> {spec.out_path} (brrrtui view {spec.out_path})")  # fmt: skip
+    return code
+
+
+def _run_live(spec) -> int:  # noqa: ANN001
+    from brrrtui.app import make_app
+    from brrrtui.feed import Feed
+    from brrrtui.recorder import Recorder
+
+    spec.capture_output = True
+    feed = Feed()
+    recorder = Recorder(spec, feed=feed)
+    recorder.start()
+    app = make_app(spec.out_path, feed=feed, script=" ".join(spec.target))
+    try:
+        app.run()
+    finally:
+        recorder.terminate()
+        code = recorder.wait()
+    print(f"brrrtui: recording kept in {spec.out_path} (brrrtui view {spec.out_path})", file=sys.stderr)
+    return code
+
+
+def cmd_view(argv: list[str]) -> int:
+    p = Parser(prog="brrrtui view", description="Browse a recording or a torch.profiler trace.")
+    p.add_argument("file", help="a .brrr recording or a torch.profiler .json / .json.gz trace")
+    ns = p.parse_args(argv)
+    from analyzers.load import load_trace
+
+    load_trace(ns.file)  # fail here, in one line, rather than inside the UI
+    from brrrtui.app import make_app
+
+    make_app(ns.file, feed=None, script=None).run()
+    return 0
+
+
+def cmd_report(argv: list[str]) -> int:
+    p = Parser(prog="brrrtui report", description="Print the verdicts of a recording or trace.")
+    p.add_argument("file", help="a .brrr recording or a torch.profiler .json / .json.gz trace")
+    p.add_argument("--json", action="store_true", help="print one JSON object (schema in the README)")
+    p.add_argument("--top", type=int, default=15, metavar="N", help="lines and kernels to list (default 15)")
+    p.add_argument("--peaks", metavar="SPEC",
+                   help="override ceilings, e.g. flops=800e12,bw=4.2e12 (FLOP/s and bytes/s)")  # fmt: skip
+    ns = p.parse_args(argv)
+    import json
+
+    from analyzers.analyze import analyze
+    from analyzers.report import render_text, to_json
+
+    from analyzers.load import load_trace
+
+    analysis = analyze(load_trace(ns.file), peaks_override=ns.peaks)
+    if ns.json:
+        print(json.dumps(to_json(analysis), indent=1))
+    else:
+        print(render_text(analysis, top=ns.top))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from analyzers.errors import InputError
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if args and args[0] in SUBCOMMANDS:
+            command, rest = args[0], args[1:]
+            if command == "record":
+                return cmd_run(rest, record=True)
+            if command == "view":
+                return cmd_view(rest)
+            return cmd_report(rest)
+        return cmd_run(args, record=False)
+    except (UsageError, InputError) as e:
+        print(f"brrrtui: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("brrrtui: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `brrrtui report x | head`
+        sys.stderr.close()
+        return 0

@@ -1,0 +1,272 @@
+"""The recorder: runs the script in a child process, appends everything it captures to the recording as it
+arrives, samples GPU telemetry, and tells a live UI (UI-free itself; see brrrtui.feed).
+
+    user script (child) --frames over a pipe--> reader thread --> RecordingWriter (one transaction a batch)
+                                                              \\-> Feed (live UI) / progress lines (stderr)
+    pynvml sampler thread (5-10 Hz) --------------------------> RecordingWriter + Feed
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+
+from analyzers.errors import InputError
+from analyzers.store import RecordingWriter
+from brrrtui import __version__
+from brrrtui.capture.protocol import read_frames
+from brrrtui.capture.windows import WindowConfig
+from brrrtui.feed import Exited, Feed, LogLine, StepsAdded, TelemetrySample, WindowAdded
+from brrrtui.telemetry import TelemetrySampler
+
+BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "capture", "bootstrap.py")
+
+
+@dataclass
+class RunSpec:
+    target: list[str]  # [SCRIPT, *ARGS] or ["-m", MODULE, *ARGS]
+    out_path: str
+    python: str = sys.executable
+    window: WindowConfig = field(default_factory=WindowConfig)
+    calibrate: bool = True
+    capture_output: bool = False  # True under the TUI: the script's stdout/stderr become LogLines
+
+
+def check_target(target: list[str]) -> None:
+    """Reject what `python` would reject, with one clear line instead of Python's own complaint."""
+    if not target:
+        raise InputError("no script given; usage: brrrtui [record -o FILE] SCRIPT [ARGS...]")
+    if target[0] == "-m":
+        if len(target) < 2:
+            raise InputError("-m needs a module name, e.g. brrrtui -m mypkg.train")
+        return
+    script = target[0]
+    if not os.path.exists(script):
+        raise InputError(f"{script}: no such file")
+    if os.path.isdir(script) and not os.path.exists(os.path.join(script, "__main__.py")):
+        raise InputError(f"{script} is a directory without __main__.py; give a Python script")
+    if os.path.isfile(script):
+        with open(script, "rb") as f:
+            head = f.read(4096)
+        if b"\x00" in head or head.startswith((b"\x7fELF", b"SQLite format 3", b"\x1f\x8b", b"PK\x03\x04")):
+            raise InputError(f"{script} is not a Python script (binary file)")
+        try:
+            compile(open(script, "rb").read(), script, "exec")
+        except SyntaxError as e:
+            raise InputError(f"{script}:{e.lineno}: not valid Python ({e.msg})") from None
+        except ValueError:
+            raise InputError(f"{script} is not a Python script") from None
+
+
+class Recorder:
+    def __init__(
+        self, spec: RunSpec, feed: Feed | None = None, progress: Callable[[str], None] | None = None
+    ):
+        self.spec = spec
+        self.feed = feed
+        self.progress = progress or (lambda text: None)
+        self.writer: RecordingWriter | None = None
+        self.write_lock = threading.Lock()
+        self.child: subprocess.Popen[bytes] | None = None
+        self.threads: list[threading.Thread] = []
+        self.windows = 0
+        self.kernels = 0
+        self.steps = 0
+        self.notes: list[str] = []
+        self.script_exit: int | None = None
+        self.exit_code: int | None = None
+        self.sampler: TelemetrySampler | None = None
+        self.interrupts = 0
+
+    # ------------------------------------------------------------------ start
+    def start(self) -> None:
+        check_target(self.spec.target)
+        self._open_writer()
+        read_fd, write_fd = os.pipe()
+        env = dict(os.environ)
+        env["BRRRTUI_FD"] = str(write_fd)
+        env["BRRRTUI_CONFIG"] = _json(asdict(self.spec.window))
+        env["BRRRTUI_CALIBRATE"] = "1" if self.spec.calibrate else "0"
+        if self.spec.capture_output:
+            env["PYTHONUNBUFFERED"] = "1"  # so the log pane shows lines as they are printed
+        out = subprocess.PIPE if self.spec.capture_output else None
+        try:
+            self.child = subprocess.Popen(
+                [self.spec.python, BOOTSTRAP, *self.spec.target],
+                env=env, pass_fds=(write_fd,), stdout=out, stderr=out, stdin=None if not out else subprocess.DEVNULL,
+            )  # fmt: skip
+        except OSError as e:
+            os.close(read_fd)
+            raise InputError(f"cannot start {self.spec.python}: {e.strerror}") from None
+        finally:
+            os.close(write_fd)
+        self._write_meta(pid=self.child.pid)
+        self._thread(self._read_frames, read_fd, name="brrrtui-reader")
+        if self.spec.capture_output:
+            self._thread(self._read_output, self.child.stdout, "stdout", name="brrrtui-stdout")
+            self._thread(self._read_output, self.child.stderr, "stderr", name="brrrtui-stderr")
+        self.sampler = TelemetrySampler(self._on_telemetry)
+        if self.sampler.available:
+            self._write_meta(driver=self.sampler.driver, nvml_device=self.sampler.device_name)
+            self.sampler.start()
+        else:
+            self._write_meta(telemetry=f"unavailable: {self.sampler.reason}")
+
+    def _open_writer(self) -> None:
+        path = self.spec.out_path
+        parent = os.path.dirname(os.path.abspath(path))
+        if os.path.isdir(path):
+            raise InputError(f"{path} is a directory; give a file name for the recording (-o run.brrr)")
+        if not os.path.isdir(parent):
+            raise InputError(f"cannot write {path}: folder {parent} does not exist")
+        if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+            raise InputError(f"cannot write {path}: permission denied; choose another path with -o")
+        try:
+            for suffix in ("", "-journal"):
+                if os.path.exists(path + suffix):
+                    os.remove(path + suffix)
+            self.writer = RecordingWriter(path)
+        except (OSError, sqlite3.Error) as e:
+            raise InputError(f"cannot write {path}: {e}; choose another path with -o") from None
+        self._write_meta(
+            argv=self.spec.target, cwd=os.getcwd(), python=self.spec.python, brrrtui_version=__version__,
+            started_at_ns=time.time_ns(), status="running", window_config=asdict(self.spec.window),
+        )  # fmt: skip
+
+    def _thread(self, target: Callable[..., Any], *args: Any, name: str) -> None:
+        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    # ------------------------------------------------------------------ inputs
+    def _write_meta(self, **items: Any) -> None:
+        with self.write_lock:
+            assert self.writer is not None
+            self.writer.set_meta(**items)
+
+    def _read_frames(self, fd: int) -> None:
+        for msg in read_frames(fd):
+            try:
+                self._handle(msg)
+            except sqlite3.Error as e:  # disk full, file removed: say so once, keep the script running
+                self._note(f"cannot append to the recording any more: {e}")
+                return
+
+    def _handle(self, msg: dict[str, Any]) -> None:
+        kind = msg.get("type")
+        if kind == "batch":
+            with self.write_lock:
+                assert self.writer is not None
+                self.writer.append(msg)
+            if msg.get("steps"):
+                self.steps += len(msg["steps"])
+                if self.feed:
+                    self.feed.put(StepsAdded(msg["steps"][-1][0], len(msg["steps"])))
+            for w in msg.get("windows") or ():
+                self.windows += 1
+                n_kernels = sum(1 for r in msg.get("gpu", ()) if r[1] == 0)
+                self.kernels += n_kernels
+                first, last, stall_ns = w[4], w[5], w[6]
+                steps = f"steps {first}–{last}" if first >= 0 else "time-based"
+                self.progress(f"window {w[0] + 1}: {steps}, {n_kernels:,} kernels, {len(msg.get('ops', ())):,} ops, "
+                              f"stall {stall_ns / 1e6:.0f} ms")  # fmt: skip
+                if self.feed:
+                    self.feed.put(WindowAdded(w[0], n_kernels, len(msg.get("ops", ()))))
+        elif kind == "device":
+            self._write_meta(device=msg["device"], torch_version=msg.get("torch_version"))
+        elif kind == "peaks":
+            self._write_meta(peaks=msg["peaks"])
+        elif kind == "hello":
+            self._write_meta(child_python=msg.get("python"))
+        elif kind == "note":
+            self._note(msg["text"])
+        elif kind == "error":
+            self._write_meta(capture_error=msg.get("traceback"))
+        elif kind == "bye":
+            self.script_exit = msg.get("exit_code")
+
+    def _note(self, text: str) -> None:
+        self.notes.append(text)
+        self._write_meta(notes=self.notes)
+        self.progress(text)
+        if self.feed:
+            self.feed.put(LogLine("brrrtui", text))
+
+    def _read_output(self, stream: IO[bytes], name: str) -> None:
+        for raw in iter(stream.readline, b""):
+            if self.feed:
+                self.feed.put(LogLine(name, raw.decode("utf-8", "replace").rstrip("\n")))
+
+    def _on_telemetry(self, rows: list[tuple]) -> None:
+        with self.write_lock:
+            if self.writer is not None:
+                self.writer.append({"telemetry": rows})
+        if self.feed and rows:
+            self.feed.put(TelemetrySample(*rows[-1]))
+
+    # ------------------------------------------------------------------ stop
+    def interrupt(self) -> None:
+        """Ctrl-C: the first stops the script (the terminal already sent it SIGINT; forward it in case the
+        signal reached only us), the second kills it."""
+        self.interrupts += 1
+        if self.child is None or self.child.poll() is not None:
+            return
+        if self.interrupts == 1:
+            self.progress("stopping the script; Ctrl-C again to stop brrrtui now (the recording is kept)")
+            threading.Timer(2.0, self._forward_sigint).start()
+        else:
+            self.child.kill()
+
+    def _forward_sigint(self) -> None:
+        if self.child is not None and self.child.poll() is None and self.interrupts == 1:
+            self.child.send_signal(signal.SIGINT)
+
+    def terminate(self) -> None:
+        if self.child is not None and self.child.poll() is None:
+            self.child.terminate()
+            try:
+                self.child.wait(5)
+            except subprocess.TimeoutExpired:
+                self.child.kill()
+
+    def wait(self) -> int:
+        """Wait for the script, finish the recording, and return the exit code brrrtui should exit with."""
+        assert self.child is not None
+        while True:
+            try:
+                returncode = self.child.wait()
+                break
+            except KeyboardInterrupt:
+                self.interrupt()
+        for t in self.threads:
+            t.join(timeout=30)
+        if self.sampler:
+            self.sampler.stop()
+        if returncode < 0:
+            sig = signal.Signals(-returncode).name
+            status, code = f"killed by {sig}", 128 - returncode
+        else:
+            status, code = "finished", returncode
+        self.exit_code = returncode
+        self._write_meta(status=status, exit_code=returncode, ended_at_ns=time.time_ns())
+        if self.feed:
+            self.feed.put(Exited(returncode))
+        with self.write_lock:
+            if self.writer:
+                self.writer.close()
+                self.writer = None
+        return code
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value)
