@@ -25,33 +25,33 @@ def _time_ms(torch: Any, fn: Any, repeats: int) -> float:
     return statistics.median(times)
 
 
+def _matmul_flops_per_s(torch: Any, dev: Any, n: int, dtype: Any, repeats: int) -> float:
+    a = torch.randn(n, n, device=dev, dtype=dtype)
+    b = torch.randn(n, n, device=dev, dtype=dtype)
+    return 2 * n**3 / (_time_ms(torch, lambda: a @ b, repeats) / 1e3)
+
+
+def _copy_bytes_per_s(torch: Any, dev: Any, elems: int) -> float:
+    src = torch.randn(elems, device=dev)
+    dst = torch.empty_like(src)
+    return 2 * elems * src.element_size() / (_time_ms(torch, lambda: dst.copy_(src), 10) / 1e3)
+
+
 def measure_peaks(torch: Any) -> dict[str, Any]:
     dev = torch.device("cuda", torch.cuda.current_device())
-    n = 8192
-    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
-    bf16_ms = _time_ms(torch, lambda: a @ b, 10)
-    del a, b
-    m = 4096
-    a32 = torch.randn(m, m, device=dev)
-    b32 = torch.randn(m, m, device=dev)
+    tensor = _matmul_flops_per_s(torch, dev, 8192, torch.bfloat16, 10)
     saved = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        fp32_ms = _time_ms(torch, lambda: a32 @ b32, 5)
+        fp32 = _matmul_flops_per_s(torch, dev, 4096, torch.float32, 5)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
-    del a32, b32
-    elems = 1 << 28  # 1 GiB of fp32, far above any L2
-    src = torch.randn(elems, device=dev)
-    dst = torch.empty_like(src)
-    copy_ms = _time_ms(torch, lambda: dst.copy_(src), 10)
-    del src, dst
+    bandwidth = _copy_bytes_per_s(torch, dev, 1 << 28)  # 1 GiB of fp32, far above any L2
     torch.cuda.empty_cache()
     return {
-        "tensor_flops_per_s": 2 * n**3 / (bf16_ms / 1e3),
-        "fp32_flops_per_s": 2 * m**3 / (fp32_ms / 1e3),
-        "bytes_per_s": 2 * elems * 4 / (copy_ms / 1e3),
+        "tensor_flops_per_s": tensor,
+        "fp32_flops_per_s": fp32,
+        "bytes_per_s": bandwidth,
         "source": "measured",
         "l2_bytes": getattr(torch.cuda.get_device_properties(dev), "L2_cache_size", None),
     }
