@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from brrrtui.capture.protocol import Channel
+from brrrtui.capture.session import ProfilerSession
 from brrrtui.capture.windows import Action, Interner, Scheduler, WindowConfig, convert_events
 
 # The timer thread asks the main thread to tick by simulating this signal (_thread.interrupt_main): no OS
@@ -79,7 +80,6 @@ class Agent:
         self.main_thread = threading.main_thread()
         self.noted: set[str] = set()
         self.stepped_aside = False
-        self.own_profiler_call = False
         self.cuda = False
         self.device_sent = False
         self.dead = False
@@ -157,6 +157,12 @@ class Agent:
                 _thread.interrupt_main(TICK_SIGNAL)
 
     def _on_tick_signal(self, signum: int, frame: Any) -> None:
+        # The handler runs between any two bytecodes, also halfway through an import (starting the profiler
+        # then imports torch._inductor and can hit a circular import): wait for the next tick instead.
+        while frame is not None:
+            if frame.f_code.co_filename.startswith("<frozen importlib"):
+                return
+            frame = frame.f_back
         self._guard(self._tick)()
 
     def _tick(self) -> None:
@@ -176,7 +182,7 @@ class Agent:
     # ---------------------------------------------------------------- windows
     def open_window(self, now: int) -> None:
         torch = self.torch
-        if torch.autograd.profiler._is_profiler_enabled:  # the script profiles itself right now
+        if ProfilerSession.any_enabled(torch):  # the script profiles itself right now
             self._step_aside()
             return
         from brrrtui.capture.lines import LineTagger
@@ -185,15 +191,8 @@ class Agent:
         self.cuda = bool(torch.cuda.is_available())
         if not self.cuda:
             self.note("nogpu", "no CUDA GPU: recording CPU ops and source lines only")
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if self.cuda:
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        self.prof = torch.profiler.profile(activities=activities, record_shapes=True)
-        self.own_profiler_call = True
-        try:
-            self.prof.start()
-        finally:
-            self.own_profiler_call = False
+        self.prof = ProfilerSession(torch, self.cuda)
+        self.prof.start()
         self.tagger = LineTagger(self.lines, self.is_user_file)
         self.tagger.__enter__()
         self.window_id += 1
@@ -210,8 +209,8 @@ class Agent:
             self.tagger.__exit__(None, None, None)
         except Exception:  # noqa: BLE001 - the mode stack may have been left unbalanced by the script
             pass
-        prof, self.prof, self.tagger = self.prof, None, None
-        prof.stop()
+        session, self.prof, self.tagger = self.prof, None, None
+        result = session.stop()
         closed_ns = time.time_ns()
         stall = self.stall_ns + time.perf_counter_ns() - t0
         last_step = len(self.sched.step_times_ns) - 1
@@ -222,16 +221,16 @@ class Agent:
         )  # fmt: skip
         self.sched.closed(self.window_opened_ns, closed_ns, stall)
         if background:
-            self.converting = threading.Thread(target=self._guard(self._convert_and_send), args=(prof, window),
+            self.converting = threading.Thread(target=self._guard(self._convert_and_send), args=(result, window),
                                                name="brrrtui-convert", daemon=True)  # fmt: skip
             self.converting.start()
         else:
-            self._convert_and_send(prof, window)
+            self._convert_and_send(result, window)
 
-    def _convert_and_send(self, prof: Any, window: tuple) -> None:
+    def _convert_and_send(self, result: Any, window: tuple) -> None:
         from brrrtui.capture.lines import SPAN_PREFIX
 
-        events = prof.profiler.kineto_results.events()
+        events = result.events()
         rows = convert_events(events, window[0], self.strings, SPAN_PREFIX)
         window = window[:-1] + (len(events),)
         if not self.device_sent and self.cuda:
@@ -250,8 +249,7 @@ class Agent:
 
         def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
             def wrapper(*args: Any, **kwargs: Any) -> Any:
-                if not agent.own_profiler_call:
-                    agent._step_aside()
+                agent._step_aside()
                 return fn(*args, **kwargs)
 
             wrapper.__wrapped__ = fn  # type: ignore[attr-defined]

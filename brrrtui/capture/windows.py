@@ -169,8 +169,33 @@ _GPU_KINDS = {"kernel": 0, "gpu_memcpy": 1, "gpu_memset": 2}
 _RUNTIME_KINDS = {"cuda_runtime", "cuda_driver"}
 
 
-def _dims(value: Any) -> str | None:
-    return json.dumps(value, separators=(",", ":")) if value else None
+def activity_kind(e: Any) -> str:
+    """Kineto's activity type. torch >= 2.12 exposes it; older builds only give the device, so tell kinds
+    apart by name: CUDA API calls are `cuda*` / `cu[A-Z]*`, GPU copies and fills `Memcpy*` / `Memset*`."""
+    try:
+        return e.activity_type()
+    except AttributeError:
+        pass
+    name = e.name()
+    if e.is_user_annotation():
+        return "gpu_user_annotation" if e.device_type().name == "CUDA" else "user_annotation"
+    if e.device_type().name == "CUDA":
+        return (
+            "gpu_memcpy"
+            if name.startswith("Memcpy")
+            else "gpu_memset"
+            if name.startswith("Memset")
+            else "kernel"
+        )
+    if name.startswith("cuda") or (name.startswith("cu") and name[2:3].isupper()):
+        return "cuda_runtime"
+    return "cpu_op"
+
+
+def _as_json(value: list[Any]) -> str | None:
+    """Shapes and dtype names as JSON text. repr() of these lists is JSON but for the quotes, and ~10x
+    cheaper than json.dumps (which was half the conversion time at 58 k events)."""
+    return str(value).replace("'", '"') if value else None
 
 
 def _grid_block(meta: str) -> tuple[str | None, str | None]:
@@ -197,7 +222,7 @@ def convert_events(events: Any, window: int, strings: Interner, span_prefix: str
     spans: list[tuple] = []
     plen = len(span_prefix)
     for e in events:
-        kind = e.activity_type()
+        kind = activity_kind(e)
         name = e.name()
         if kind in _GPU_KINDS:
             grid, block = _grid_block(e.metadata_json()) if kind == "kernel" else (None, None)
@@ -217,7 +242,7 @@ def convert_events(events: Any, window: int, strings: Interner, span_prefix: str
             fl = e.flops()
             ops.append((
                 window, strings(name), e.start_ns(), e.duration_ns(), e.start_thread_id(), e.sequence_nr(),
-                e.fwd_thread_id() or -1, strings(_dims(e.shapes())), strings(_dims(e.dtypes())),
+                e.fwd_thread_id() or -1, strings(_as_json(e.shapes())), strings(_as_json(e.dtypes())),
                 float(fl) if fl else float("nan"),
             ))  # fmt: skip
     return {"gpu": gpu, "runtime": runtime, "ops": ops, "spans": spans}

@@ -1,0 +1,53 @@
+"""One profiler window through torch.autograd's low-level Kineto calls.
+
+`torch.profiler.profile` does the same plus work a window does not need: its first start imports
+torch._inductor (seconds; measured 6.1 s on the H200 in the first window of a GPT-2 run), it warns about
+`acc_events` on every start (into the user's stderr), and it post-processes events we never read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class ProfilerSession:
+    def __init__(self, torch: Any, cuda: bool):
+        self.torch = torch
+        self.cuda = cuda
+        ag = torch.autograd
+        self._prepare, self._enable, self._disable = (
+            ag._prepare_profiler,
+            ag._enable_profiler,
+            ag._disable_profiler,
+        )
+        activities = {ag.ProfilerActivity.CPU}
+        if cuda:
+            activities.add(ag.ProfilerActivity.CUDA)
+        self.activities = activities
+        args = (
+            ag.ProfilerState.KINETO,
+            True,
+            False,
+            False,
+            False,
+            False,
+            torch._C._profiler._ExperimentalConfig(),
+        )
+        try:  # record shapes; no memory, stack, flops or modules
+            self.config = ag.ProfilerConfig(*args, "")  # torch >= 2.4 takes a trace id
+        except TypeError:
+            self.config = ag.ProfilerConfig(*args)
+
+    @staticmethod
+    def any_enabled(torch: Any) -> bool:
+        return bool(torch._C._autograd._profiler_enabled())
+
+    def start(self) -> None:
+        self._prepare(self.config, self.activities)
+        self._enable(self.config, self.activities)
+
+    def stop(self) -> Any:
+        """Stop and return the kineto result. Synchronizes first, so kernels still queued are recorded."""
+        if self.cuda:
+            self.torch.cuda.synchronize()
+        return self._disable()
