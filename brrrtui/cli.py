@@ -61,6 +61,13 @@ def _capture_options(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help="optimizer steps per profiler window (default 3)",
     )
+    g.add_argument(
+        "--min-gap",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="at least this long between windows (default 1)",
+    )
     g.add_argument("--max-windows", type=int, default=0, metavar="N", help="stop capturing after N windows")
     g.add_argument("--no-calibrate", action="store_true",
                    help="skip measuring matmul FLOP/s and copy bandwidth after the script ends")  # fmt: skip
@@ -110,7 +117,10 @@ def _window_config(ns: argparse.Namespace):  # noqa: ANN202
         raise UsageError("--duty must be a fraction in (0, 1]")
     if ns.window_steps < 1:
         raise UsageError("--window-steps must be at least 1")
-    return WindowConfig(duty=ns.duty, window_steps=ns.window_steps, max_windows=max(0, ns.max_windows))
+    if ns.min_gap < 0:
+        raise UsageError("--min-gap must not be negative")
+    return WindowConfig(duty=ns.duty, window_steps=ns.window_steps, min_gap_s=ns.min_gap,
+                        max_windows=max(0, ns.max_windows))  # fmt: skip
 
 
 def _default_output(target: list[str]) -> str:

@@ -243,20 +243,18 @@ class Agent:
 
     # ---------------------------------------------------------------- the script's own profiler
     def _patch_user_profiler_entry_points(self) -> None:
-        kineto = importlib.import_module("torch.profiler.profiler")._KinetoProfile
+        """torch.profiler.profile and the legacy torch.autograd.profiler.profile both prepare their Kineto
+        session in `torch.autograd.profiler.profile._prepare_trace`; brrrtui's own windows never call it."""
         legacy = importlib.import_module("torch.autograd.profiler").profile
+        prepare = legacy._prepare_trace
         agent = self
 
-        def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                agent._step_aside()
-                return fn(*args, **kwargs)
+        def _prepare_trace(*args: Any, **kwargs: Any) -> Any:
+            agent._guard(agent._step_aside)()
+            return prepare(*args, **kwargs)
 
-            wrapper.__wrapped__ = fn  # type: ignore[attr-defined]
-            return wrapper
-
-        kineto.start = wrap(kineto.start)
-        legacy.__enter__ = wrap(legacy.__enter__)
+        _prepare_trace.__wrapped__ = prepare  # type: ignore[attr-defined]
+        legacy._prepare_trace = _prepare_trace
 
     def _step_aside(self) -> None:
         if self.stepped_aside:

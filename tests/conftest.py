@@ -1,0 +1,32 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPTS = os.path.join(ROOT, "tests", "scripts")
+
+
+def run_brrrtui(
+    *args: str, cwd: str | None = None, timeout: float = 120, **kw
+) -> subprocess.CompletedProcess:
+    """Run the CLI as a user would, in a fresh interpreter (`python -m brrrtui`)."""
+    env = dict(os.environ, PYTHONPATH=ROOT, BRRRTUI_CALIBRATE="0")
+    env.update(kw.pop("env", {}))
+    return subprocess.run([sys.executable, "-m", "brrrtui", *args], cwd=cwd or ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout, **kw)  # fmt: skip
+
+
+@pytest.fixture
+def scripts() -> str:
+    return SCRIPTS
+
+
+def line_of(path: str, marker: str) -> int:
+    """The line number of the line tagged `# L:<marker>` in a test script (formatters may move lines)."""
+    with open(path) as f:
+        for number, text in enumerate(f, 1):
+            if f"# L:{marker}" in text:
+                return number
+    raise LookupError(f"no '# L:{marker}' in {path}")

@@ -1,0 +1,5 @@
+def inner():
+    raise ValueError("boom from the script")
+
+
+inner()

@@ -1,0 +1,150 @@
+"""The capture path end to end on the CPU: the same commands a user runs, on scripts with known lines."""
+
+import json
+import os
+import sqlite3
+import sys
+
+import numpy as np
+import pytest
+from conftest import SCRIPTS, line_of, run_brrrtui
+
+from analyzers.links import link
+from analyzers.load import load_trace
+
+TRAIN = os.path.join(SCRIPTS, "train_lines.py")
+SIBLING = os.path.join(SCRIPTS, "sibling.py")
+
+
+def at(marker: str, path: str = TRAIN) -> tuple[str, int]:
+    return os.path.basename(path), line_of(path, marker)
+
+
+def meta(path: str) -> dict:
+    db = sqlite3.connect(path)
+    try:
+        return {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+    finally:
+        db.close()
+
+
+@pytest.fixture(scope="module")
+def train_recording(tmp_path_factory) -> tuple[str, object]:
+    out = str(tmp_path_factory.mktemp("rec") / "train.brrr")
+    # --window-steps 2 and a duty of 1.0 (no spacing): several windows in a short run
+    proc = run_brrrtui(
+        "record",
+        "-o",
+        out,
+        "--window-steps",
+        "2",
+        "--duty",
+        "1",
+        "--min-gap",
+        "0",
+        TRAIN,
+        "12",
+        "--help",
+        "-o",
+        "x",
+    )
+    return out, proc
+
+
+def test_record_passes_arguments_and_output_through(train_recording):
+    out, proc = train_recording
+    assert proc.returncode == 0, proc.stderr
+    # everything after the script belongs to it, even flags that look like brrrtui's own
+    assert f"argv ['{TRAIN}', '12', '--help', '-o', 'x'] __main__ True" in proc.stdout
+    assert "brrrtui: no CUDA GPU: recording CPU ops and source lines only" in proc.stderr
+    assert proc.stderr.count("no CUDA GPU") == 1
+
+
+def test_recording_holds_every_step_and_the_run_facts(train_recording):
+    out, _ = train_recording
+    m = meta(out)
+    assert m["status"] == "finished" and m["exit_code"] == 0
+    assert m["argv"] == [TRAIN, "12", "--help", "-o", "x"]
+    assert m["cwd"] and m["started_at_ns"] < m["ended_at_ns"]
+    trace = load_trace(out)
+    assert trace.steps.step.tolist() == list(range(12))  # one timestamp per optimizer step, not only windows
+    assert np.all(np.diff(trace.steps.t_ns) > 0)
+    assert len(trace.windows) >= 2
+    assert set(trace.windows.mode.tolist()) == {0}  # step-aligned windows
+    assert trace.windows.first_step[0] >= 0
+
+
+def test_operators_and_module_calls_resolve_to_their_exact_line(train_recording):
+    out, _ = train_recording
+    trace = load_trace(out)
+    links = link(trace)
+
+    def lines_of(op_name: str) -> set[tuple[str, int]]:
+        rows = np.nonzero(trace.ops.name == trace.sid(op_name))[0]
+        return {
+            (os.path.basename(trace.lines[i].file), trace.lines[i].line)
+            for i in links.op_line[rows]
+            if i >= 0
+        }
+
+    # x @ w, and the mm inside lin(z)'s backward (AddmmBackward0), which belongs to line 16
+    assert lines_of("aten::mm") == {at("matmul"), at("module")}
+    assert lines_of("aten::mul") >= {at("scale"), at("double", SIBLING)}  # 0.5 * y; t * 2 in a sibling
+    assert lines_of("aten::addmm") == {at("module")}  # lin(z) resolves to the calling line
+    # backward nodes take the line of the forward op that created them
+    assert lines_of("autograd::engine::evaluate_function: AddmmBackward0") == {at("module")}
+    assert lines_of("autograd::engine::evaluate_function: MulBackward0") == {at("double", SIBLING)}
+    assert lines_of("autograd::engine::evaluate_function: ReluBackward0") == {at("sibling_call")}
+    # the optimizer's ops come from the opt.step() line
+    assert at("step") in lines_of("aten::add_") | lines_of("aten::_foreach_add_")
+
+
+def test_exit_code_and_traceback_match_plain_python(tmp_path):
+    import subprocess
+
+    proc = run_brrrtui("record", "-o", str(tmp_path / "e.brrr"), os.path.join(SCRIPTS, "exit3.py"))
+    assert proc.returncode == 3
+    assert meta(str(tmp_path / "e.brrr"))["exit_code"] == 3
+
+    script = os.path.join(SCRIPTS, "raises.py")
+    ours = run_brrrtui("record", "-o", str(tmp_path / "r.brrr"), script)
+    plain = subprocess.run([sys.executable, script], capture_output=True, text=True)
+    assert ours.returncode == plain.returncode == 1
+    own_lines = [ln for ln in ours.stderr.splitlines() if not ln.startswith("brrrtui: ")]
+    assert own_lines == plain.stderr.splitlines()  # not one frame of brrrtui's in it
+
+
+def test_module_mode_runs_like_python_dash_m(tmp_path):
+    proc = run_brrrtui("record", "-o", str(tmp_path / "m.brrr"), "-m", "pkg", "--flag", cwd=SCRIPTS)
+    assert proc.returncode == 0, proc.stderr
+    assert "module run __main__ ['--flag']" in proc.stdout
+
+
+def test_time_based_windows_without_an_optimizer(tmp_path):
+    out = str(tmp_path / "i.brrr")
+    proc = run_brrrtui("record", "-o", out, os.path.join(SCRIPTS, "infer_loop.py"), "3")
+    assert proc.returncode == 0, proc.stderr
+    trace = load_trace(out)
+    assert len(trace.windows) >= 1 and set(trace.windows.mode.tolist()) == {1}
+    assert len(trace.steps) == 0
+    links = link(trace)
+    tanh = np.nonzero(trace.ops.name == trace.sid("aten::tanh"))[0]
+    assert len(tanh) > 0
+    assert {trace.lines[i].line for i in links.op_line[tanh]} == {
+        line_of(os.path.join(SCRIPTS, "infer_loop.py"), "tanh")
+    }
+
+
+def test_steps_aside_when_the_script_profiles_itself(tmp_path):
+    proc = run_brrrtui("record", "-o", str(tmp_path / "p.brrr"), os.path.join(SCRIPTS, "own_profiler.py"))
+    assert proc.returncode == 0, proc.stderr
+    assert "own profiler saw aten::addmm: True" in proc.stdout
+    assert proc.stderr.count("stepped aside") == 1
+
+
+def test_dataloader_workers_fork_and_spawn(tmp_path):
+    proc = run_brrrtui(
+        "record", "-o", str(tmp_path / "d.brrr"), os.path.join(SCRIPTS, "dataloader_workers.py")
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "fork 2016.0" in proc.stdout and "spawn 2016.0" in proc.stdout
