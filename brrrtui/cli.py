@@ -219,9 +219,8 @@ def cmd_report(argv: list[str]) -> int:
     import json
 
     from analyzers.analyze import analyze
-    from analyzers.report import render_text, to_json
-
     from analyzers.load import load_trace
+    from analyzers.report import render_text, to_json
 
     analysis = analyze(load_trace(ns.file), peaks_override=ns.peaks)
     if ns.json:
