@@ -218,11 +218,13 @@ def cmd_report(argv: list[str]) -> int:
     ns = p.parse_args(argv)
     import json
 
-    from analyzers.analyze import analyze
     from analyzers.load import load_trace
+
+    trace = load_trace(ns.file)
+    from analyzers.analyze import analyze
     from analyzers.report import render_text, to_json
 
-    analysis = analyze(load_trace(ns.file), peaks_override=ns.peaks)
+    analysis = analyze(trace, peaks_override=ns.peaks)
     if ns.json:
         print(json.dumps(to_json(analysis), indent=1))
     else:

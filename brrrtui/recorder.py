@@ -255,6 +255,8 @@ class Recorder:
             status, code = f"killed by {sig}", 128 - returncode
         else:
             status, code = "finished", returncode
+        if self.interrupts >= 2:  # the user stopped brrrtui itself
+            status, code = f"{status} (stopped with Ctrl-C)", 130
         self.exit_code = returncode
         self._write_meta(status=status, exit_code=returncode, ended_at_ns=time.time_ns())
         if self.feed:

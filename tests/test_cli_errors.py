@@ -1,0 +1,117 @@
+"""Bad input: one clear line on stderr, a non-zero exit code, never a traceback of brrrtui's own."""
+
+import gzip
+import os
+import shutil
+import sqlite3
+
+import pytest
+from conftest import SCRIPTS, run_brrrtui
+
+from analyzers.store import RecordingWriter
+
+
+def assert_one_line_error(proc, *fragments: str, code: int = 2) -> None:
+    assert proc.returncode == code, (proc.returncode, proc.stderr)
+    err = proc.stderr.strip()
+    assert "Traceback" not in proc.stderr
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("brrrtui: error: ")
+    for fragment in fragments:
+        assert fragment in err
+
+
+def test_version_and_help():
+    proc = run_brrrtui("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("brrrtui ")
+    for args in (["--help"], ["record", "--help"], ["view", "--help"], ["report", "--help"]):
+        proc = run_brrrtui(*args)
+        assert proc.returncode == 0 and "usage:" in proc.stdout, args
+
+
+def test_missing_script(tmp_path):
+    assert_one_line_error(
+        run_brrrtui("record", "-o", str(tmp_path / "x.brrr"), "nope.py"), "nope.py: no such file"
+    )
+    assert not (tmp_path / "x.brrr").exists()
+
+
+def test_no_script_and_no_output():
+    assert_one_line_error(run_brrrtui("record", "-o", "x.brrr"), "no script given")
+    assert_one_line_error(run_brrrtui("record", "x.py"), "-o/--output")
+    assert_one_line_error(run_brrrtui(), "no script given")
+
+
+def test_not_a_python_file(tmp_path):
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(b"\x7fELF\x00\x01\x02")
+    assert_one_line_error(
+        run_brrrtui("record", "-o", str(tmp_path / "x.brrr"), str(binary)), "not a Python script"
+    )
+    broken = tmp_path / "broken.py"
+    broken.write_text("def f(:\n    pass\n")
+    assert_one_line_error(run_brrrtui("record", "-o", str(tmp_path / "y.brrr"), str(broken)), "broken.py:1",
+                          "not valid Python")  # fmt: skip
+
+
+def test_unwritable_output(tmp_path):
+    script = os.path.join(SCRIPTS, "exit3.py")
+    assert_one_line_error(run_brrrtui("record", "-o", str(tmp_path / "no" / "dir" / "x.brrr"), script),
+                          "does not exist")  # fmt: skip
+    assert_one_line_error(run_brrrtui("record", "-o", str(tmp_path), script), "is a directory")
+    if os.geteuid() != 0:  # root may write anywhere
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        assert_one_line_error(
+            run_brrrtui("record", "-o", str(locked / "x.brrr"), script), "permission denied"
+        )
+
+
+def test_bad_option_values(tmp_path):
+    script = os.path.join(SCRIPTS, "exit3.py")
+    assert_one_line_error(
+        run_brrrtui("record", "-o", str(tmp_path / "x.brrr"), "--duty", "2", script), "--duty"
+    )
+    assert_one_line_error(
+        run_brrrtui("record", "-o", str(tmp_path / "x.brrr"), "--duty", "lots", script), "--duty"
+    )
+
+
+@pytest.mark.parametrize("command", ["view", "report"])
+def test_unreadable_inputs(tmp_path, command):
+    empty = tmp_path / "empty.brrr"
+    empty.write_bytes(b"")
+    garbage = tmp_path / "garbage.brrr"
+    garbage.write_bytes(os.urandom(2048))
+    text = tmp_path / "notes.json"
+    text.write_text("{not json")
+    gz = tmp_path / "trace.json.gz"
+    gz.write_bytes(gzip.compress(b'{"traceEvents": [], "x": 1}'))
+    other_db = tmp_path / "other.brrr"
+    db = sqlite3.connect(other_db)
+    db.execute("CREATE TABLE t(x)")
+    db.commit()
+    db.close()
+    cases = {
+        str(tmp_path / "missing.brrr"): "no such file",
+        str(empty): "is empty",
+        str(garbage): "neither a brrrtui recording nor a torch.profiler",
+        str(text): "not a readable JSON trace",
+        str(gz): "nothing to analyse",
+        str(other_db): "not a brrrtui recording",
+        str(tmp_path): "is a directory",
+    }
+    for path, fragment in cases.items():
+        assert_one_line_error(run_brrrtui(command, path), fragment)
+
+
+def test_truncated_recording(tmp_path):
+    good = tmp_path / "good.brrr"
+    w = RecordingWriter(str(good))
+    w.append({"strings": [(i, f"kernel_{i}" * 20) for i in range(2000)]})
+    w.close()
+    cut = tmp_path / "cut.brrr"
+    shutil.copy(good, cut)
+    with open(cut, "r+b") as f:
+        f.truncate(os.path.getsize(good) // 3)
+    assert_one_line_error(run_brrrtui("report", str(cut)), "damaged")
