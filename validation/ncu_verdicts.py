@@ -1,0 +1,719 @@
+"""Ground truth for brrrtui's verdicts: Nsight Compute's speed-of-light numbers for examples/known_regimes.py.
+
+    python validation/ncu_verdicts.py --out $OUT                     # ncu on a short run -> ncu_kernels.json
+    python validation/ncu_verdicts.py --out $OUT --record            # + brrrtui record/report + comparison
+    python validation/ncu_verdicts.py --csv ncu.csv --report r.json  # re-analyse saved files (no GPU)
+    python validation/ncu_verdicts.py --smoke                        # CPU: the sample CSV in tests/fixtures
+
+1. ncu profiles every kernel of a short run of known_regimes.py (setup + --steps steps with --tiny-ops tiny
+   ops, ~190 kernels at the defaults; --launch-count caps it) with
+   `ncu --clock-control none --target-processes all --metrics METRICS --export FILE`, and the report is
+   printed with `ncu --import FILE --csv --page raw --print-units base --print-kernel-base demangled`: one
+   row per kernel, full demangled names as Kineto spells them, and the app's stdout stays out of the CSV.
+2. Each kernel gets ncu's speed-of-light verdict (`classify_sol`), each kernel name the verdict that holds
+   most of its time (`aggregate_by_name`). Written to ncu_kernels.json.
+3. With --report (brrrtui's `report --json` output, or a .brrr recording to report on) or --record, brrrtui's
+   verdicts are compared (`compare`): per kernel name, agreement weighted by GPU time (target >= 95%);
+   for memory-bound kernels, brrrtui's bytes estimate against ncu's DRAM bytes; per line of known_regimes.py,
+   the `# expect:` comment against brrrtui's line verdict. Written to ncu_compare.json.
+
+The rule (ncu's own SOLBottleneck rule, and DESIGN.md's measurements on an H200):
+
+    SM% = sm__throughput (% of peak), MEM% = gpu__compute_memory_throughput (% of peak, DRAM/L2/L1)
+
+    SM% >= MEM% and SM% >= 60        -> compute   (8192^3 bf16 matmul: SM 93%, tensor pipe 97%)
+    MEM% > SM%  and MEM% >= 60       -> memory    (1 GiB pointwise ops: memory 80-90%)
+    otherwise (both below 60%)       -> latency   (2 µs kernels on 32 elements: < 1% of both)
+
+ncu's rule calls throughput under 60% of peak on both "latency issues"; brrrtui calls such kernels (and the
+GPU idle around them) overhead, so "latency" is compared as brrrtui's "overhead".
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tokenize
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "examples", "known_regimes.py")
+SAMPLE_CSV = os.path.join(ROOT, "tests", "fixtures", "ncu_sample.csv")
+
+DURATION = "gpu__time_duration.sum"
+DRAM_READ = "dram__bytes_read.sum"
+DRAM_WRITE = "dram__bytes_write.sum"
+SM_PCT = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+MEM_PCT = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+# HMMA is the tensor pipe of mma.sync (Ampere-style kernels); Hopper's wgmma kernels (cuBLAS nvjet/sm90_*)
+# run on the GMMA pipe. ncu has the metric the chip has; `available_metrics` drops the other.
+TENSOR_PCT = (
+    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+)
+CORE_METRICS = (DURATION, DRAM_READ, DRAM_WRITE, SM_PCT, MEM_PCT)
+METRICS = CORE_METRICS + TENSOR_PCT
+
+THRESHOLD_PCT = 60.0
+NCU_TO_BRRRTUI = {"compute": "compute", "memory": "memory", "latency": "overhead"}
+REGIMES = ("compute", "memory", "overhead")
+
+# ncu's units (--print-units auto writes scaled ones; base writes nsecond / byte / %)
+UNIT_SCALE = {
+    "": 1.0, "%": 1.0, "nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6,
+    "second": 1e9, "s": 1e9, "byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
+    "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30,
+}  # fmt: skip
+"""Multiplier to the base unit (ns for time, bytes for sizes)."""
+
+
+@dataclass(frozen=True)
+class NcuKernel:
+    """One profiled kernel launch."""
+
+    id: int
+    name: str
+    duration_ns: float | None
+    dram_read_bytes: float | None
+    dram_write_bytes: float | None
+    sm_pct: float | None
+    mem_pct: float | None
+    tensor_pct: float | None  # the highest of the tensor-pipe metrics present
+    regime: str  # compute | memory | latency | unknown
+
+    @property
+    def dram_bytes(self) -> float | None:
+        if self.dram_read_bytes is None or self.dram_write_bytes is None:
+            return None
+        return self.dram_read_bytes + self.dram_write_bytes
+
+
+@dataclass(frozen=True)
+class NcuName:
+    """All launches of one kernel name."""
+
+    name: str
+    calls: int
+    duration_ns: float
+    dram_bytes: float | None
+    regime: str  # the verdict holding most of the name's time
+    regime_share: float  # that verdict's share of the name's time
+    sm_pct: float | None  # time-weighted means
+    mem_pct: float | None
+    tensor_pct: float | None
+    # the launches with the name's verdict (a pointwise kernel runs on 1 GiB and on 32 elements alike)
+    regime_calls: int
+    regime_duration_ns: float
+    regime_dram_bytes: float | None
+
+
+def parse_number(text: str | None) -> float | None:
+    """ncu's numbers: "1,234,567", "93.10", "4.0e-05"; "n/a" and "" are unknown."""
+    if text is None:
+        return None
+    s = text.strip().replace(",", "")
+    if not s or s.lower() in ("n/a", "nan", "-"):
+        return None
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def classify_sol(sm_pct: float | None, mem_pct: float | None, threshold: float = THRESHOLD_PCT) -> str:
+    """ncu's speed-of-light verdict for one kernel (see the module docstring)."""
+    if sm_pct is None or mem_pct is None:
+        return "unknown"
+    if sm_pct >= mem_pct and sm_pct >= threshold:
+        return "compute"
+    if mem_pct > sm_pct and mem_pct >= threshold:
+        return "memory"
+    return "latency"
+
+
+def parse_ncu_csv(text: str, threshold: float = THRESHOLD_PCT) -> list[NcuKernel]:
+    """`ncu --csv --page raw` output -> one NcuKernel per row.
+
+    The header row starts with "ID" and names the metrics as columns; the next row holds their units when
+    its ID is empty. Lines before the header (==PROF== messages, the app's own output) are skipped.
+    """
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID",') or ln.startswith("ID,")), None)
+    if start is None:
+        raise ValueError('no ncu CSV header (a line starting with "ID",) in the input')
+    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    header = rows[0]
+    col = {name: i for i, name in enumerate(header)}
+    name_col = col.get("Kernel Name", col.get("Function Name"))
+    if name_col is None:
+        raise ValueError("ncu CSV has no 'Kernel Name' column")
+    body = rows[1:]
+    units = [""] * len(header)
+    if body and body[0] and body[0][0].strip() == "":
+        units = body[0] + [""] * (len(header) - len(body[0]))
+        body = body[1:]
+
+    def value(row: list[str], metric: str) -> float | None:
+        i = col.get(metric)
+        if i is None or i >= len(row):
+            return None
+        v = parse_number(row[i])
+        if v is None:
+            return None
+        unit = units[i].strip()
+        if unit not in UNIT_SCALE:
+            raise ValueError(f"unknown unit {unit!r} for {metric}")
+        return v * UNIT_SCALE[unit]
+
+    kernels = []
+    for row in body:
+        if len(row) <= name_col or not row[0].strip().isdigit():
+            continue  # ==PROF== lines or app output after the table
+        sm, mem = value(row, SM_PCT), value(row, MEM_PCT)
+        tensors = [t for t in (value(row, m) for m in TENSOR_PCT) if t is not None]
+        kernels.append(
+            NcuKernel(
+                id=int(row[0]),
+                name=row[name_col],
+                duration_ns=value(row, DURATION),
+                dram_read_bytes=value(row, DRAM_READ),
+                dram_write_bytes=value(row, DRAM_WRITE),
+                sm_pct=sm,
+                mem_pct=mem,
+                tensor_pct=max(tensors) if tensors else None,
+                regime=classify_sol(sm, mem, threshold),
+            )
+        )
+    return kernels
+
+
+def _weighted_mean(pairs: list[tuple[float | None, float]]) -> float | None:
+    known = [(v, w) for v, w in pairs if v is not None]
+    total = sum(w for _, w in known)
+    if not known or total <= 0:
+        return None
+    return sum(v * w for v, w in known) / total
+
+
+def _sum_known(values: list[float | None]) -> float | None:
+    """The sum, or None when any value is unknown."""
+    return None if any(v is None for v in values) else sum(v for v in values if v is not None)
+
+
+def aggregate_by_name(kernels: list[NcuKernel]) -> dict[str, NcuName]:
+    """Group launches by name; the name's verdict is the one holding most of its time."""
+    groups: dict[str, list[NcuKernel]] = defaultdict(list)
+    for k in kernels:
+        groups[k.name].append(k)
+    out = {}
+    for name, ks in groups.items():
+        dur = [k.duration_ns or 0.0 for k in ks]
+        total = sum(dur)
+        by_regime: dict[str, float] = defaultdict(float)
+        for k, d in zip(ks, dur, strict=True):
+            by_regime[k.regime] += d
+        # most time wins; ties (and all-zero durations) go to the most launches, then the name order
+        counts = defaultdict(int)
+        for k in ks:
+            counts[k.regime] += 1
+        regime = max(by_regime, key=lambda r: (by_regime[r], counts[r], r))
+        dram = [k.dram_bytes for k in ks]
+        mine = [k for k in ks if k.regime == regime]
+        mine_dram = [k.dram_bytes for k in mine]
+        out[name] = NcuName(
+            name=name,
+            calls=len(ks),
+            duration_ns=total,
+            dram_bytes=_sum_known(dram),
+            regime=regime,
+            regime_share=by_regime[regime] / total if total > 0 else 1.0,
+            sm_pct=_weighted_mean([(k.sm_pct, d) for k, d in zip(ks, dur, strict=True)]),
+            mem_pct=_weighted_mean([(k.mem_pct, d) for k, d in zip(ks, dur, strict=True)]),
+            tensor_pct=_weighted_mean([(k.tensor_pct, d) for k, d in zip(ks, dur, strict=True)]),
+            regime_calls=len(mine),
+            regime_duration_ns=by_regime[regime],
+            regime_dram_bytes=_sum_known(mine_dram),
+        )
+    return out
+
+
+# --- names -------------------------------------------------------------------------------------------------
+
+
+def normalize_name(name: str) -> str:
+    """Kineto and ncu spell one demangled name with different spaces; compare without them."""
+    s = name.strip()
+    if s.startswith("void "):
+        s = s[5:]
+    return re.sub(r"\s+", "", s)
+
+
+def strip_params(name: str) -> str:
+    """`f<T>(int, T)` -> `f<T>`: the name up to the parameter list that follows the template arguments."""
+    depth = 0
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif ch == "(" and depth == 0 and i > 0:
+            # "(anonymous namespace)::" is part of the qualified name, not a parameter list
+            if name.startswith("(anonymousnamespace)", i) or name.startswith("(anonymous namespace)", i):
+                continue
+            return name[:i]
+    return name
+
+
+def base_name(name: str) -> str:
+    """`at::native::vectorized_elementwise_kernel<4, ...>(...)` -> `vectorized_elementwise_kernel`."""
+    s = strip_params(normalize_name(name))
+    s = s.split("<", 1)[0]
+    return s.rsplit("::", 1)[-1]
+
+
+def match_names(report_names: list[str], ncu_names: list[str]) -> dict[str, str]:
+    """brrrtui kernel name -> ncu kernel name: exact (spaces aside), then without parameters, then by a
+    base name that only one ncu kernel has."""
+    full = {normalize_name(n): n for n in ncu_names}
+    noparams: dict[str, list[str]] = defaultdict(list)
+    bases: dict[str, list[str]] = defaultdict(list)
+    for n in ncu_names:
+        noparams[strip_params(normalize_name(n))].append(n)
+        bases[base_name(n)].append(n)
+    out = {}
+    for r in report_names:
+        key = normalize_name(r)
+        if key in full:
+            out[r] = full[key]
+        elif len(noparams.get(strip_params(key), [])) == 1:
+            out[r] = noparams[strip_params(key)][0]
+        elif len(bases.get(base_name(r), [])) == 1:
+            out[r] = bases[base_name(r)][0]
+    return out
+
+
+_NOISE = re.compile(
+    r"at::native::|\(anonymousnamespace\)::|,?std::array<char\*,\d+ul>|binary_internal::"
+    r"|\(at::TensorIteratorBase&\)(::\{lambda\([^)]*\)#\d+\}(::operator\(\)\(\)const)?)*"
+)
+
+
+def short_name(name: str, width: int = 72) -> str:
+    """A readable label: namespaces, iterator lambdas and std::array arguments removed, then cut."""
+    s = _NOISE.sub("", strip_params(normalize_name(name)))
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+# --- expected verdicts --------------------------------------------------------------------------------------
+
+EXPECT_RE = re.compile(r"^#\s*expect:\s*(compute|memory|overhead)\s*$")
+
+
+def expected_lines(path: str) -> dict[int, str]:
+    """Line number -> expected regime, from trailing `# expect: REGIME` comments (real comments only)."""
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for tok in tokenize.generate_tokens(f.readline):
+            if tok.type == tokenize.COMMENT:
+                m = EXPECT_RE.match(tok.string)
+                if m:
+                    out[tok.start[0]] = m.group(1)
+    return out
+
+
+# --- comparison ---------------------------------------------------------------------------------------------
+
+
+BYTES_KEYS = (
+    "name",
+    "bandwidth_ratio",
+    "bytes_per_call_ratio",
+    "brrrtui_bytes_per_call",
+    "ncu_dram_bytes_per_call",
+)
+
+
+def compare(
+    ncu: list[NcuKernel],
+    report: dict[str, Any],
+    expected: dict[int, str] | None = None,
+    script: str = "known_regimes.py",
+) -> dict[str, Any]:
+    """brrrtui's report against ncu: kernel verdicts (GPU-time weighted), bytes, and line verdicts."""
+    by_name = aggregate_by_name(ncu)
+    kernels = report.get("kernels", [])
+    matches = match_names([k["name"] for k in kernels], list(by_name))
+    rows = []
+    agree_ns = matched_ns = total_ns = 0.0
+    agree_ncu_ns = matched_ncu_ns = 0.0
+    for k in kernels:
+        gpu_ns = float(k.get("gpu_ns") or 0)
+        total_ns += gpu_ns
+        ncu_name = matches.get(k["name"])
+        row: dict[str, Any] = {
+            "name": k["name"],
+            "gpu_ns": gpu_ns,
+            "calls": k.get("calls"),
+            "brrrtui": k.get("regime"),
+            "ncu_name": ncu_name,
+        }
+        if ncu_name is not None:
+            n = by_name[ncu_name]
+            want = NCU_TO_BRRRTUI.get(n.regime)
+            agree = want is not None and k.get("regime") == want
+            row.update(
+                ncu=n.regime,
+                expected=want,
+                agree=agree,
+                ncu_ns=n.duration_ns,
+                ncu_calls=n.calls,
+                sm_pct=n.sm_pct,
+                mem_pct=n.mem_pct,
+                tensor_pct=n.tensor_pct,
+            )
+            if want is not None:
+                matched_ns += gpu_ns
+                matched_ncu_ns += n.duration_ns
+                if agree:
+                    agree_ns += gpu_ns
+                    agree_ncu_ns += n.duration_ns
+            if n.regime == "memory":
+                row.update(_bytes_check(k, n))
+        rows.append(row)
+    rows.sort(key=lambda r: -r["gpu_ns"])
+
+    lines = _compare_lines(report.get("lines", []), expected or {}, script)
+    bytes_rows = [r for r in rows if r.get("bandwidth_ratio") is not None or r.get("bytes_per_call_ratio")]
+    return {
+        "kernel_agreement": agree_ns / matched_ns if matched_ns else None,
+        "kernel_agreement_by_ncu_time": agree_ncu_ns / matched_ncu_ns if matched_ncu_ns else None,
+        "matched_gpu_share": matched_ns / total_ns if total_ns else None,
+        "kernels_matched": sum(1 for r in rows if r.get("ncu_name")),
+        "kernels_in_report": len(rows),
+        "kernels": rows,
+        "bytes": [{k: r.get(k) for k in BYTES_KEYS} for r in bytes_rows],
+        "line_agreement": lines["agreement"],
+        "lines": lines["rows"],
+        "target": 0.95,
+    }
+
+
+def _bytes_check(k: dict[str, Any], n: NcuName) -> dict[str, Any]:
+    """brrrtui's bytes (inputs + outputs from shapes) against ncu's DRAM bytes for one memory-bound name.
+
+    ncu's side counts only the name's memory-bound launches, so a tiny launch of the same kernel does not
+    dilute it. bandwidth_ratio: brrrtui's achieved bytes/s over ncu's DRAM bytes/s; it does not depend on
+    how many launches each run had. bytes_per_call_ratio: brrrtui's bytes per call over ncu's DRAM bytes
+    per call, when the report carries `bytes` and `calls`.
+    """
+    out: dict[str, Any] = {}
+    if n.regime_dram_bytes is None or n.regime_duration_ns <= 0 or n.regime_calls <= 0:
+        return out
+    ncu_bw = n.regime_dram_bytes / (n.regime_duration_ns / 1e9)
+    if k.get("achieved_bytes_per_s") and ncu_bw > 0:
+        out["bandwidth_ratio"] = k["achieved_bytes_per_s"] / ncu_bw
+    out["ncu_dram_bytes_per_call"] = n.regime_dram_bytes / n.regime_calls
+    if k.get("bytes") and k.get("calls") and n.regime_dram_bytes > 0:
+        out["brrrtui_bytes_per_call"] = k["bytes"] / k["calls"]
+        out["bytes_per_call_ratio"] = out["brrrtui_bytes_per_call"] / out["ncu_dram_bytes_per_call"]
+    return out
+
+
+def _compare_lines(lines: list[dict[str, Any]], expected: dict[int, str], script: str) -> dict[str, Any]:
+    base = os.path.basename(script)
+    got = {int(r["line"]): r for r in lines if os.path.basename(str(r.get("file", ""))) == base}
+    rows = []
+    for line, want in sorted(expected.items()):
+        r = got.get(line)
+        rows.append(
+            {
+                "line": line,
+                "expected": want,
+                "got": r.get("regime") if r else None,
+                "agree": bool(r) and r.get("regime") == want,
+                "gpu_ns": r.get("gpu_ns") if r else None,
+                "idle_ns": r.get("idle_ns") if r else None,
+            }
+        )
+    for line, r in sorted(got.items()):
+        if line not in expected:
+            rows.append(
+                {
+                    "line": line,
+                    "expected": None,
+                    "got": r.get("regime"),
+                    "agree": None,
+                    "gpu_ns": r.get("gpu_ns"),
+                    "idle_ns": r.get("idle_ns"),
+                }
+            )
+    scored = [r for r in rows if r["expected"] is not None]
+    return {"agreement": sum(r["agree"] for r in scored) / len(scored) if scored else None, "rows": rows}
+
+
+# --- printing -----------------------------------------------------------------------------------------------
+
+
+def _pct(v: float | None) -> str:
+    return "  —  " if v is None else f"{v:5.1f}"
+
+
+def format_ncu(by_name: dict[str, NcuName]) -> str:
+    out = [
+        "| kernel | calls | total µs | DRAM MB | SM% | Mem% | Tensor% | ncu verdict |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for n in sorted(by_name.values(), key=lambda n: -n.duration_ns):
+        dram = "—" if n.dram_bytes is None else f"{n.dram_bytes / 1e6:.1f}"
+        share = "" if n.regime_share == 1.0 else f" ({n.regime_share:.1%} of its time)"
+        out.append(
+            f"| {short_name(n.name)} | {n.calls} | {n.duration_ns / 1e3:.1f} | {dram} | {_pct(n.sm_pct)} "
+            f"| {_pct(n.mem_pct)} | {_pct(n.tensor_pct)} | {n.regime}{share} |"
+        )
+    return "\n".join(out)
+
+
+def format_compare(c: dict[str, Any]) -> str:
+    def pct(v: float | None) -> str:
+        return "—" if v is None else f"{v:.1%}"
+
+    out = ["| kernel | brrrtui µs | brrrtui | ncu | agree |", "|---|---:|---|---|---|"]
+    for r in c["kernels"]:
+        agree = "" if r.get("ncu_name") is None else ("yes" if r.get("agree") else "NO")
+        out.append(
+            f"| {short_name(r['name'])} | {r['gpu_ns'] / 1e3:.1f} | {r['brrrtui']} | {r.get('ncu', 'unmatched')} | {agree} |"
+        )
+    out.append("")
+    out.append(
+        f"kernel agreement (brrrtui GPU time) {pct(c['kernel_agreement'])}, by ncu time "
+        f"{pct(c['kernel_agreement_by_ncu_time'])}; target {c['target']:.0%}; "
+        f"{c['kernels_matched']}/{c['kernels_in_report']} names matched, {pct(c['matched_gpu_share'])} of GPU time"
+    )
+    if c["bytes"]:
+        out += [
+            "",
+            "| memory-bound kernel | brrrtui/ncu bandwidth | brrrtui/ncu bytes per call |",
+            "|---|---:|---:|",
+        ]
+        for b in c["bytes"]:
+            bw = "—" if b["bandwidth_ratio"] is None else f"{b['bandwidth_ratio']:.3f}"
+            pc = "—" if b["bytes_per_call_ratio"] is None else f"{b['bytes_per_call_ratio']:.3f}"
+            out.append(f"| {short_name(b['name'])} | {bw} | {pc} |")
+    if c["lines"]:
+        out += [
+            "",
+            "| line | expected | brrrtui | agree | gpu µs | idle µs |",
+            "|---:|---|---|---|---:|---:|",
+        ]
+        for r in c["lines"]:
+            agree = "" if r["agree"] is None else ("yes" if r["agree"] else "NO")
+            g = "—" if r["gpu_ns"] is None else f"{r['gpu_ns'] / 1e3:.1f}"
+            i = "—" if r["idle_ns"] is None else f"{r['idle_ns'] / 1e3:.1f}"
+            out.append(
+                f"| {r['line']} | {r['expected'] or ''} | {r['got'] or 'missing'} | {agree} | {g} | {i} |"
+            )
+        out.append(f"\nline agreement {pct(c['line_agreement'])}")
+    return "\n".join(out)
+
+
+# --- running ncu and brrrtui --------------------------------------------------------------------------------
+
+
+def available_metrics(ncu: str, wanted: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(metrics the device has, metrics dropped); keeps all when the query itself fails."""
+    try:
+        proc = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return list(wanted), []
+    names = set(re.findall(r"^([a-z0-9]+__[A-Za-z0-9_]+)", proc.stdout, flags=re.M))
+    if proc.returncode != 0 or not names:
+        return list(wanted), []
+    keep = [m for m in wanted if m.split(".")[0] in names]
+    return keep, [m for m in wanted if m not in keep]
+
+
+def run_ncu(args: argparse.Namespace) -> tuple[str, list[str]]:
+    """Profile a short run of known_regimes.py; returns the raw-page CSV text and the metrics collected."""
+    ncu = shutil.which(args.ncu) or args.ncu
+    metrics, dropped = available_metrics(ncu, METRICS)
+    if dropped:
+        print(f"ncu: this device lacks {', '.join(dropped)}; profiling without", flush=True)
+    rep = os.path.join(args.out, "known_regimes.ncu-rep")
+    script_args = ["--steps", str(args.steps), "--tiny-ops", str(args.tiny_ops), "--device", args.device]
+    core = [m for m in metrics if m in CORE_METRICS]
+    for attempt in [metrics, core] if core != metrics else [metrics]:
+        if os.path.exists(rep):
+            os.remove(rep)
+        cmd = [
+            ncu,
+            "--clock-control",
+            "none",
+            "--target-processes",
+            "all",
+            "--metrics",
+            ",".join(attempt),
+            "--launch-skip",
+            str(args.launch_skip),
+            "--launch-count",
+            str(args.launch_count),
+            "--export",
+            rep,
+            "--force-overwrite",
+            sys.executable,
+            SCRIPT,
+            *script_args,
+        ]
+        print("$ " + " ".join(cmd), flush=True)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=_child_env())
+        with open(os.path.join(args.out, "ncu_profile.log"), "w") as f:
+            f.write(proc.stdout + "\n--- stderr\n" + proc.stderr)
+        print(f"ncu: rc={proc.returncode} in {time.perf_counter() - t0:.0f} s", flush=True)
+        if proc.returncode == 0 and os.path.exists(rep):
+            metrics = attempt
+            break
+        print((proc.stdout + proc.stderr)[-1500:], flush=True)
+    else:
+        raise RuntimeError(f"ncu failed; see {os.path.join(args.out, 'ncu_profile.log')}")
+    for extra in (
+        ["--print-units", "base", "--print-kernel-base", "demangled"],
+        ["--print-units", "base"],
+        [],
+    ):
+        imp = subprocess.run(
+            [ncu, "--import", rep, "--csv", "--page", "raw", *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        if imp.returncode == 0 and '"ID"' in imp.stdout:
+            return imp.stdout, metrics
+        print(f"ncu --import {' '.join(extra)}: rc={imp.returncode} {imp.stderr[-300:]}", flush=True)
+    raise RuntimeError("ncu --import produced no CSV")
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("OUT", None)  # known_regimes.py would write its result file into the lead's $OUT
+    return env
+
+
+def load_report(path: str, out: str) -> dict[str, Any]:
+    """brrrtui's report JSON: a .json file as is, anything else is a recording to run `report --json` on."""
+    if path.endswith(".json"):
+        with open(path) as f:
+            return json.load(f)
+    proc = subprocess.run(
+        [sys.executable, "-m", "brrrtui", "report", path, "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"brrrtui report failed (rc={proc.returncode}): {proc.stderr[-1500:]}")
+    report = json.loads(proc.stdout)
+    with open(os.path.join(out, "known_regimes_report.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    return report
+
+
+def record(args: argparse.Namespace) -> str:
+    path = os.path.join(args.out, "known_regimes.brrr")
+    cmd = [sys.executable, "-m", "brrrtui", "record", "-o", path, SCRIPT, "--steps", str(args.record_steps)]
+    if args.smoke:
+        cmd.append("--smoke")
+    print("$ " + " ".join(cmd), flush=True)
+    proc = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout, env=_child_env()
+    )
+    with open(os.path.join(args.out, "brrrtui_record.log"), "w") as f:
+        f.write(proc.stdout + "\n--- stderr\n" + proc.stderr)
+    if proc.returncode != 0:
+        raise RuntimeError(f"brrrtui record failed (rc={proc.returncode}): {proc.stderr[-1500:]}")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=os.environ.get("OUT") or "ncu_out")
+    p.add_argument("--csv", help="analyse this ncu raw CSV instead of running ncu")
+    p.add_argument("--report", help="brrrtui report JSON, or a .brrr recording to report on")
+    p.add_argument("--record", action="store_true", help="record known_regimes.py with brrrtui and compare")
+    p.add_argument(
+        "--record-steps", type=int, default=300, help="steps of the brrrtui recording (~7 ms each)"
+    )
+    p.add_argument("--ncu", default="ncu")
+    p.add_argument("--steps", type=int, default=3, help="steps of known_regimes.py under ncu")
+    p.add_argument("--tiny-ops", type=int, default=50, help="tiny ops per step under ncu")
+    p.add_argument("--device", default="cuda", help="known_regimes.py's --device under ncu")
+    p.add_argument("--launch-skip", type=int, default=0)
+    p.add_argument("--launch-count", type=int, default=300, help="profile at most this many kernels")
+    p.add_argument(
+        "--threshold", type=float, default=THRESHOLD_PCT, help="speed-of-light threshold, %% of peak"
+    )
+    p.add_argument("--timeout", type=float, default=420, help="seconds for the ncu run and for the recording")
+    p.add_argument("--smoke", action="store_true", help="use tests/fixtures/ncu_sample.csv (no GPU)")
+    args = p.parse_args(argv)
+    if args.smoke and not args.csv:
+        args.csv = SAMPLE_CSV
+    os.makedirs(args.out, exist_ok=True)
+
+    metrics = list(METRICS)
+    if args.csv:
+        with open(args.csv) as f:
+            text = f.read()
+    else:
+        try:
+            text, metrics = run_ncu(args)
+        except (OSError, RuntimeError, subprocess.TimeoutExpired) as e:
+            print(f"ERROR: ncu: {e}", file=sys.stderr)
+            return 1
+        with open(os.path.join(args.out, "ncu_raw.csv"), "w") as f:
+            f.write(text)
+    kernels = parse_ncu_csv(text, args.threshold)
+    by_name = aggregate_by_name(kernels)
+    print(f"ncu: {len(kernels)} kernels, {len(by_name)} names (threshold {args.threshold:g}%)")
+    print(format_ncu(by_name))
+    with open(os.path.join(args.out, "ncu_kernels.json"), "w") as f:
+        json.dump(
+            {
+                "threshold_pct": args.threshold,
+                "metrics": metrics,
+                "source": args.csv or "ncu run",
+                "kernels": [asdict(k) | {"dram_bytes": k.dram_bytes} for k in kernels],
+                "by_name": [asdict(n) for n in by_name.values()],
+            },
+            f,
+            indent=1,
+        )
+
+    report_path = args.report
+    try:
+        if args.record:
+            report_path = record(args)
+        report = load_report(report_path, args.out) if report_path else None
+    except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+        print(f"ERROR: {e}", file=sys.stderr)
+        return 1
+    if report is not None:
+        c = compare(kernels, report, expected_lines(SCRIPT), os.path.basename(SCRIPT))
+        print()
+        print(format_compare(c))
+        with open(os.path.join(args.out, "ncu_compare.json"), "w") as f:
+            json.dump(c, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
