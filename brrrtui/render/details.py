@@ -1,0 +1,470 @@
+"""The details pane's drill-down, as data: summary -> line -> ops -> kernels -> kernel -> gap -> advice.
+
+`describe(snapshot, node)` returns a title, body lines of (text, role) spans and the children one can drill
+into with Enter. Everything is computed on demand from the snapshot's columns (numpy masks over at most the
+kernels of one line), so a drill step stays well under a frame at a million kernels.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from analyzers.model import SourceLine
+from analyzers.results import (
+    GAP_CAUSE_CODES,
+    REGIMES_BY_CODE,
+    Finding,
+    GapCause,
+    KernelStat,
+    LineStat,
+    Regime,
+)
+from brrrtui.render.snapshot import Snapshot
+from brrrtui.render.units import (
+    NA,
+    fmt_byte_rate,
+    fmt_bytes,
+    fmt_flop_rate,
+    fmt_flops,
+    fmt_ns,
+    fmt_pct,
+)
+
+Span = tuple[str, str]
+CAUSES_BY_CODE = {v: k for k, v in GAP_CAUSE_CODES.items()}
+
+
+@dataclass(frozen=True)
+class Node:
+    kind: str  # summary | line | op | kname | kernel | gap | finding
+    key: tuple = ()
+
+
+SUMMARY = Node("summary")
+
+
+@dataclass
+class Detail:
+    title: str
+    body: list[list[Span]] = field(default_factory=list)
+    children: list[tuple[str, Node]] = field(default_factory=list)
+
+    def text(self) -> str:
+        """Plain text (tests, screenshots' alt text)."""
+        return "\n".join("".join(t for t, _ in line) for line in self.body)
+
+
+def display_path(snap: Snapshot, line: SourceLine) -> str:
+    """`file:line` as a terminal can open it: relative to the cwd when the file is below it, else absolute,
+    else as recorded (the file is not on this machine)."""
+    path = snap.resolve(line.file)
+    if path is None:
+        return f"{line.file}:{line.line}"
+    rel = os.path.relpath(path)
+    return f"{rel if not rel.startswith('..') else os.path.abspath(path)}:{line.line}"
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and not math.isnan(x)
+
+
+def _per(snap: Snapshot) -> str:
+    return "/step" if snap.per_step else "/window"
+
+
+def _steps(snap: Snapshot) -> int:
+    return max(snap.analysis.steps_analysed, 1) if snap.per_step else 1
+
+
+# ---------------------------------------------------------------- verdicts (one sentence each)
+
+
+def kernel_verdict(snap: Snapshot, regime: Regime, flops: float | None, nbytes: float | None, dur_ns: float,
+                   calls: int = 1, tensor: bool | None = None) -> str:  # fmt: skip
+    p = snap.analysis.peaks
+    secs = dur_ns / 1e9 if dur_ns > 0 else None
+    if regime is Regime.COMPUTE:
+        peak = p.tensor_flops_per_s if tensor is not False else p.fp32_flops_per_s
+        rate = flops / secs if _finite(flops) and secs else None
+        frac = f" ({fmt_pct(rate / peak)} of the roof)" if rate and peak else ""
+        return (
+            f"compute-bound: {fmt_flop_rate(rate)} of {fmt_flop_rate(peak)}{frac}; only more FLOP/s helps "
+            "(tensor cores, lower precision), not fusion."
+        )
+    if regime is Regime.MEMORY:
+        rate = nbytes / secs if _finite(nbytes) and secs else None
+        peak = p.bytes_per_s
+        frac = f" ({fmt_pct(rate / peak)} of peak)" if rate and peak else ""
+        return (
+            f"memory-bound: moves {fmt_bytes(nbytes)} at {fmt_byte_rate(rate)} of {fmt_byte_rate(peak)}{frac}; "
+            "fusing it with its neighbours saves the DRAM round trips."
+        )
+    mean = dur_ns / calls if calls else dur_ns
+    return (
+        f"overhead-bound: {fmt_ns(mean)} per call is too short to pay for its launch; fewer, larger kernels "
+        "(CUDA graphs, torch.compile) help, faster kernels do not."
+    )
+
+
+GAP_VERDICT = {
+    GapCause.HOST: "the GPU waited {d} for the CPU to issue the next kernel (Python, dispatch, launches).",
+    GapCause.SYNC: "the CPU waited for the GPU (a sync such as .item() or .cpu()), then the GPU waited {d} "
+    "for it to refill the queue.",
+    GapCause.H2D: "a host-to-device copy kept the GPU waiting {d}.",
+    GapCause.DATA: "data loading kept the GPU waiting {d}.",
+    GapCause.OTHER: "nothing recorded on the CPU explains these {d} of idle GPU (profiler, GC, code outside torch).",
+}
+GAP_ADVICE = {
+    GapCause.HOST: "Launch fewer kernels: torch.compile, CUDA graphs, or larger batches per launch.",
+    GapCause.SYNC: "Keep values on the GPU: drop .item()/.cpu()/print of tensors from the loop, or do them "
+    "every N steps.",
+    GapCause.H2D: "Use pin_memory=True and .to(device, non_blocking=True), or move the data once up front.",
+    GapCause.DATA: "Give the DataLoader more workers, persistent_workers=True and prefetching.",
+    GapCause.OTHER: "Check for garbage collection, logging or the profiler itself around this point.",
+}
+FINDING_KINDS_BY_CAUSE = {
+    GapCause.HOST: {"overhead", "small_kernels"},
+    GapCause.SYNC: {"sync"},
+    GapCause.H2D: {"h2d"},
+    GapCause.DATA: {"data"},
+    GapCause.OTHER: set(),
+}
+
+
+def line_verdict(stat: LineStat) -> str:
+    busy = sum(stat.gpu_ns_by_regime.values()) + stat.idle_ns
+    if busy <= 0:
+        return "no GPU time recorded for this line."
+    share = {r: stat.gpu_ns_by_regime.get(r, 0) for r in Regime}
+    share[Regime.OVERHEAD] += stat.idle_ns
+    dom = stat.regime
+    return f"{dom.value}-bound: {fmt_pct(share[dom] / busy)} of its time is {dom.value}" + (
+        f", including {fmt_ns(stat.idle_ns)} of GPU idle it caused." if stat.idle_ns else "."
+    )
+
+
+# ---------------------------------------------------------------- nodes
+
+
+def describe(snap: Snapshot, node: Node) -> Detail:
+    fn = _DESCRIBE.get(node.kind)
+    if fn is None:
+        return Detail(f"unknown item {node.kind}")
+    try:
+        return fn(snap, *node.key)
+    except (IndexError, KeyError):
+        return Detail("gone", [[("This item is not in the current snapshot.", "muted")]])
+
+
+def _summary(snap: Snapshot) -> Detail:
+    a = snap.analysis
+    b = a.breakdown
+    d = Detail("summary")
+    dev = a.trace.device.name or "unknown GPU"
+    d.body.append([(f"{dev}", "label"), (f"  ·  {len(snap.windows)} window(s), {a.steps_analysed} step(s) "
+                                         f"analysed, {fmt_ns(b.span_ns)} of wall time", "")])  # fmt: skip
+    d.body.append(
+        [
+            ("compute ", "compute"),
+            (fmt_pct(b.fraction(Regime.COMPUTE)), "compute"),
+            ("  memory ", "memory"),
+            (fmt_pct(b.fraction(Regime.MEMORY)), "memory"),
+            ("  overhead ", "overhead"),
+            (fmt_pct(b.fraction(Regime.OVERHEAD)), "overhead"),
+        ]  # fmt: skip
+    )
+    oc = a.overhead
+    if oc.corrected_overhead_fraction is not None:
+        d.body.append([(f"overhead without the profiler's slowdown: {fmt_pct(oc.corrected_overhead_fraction)} "
+                        f"(profiled step {fmt_ns(oc.profiled_step_ns)}, unprofiled {fmt_ns(oc.unprofiled_step_ns)})",
+                        "muted")])  # fmt: skip
+    p = a.peaks
+    d.body.append([(f"roofs: {fmt_flop_rate(p.tensor_flops_per_s)} tensor, {fmt_flop_rate(p.fp32_flops_per_s)} "
+                    f"fp32, {fmt_byte_rate(p.bytes_per_s)} ({p.source})", "muted")])  # fmt: skip
+    for note in a.notes:
+        d.body.append([("note: " + note, "muted")])
+    for i, f in enumerate(snap.findings[:20]):
+        d.children.append((f"⚑ {_saving(snap, f)} {f.message}", Node("finding", (i,))))
+    for s in snap.hot_lines[:20]:
+        d.children.append((_line_label(snap, s), Node("line", (s.line_id,))))
+    return d
+
+
+def _saving(snap: Snapshot, f: Finding) -> str:
+    return f"-{fmt_ns(f.saving_ns)}{_per(snap)}" if f.saving_ns else ""
+
+
+def _line_label(snap: Snapshot, s: LineStat) -> str:
+    t = s.per_step_gpu_ns if snap.per_step and s.per_step_gpu_ns is not None else s.gpu_ns
+    return f"{fmt_ns(t):>9} {s.regime.value[0].upper()} {display_path(snap, s.line)} {s.line.function}"
+
+
+def _line(snap: Snapshot, line_id: int) -> Detail:
+    s = snap.lines_by_id[line_id]
+    a = snap.analysis
+    d = Detail(display_path(snap, s.line))
+    d.body.append([(display_path(snap, s.line), "path"), (f" in {s.line.function}", "muted")])
+    d.body.append([("verdict: ", "label"), (line_verdict(s), s.regime.value)])
+    t = s.per_step_gpu_ns if snap.per_step and s.per_step_gpu_ns is not None else s.gpu_ns
+    share = s.gpu_ns / snap.total_gpu_ns if snap.total_gpu_ns else None
+    d.body.append([(f"GPU {fmt_ns(t)}{_per(snap)} ({fmt_pct(share)} of GPU time) · {s.kernels} kernels · "
+                    f"CPU {fmt_ns(s.cpu_ns)} · idle caused {fmt_ns(s.idle_ns)}", "")])  # fmt: skip
+    d.body.append([(f"{r.value} {fmt_ns(s.gpu_ns_by_regime.get(r, 0))}  ", r.value) for r in Regime])
+    secs = s.gpu_ns / 1e9 if s.gpu_ns else None
+    d.body.append([(f"{fmt_flops(s.flops)} ({fmt_flop_rate(s.flops / secs if _finite(s.flops) and secs else None)})"
+                    f" · {fmt_bytes(s.bytes)} ({fmt_byte_rate(s.bytes / secs if _finite(s.bytes) and secs else None)})",
+                    "muted")])  # fmt: skip
+    # ops that launched this line's kernels, grouped by name and input shapes
+    rows = np.nonzero(a.links.kernel_line == line_id)[0]
+    op_rows = a.links.kernel_op[rows]
+    ops = a.trace.ops
+    known = op_rows >= 0
+    if known.any():
+        keys = np.stack(
+            [ops.name[op_rows[known]].astype(np.int64), ops.shapes[op_rows[known]].astype(np.int64)], 1
+        )
+        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+        gpu_ns = np.bincount(inv.ravel(), weights=a.trace.gpu.dur_ns[rows[known]], minlength=len(uniq))
+        for k in np.argsort(-gpu_ns)[:30].tolist():
+            name, shapes = int(uniq[k, 0]), int(uniq[k, 1])
+            label = f"{fmt_ns(gpu_ns[k]):>9} {a.trace.name(name)} {_short(a.trace.name(shapes), 40)}"
+            d.children.append((label, Node("op", (line_id, name, shapes))))
+    if (~known).any():
+        d.children.append((f"{fmt_ns(a.trace.gpu.dur_ns[rows[~known]].sum()):>9} (kernels without a recorded op)",
+                           Node("op", (line_id, -1, -1))))  # fmt: skip
+    g = a.gaps
+    if len(g):
+        grow = np.nonzero(g.line == line_id)[0]
+        for r in grow[np.argsort(-g.dur_ns[grow])][:5].tolist():
+            cause = CAUSES_BY_CODE.get(int(g.cause[r]), GapCause.OTHER)
+            d.children.append((f"{fmt_ns(g.dur_ns[r]):>9} idle: {cause.value}", Node("gap", (r,))))
+    for i, f in enumerate(snap.findings):
+        if s.line in f.lines:
+            d.body.append([("advice: ", "label"), (f.action, "advice")])
+            d.children.append((f"⚑ {f.message}", Node("finding", (i,))))
+    return d
+
+
+def _short(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _op_kernel_rows(snap: Snapshot, line_id: int, name: int, shapes: int) -> np.ndarray:
+    a = snap.analysis
+    rows = np.nonzero(a.links.kernel_line == line_id)[0]
+    ops = a.links.kernel_op[rows]
+    if name < 0:
+        return rows[ops < 0]
+    ok = ops >= 0
+    sel = np.zeros(len(rows), dtype=bool)
+    sel[ok] = (a.trace.ops.name[ops[ok]] == name) & (a.trace.ops.shapes[ops[ok]] == shapes)
+    return rows[sel]
+
+
+def _op(snap: Snapshot, line_id: int, name: int, shapes: int) -> Detail:
+    a = snap.analysis
+    tr = a.trace
+    rows = _op_kernel_rows(snap, line_id, name, shapes)
+    title = tr.name(name) if name >= 0 else "kernels without an op"
+    d = Detail(title)
+    op_rows = np.unique(a.links.kernel_op[rows])
+    op_rows = op_rows[op_rows >= 0]
+    d.body.append([(title, "label"), (f"  {len(op_rows)} call(s) from {display_path(snap, snap.lines_by_id[line_id].line)}"
+                                      if line_id in snap.lines_by_id else "", "muted")])  # fmt: skip
+    if shapes >= 0:
+        d.body.append([("shapes ", "label"), (tr.name(shapes), "")])
+    if len(op_rows):
+        dt = int(tr.ops.dtypes[op_rows[0]])
+        if dt >= 0:
+            d.body.append([("dtypes ", "label"), (tr.name(dt), "")])
+        cpu = tr.ops.dur_ns[op_rows].sum()
+        d.body.append([(f"CPU {fmt_ns(cpu)} inside the op", "muted")])
+    f, b = _nansum(a.kernel_flops[rows]), _nansum(a.kernel_bytes[rows])
+    gpu_ns = float(tr.gpu.dur_ns[rows].sum())
+    d.body.append([(f"GPU {fmt_ns(gpu_ns)} in {len(rows)} kernel(s) · {fmt_flops(f)} · {fmt_bytes(b)}", "")])
+    names, inv = np.unique(tr.gpu.name[rows], return_inverse=True)
+    per = np.bincount(inv.ravel(), weights=tr.gpu.dur_ns[rows], minlength=len(names))
+    for k in np.argsort(-per).tolist():
+        nm = tr.name(int(names[k]))
+        ks = snap.kernels_by_name.get(nm)
+        reg = ks.regime.value[0].upper() if ks else "?"
+        d.children.append(
+            (
+                f"{fmt_ns(per[k]):>9} {reg} {_short(nm, 70)}",
+                Node("kname", (int(names[k]), line_id, name, shapes)),
+            )
+        )
+    return d
+
+
+def _nansum(x: np.ndarray) -> float | None:
+    return float(np.nansum(x)) if len(x) and np.isfinite(x).any() else None
+
+
+def _kname(snap: Snapshot, name: int, line_id: int = -2, op_name: int = -2, shapes: int = -2) -> Detail:
+    a = snap.analysis
+    tr = a.trace
+    nm = tr.name(name)
+    ks: KernelStat | None = snap.kernels_by_name.get(nm)
+    if line_id == -2:
+        rows = np.nonzero(tr.gpu.name == name)[0]
+    else:
+        rows = _op_kernel_rows(snap, line_id, op_name, shapes)
+        rows = rows[tr.gpu.name[rows] == name]
+    d = Detail(_short(nm, 60))
+    d.body.append([(nm, "label")])
+    gpu_ns = float(tr.gpu.dur_ns[rows].sum())
+    if ks is not None:
+        d.body.append([("verdict: ", "label"), (kernel_verdict(snap, ks.regime, ks.flops, ks.bytes, ks.gpu_ns,
+                                                               ks.calls, ks.uses_tensor_cores), ks.regime.value)])  # fmt: skip
+        d.body.append([(f"{ks.calls} calls in the run, {fmt_ns(ks.gpu_ns)} ({fmt_ns(ks.gpu_ns / max(ks.calls, 1))} "
+                        f"each); here {len(rows)} calls, {fmt_ns(gpu_ns)}", "")])  # fmt: skip
+        inten = ks.flops / ks.bytes if _finite(ks.flops) and _finite(ks.bytes) and ks.bytes else None
+        p = a.peaks
+        ridge = p.tensor_flops_per_s / p.bytes_per_s if p.tensor_flops_per_s and p.bytes_per_s else None
+        d.body.append([(f"{fmt_flops(ks.flops)} · {fmt_bytes(ks.bytes)} · intensity "
+                        f"{f'{inten:.1f}' if inten else NA} FLOP/B (ridge {f'{ridge:.0f}' if ridge else NA})", "")])  # fmt: skip
+        d.body.append([(f"achieved {fmt_flop_rate(ks.achieved_flops_per_s)} / {fmt_flop_rate(p.tensor_flops_per_s)}"
+                        f" · {fmt_byte_rate(ks.achieved_bytes_per_s)} / {fmt_byte_rate(p.bytes_per_s)} · roof "
+                        f"{fmt_pct(ks.roof_fraction)}", "")])  # fmt: skip
+        extra = []
+        if ks.uses_tensor_cores is not None:
+            extra.append("tensor cores" if ks.uses_tensor_cores else "no tensor cores")
+        if ks.fits_in_l2:
+            extra.append("working set fits in L2: bytes overstate DRAM traffic")
+        if extra:
+            d.body.append([(" · ".join(extra), "muted")])
+    order = rows[np.argsort(-tr.gpu.dur_ns[rows])][:8]
+    for r in order.tolist():
+        d.children.append((f"{fmt_ns(tr.gpu.dur_ns[r]):>9} at +{fmt_ns(_rel_start(snap, r))} "
+                           f"(window {tr.gpu.window[r]})", Node("kernel", (r,))))  # fmt: skip
+    for i, f in enumerate(snap.findings):
+        if set(f.kernels) & set(rows.tolist()):
+            d.children.append((f"⚑ {f.message}", Node("finding", (i,))))
+    return d
+
+
+def _rel_start(snap: Snapshot, row: int) -> float:
+    tr = snap.trace
+    wl = snap.lanes.get(int(tr.gpu.window[row]))
+    return float(tr.gpu.start_ns[row] - (wl.start_ns if wl else 0))
+
+
+def _kernel(snap: Snapshot, row: int) -> Detail:
+    a = snap.analysis
+    tr = a.trace
+    g = tr.gpu
+    nm = tr.name(int(g.name[row]))
+    regime = REGIMES_BY_CODE.get(int(a.kernel_regime[row]), Regime.OVERHEAD)
+    ks = snap.kernels_by_name.get(nm)
+    f, b = float(a.kernel_flops[row]), float(a.kernel_bytes[row])
+    dur = float(g.dur_ns[row])
+    d = Detail(_short(nm, 60))
+    d.body.append([(nm, "label")])
+    d.body.append([("verdict: ", "label"),
+                   (kernel_verdict(snap, regime, f, b, dur, 1, ks.uses_tensor_cores if ks else None), regime.value)])  # fmt: skip
+    d.body.append([(f"{fmt_ns(dur)} at +{fmt_ns(_rel_start(snap, row))} on GPU{g.device[row]} stream {g.stream[row]}"
+                    f" · window {g.window[row]}", "")])  # fmt: skip
+    grid, block = tr.name(int(g.grid[row])), tr.name(int(g.block[row]))
+    if grid or block:
+        d.body.append([(f"grid [{grid}] block [{block}]", "muted")])
+    secs = dur / 1e9 if dur > 0 else None
+    d.body.append([(f"{fmt_flops(f if _finite(f) else None)} ({fmt_flop_rate(f / secs if _finite(f) and secs else None)})"
+                    f" · {fmt_bytes(b if _finite(b) else None)} ({fmt_byte_rate(b / secs if _finite(b) and secs else None)})",
+                    "")])  # fmt: skip
+    op = int(a.links.kernel_op[row])
+    if op >= 0:
+        d.body.append([("op ", "label"), (tr.name(int(tr.ops.name[op])), ""),
+                       (" " + tr.name(int(tr.ops.shapes[op])), "muted")])  # fmt: skip
+    s = snap.line_of_kernel(row)
+    if s is not None:
+        d.body.append([("line ", "label"), (display_path(snap, s.line), "path")])
+        d.children.append((f"line {display_path(snap, s.line)}", Node("line", (s.line_id,))))
+    if ks is not None:
+        d.children.append((f"all {ks.calls} calls of this kernel", Node("kname", (int(g.name[row]),))))
+    # the idle gaps just before and after it on its stream
+    gp = a.gaps
+    if len(gp):
+        end = g.start_ns[row] + g.dur_ns[row]
+        same = (gp.window == g.window[row]) & ((gp.stream == g.stream[row]) | (gp.stream < 0))
+        after = np.nonzero(same & (gp.start_ns >= end) & (gp.start_ns <= end + 1_000))[0]
+        before = np.nonzero(same & (gp.start_ns + gp.dur_ns <= g.start_ns[row]) &
+                            (gp.start_ns + gp.dur_ns >= g.start_ns[row] - 1_000))[0]  # fmt: skip
+        for label, rs in (("idle before", before), ("idle after", after)):
+            for r in rs[:1].tolist():
+                cause = CAUSES_BY_CODE.get(int(gp.cause[r]), GapCause.OTHER)
+                d.children.append((f"{fmt_ns(gp.dur_ns[r]):>9} {label}: {cause.value}", Node("gap", (r,))))
+    for i, fd in enumerate(snap.findings):
+        if row in fd.kernels:
+            d.children.append((f"⚑ {fd.message}", Node("finding", (i,))))
+    return d
+
+
+def _gap(snap: Snapshot, row: int) -> Detail:
+    a = snap.analysis
+    g = a.gaps
+    cause = CAUSES_BY_CODE.get(int(g.cause[row]), GapCause.OTHER)
+    dur = float(g.dur_ns[row])
+    d = Detail(f"GPU idle {fmt_ns(dur)}: {cause.value}")
+    d.body.append([("verdict: ", "label"), (GAP_VERDICT[cause].format(d=fmt_ns(dur)), f"gap-{cause.value}")])
+    wl = snap.lanes.get(int(g.window[row]))
+    rel = float(g.start_ns[row] - (wl.start_ns if wl else 0))
+    d.body.append(
+        [
+            (
+                f"from +{fmt_ns(rel)} to +{fmt_ns(rel + dur)} on stream {g.stream[row]}, window {g.window[row]}",
+                "",
+            )
+        ]
+    )
+    lid = int(g.line[row])
+    s = snap.lines_by_id.get(lid)
+    if s is not None:
+        d.body.append([("caused at ", "label"), (display_path(snap, s.line), "path")])
+    matched = [
+        (i, f) for i, f in enumerate(snap.findings)
+        if f.kind in FINDING_KINDS_BY_CAUSE[cause] and (s is None or not f.lines or s.line in f.lines)
+    ]  # fmt: skip
+    if matched:
+        for i, f in matched:
+            d.body.append([("advice: ", "label"), (f.action, "advice")])
+            d.children.append((f"⚑ {f.message}", Node("finding", (i,))))
+    else:
+        d.body.append([("advice: ", "label"), (GAP_ADVICE[cause], "advice")])
+    if s is not None:
+        d.children.append((f"line {display_path(snap, s.line)}", Node("line", (s.line_id,))))
+    return d
+
+
+def _finding(snap: Snapshot, index: int) -> Detail:
+    f = snap.findings[index]
+    d = Detail(f"finding: {f.kind}")
+    d.body.append([("verdict: ", "label"), (f.message, "")])
+    d.body.append([("advice: ", "label"), (f.action, "advice")])
+    if f.saving_ns:
+        d.body.append([(f"estimated saving {fmt_ns(f.saving_ns)}{_per(snap)}", "label")])
+    for ln in f.lines:
+        s = snap.lines_by_source.get(ln)
+        d.body.append([("at ", "muted"), (display_path(snap, ln), "path")])
+        if s is not None:
+            d.children.append((f"line {display_path(snap, ln)}", Node("line", (s.line_id,))))
+    for r in f.kernels[:10]:
+        if 0 <= r < len(snap.trace.gpu):
+            d.children.append((f"{fmt_ns(snap.trace.gpu.dur_ns[r]):>9} {_short(snap.kernel_name(r), 60)}",
+                               Node("kernel", (r,))))  # fmt: skip
+    return d
+
+
+_DESCRIBE = {
+    "summary": _summary,
+    "line": _line,
+    "op": _op,
+    "kname": _kname,
+    "kernel": _kernel,
+    "gap": _gap,
+    "finding": _finding,
+}

@@ -1,0 +1,48 @@
+"""The three-regime bar: how a span of wall time splits into compute, memory and overhead.
+
+    `window 3 ████████▓▓▓▓▓░░░ C 62% M 25% O 13%`
+
+Each regime has its own glyph as well as its own colour, so the bar still reads without colour (NO_COLOR).
+"""
+
+from __future__ import annotations
+
+from analyzers.results import Breakdown, Regime
+
+Span = tuple[str, str]
+
+GLYPHS = {Regime.COMPUTE: "█", Regime.MEMORY: "▓", Regime.OVERHEAD: "░"}
+LETTERS = {Regime.COMPUTE: "C", Regime.MEMORY: "M", Regime.OVERHEAD: "O"}
+
+
+def split_cells(fractions: list[float], cells: int) -> list[int]:
+    """Largest-remainder rounding: integer cells per part that sum to `cells`."""
+    total = sum(fractions)
+    if cells <= 0 or total <= 0:
+        return [0] * len(fractions)
+    raw = [f / total * cells for f in fractions]
+    out = [int(r) for r in raw]
+    for k in sorted(range(len(raw)), key=lambda k: -(raw[k] - out[k]))[: cells - sum(out)]:
+        out[k] += 1
+    return out
+
+
+def regime_bar(
+    label: str, b: Breakdown | None, cells: int, corrected_overhead: float | None = None
+) -> list[Span]:
+    """`label` then a bar of `cells` cells then the three percentages. None -> a placeholder."""
+    spans: list[Span] = [(label + " ", "label")]
+    if b is None or b.span_ns <= 0:
+        spans.append(("·" * cells, "muted"))
+        spans.append((" waiting for the first window", "muted"))
+        return spans
+    regimes = [Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD]
+    parts = split_cells([b.fraction(r) for r in regimes], cells)
+    for r, n in zip(regimes, parts, strict=True):
+        if n:
+            spans.append((GLYPHS[r] * n, r.value))
+    for r in regimes:
+        spans.append((f" {LETTERS[r]} {100 * b.fraction(r):.0f}%", r.value))
+    if corrected_overhead is not None:
+        spans.append((f" (unprofiled O {100 * corrected_overhead:.0f}%)", "muted"))
+    return spans

@@ -1,0 +1,1 @@
+"""Screens: the main view and the modal help, search and quit-confirmation screens."""

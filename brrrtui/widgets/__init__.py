@@ -1,0 +1,1 @@
+"""Thin Textual widgets over the pure renderers in brrrtui.render (one widget per module)."""

@@ -1,0 +1,100 @@
+"""Lanes, snapshot, drill-down details and search over real (fixture) and synthetic recordings."""
+
+import numpy as np
+from tui_fakes import fixture_snapshot, recording_snapshot
+
+from analyzers.results import REGIME_CODES, Regime
+from brrrtui.render.details import SUMMARY, Node, describe, display_path, kernel_verdict
+from brrrtui.render.lanes import CPU_OP, CPU_SYNC, build_lanes
+from brrrtui.render.search import search
+
+
+def test_fixture_lanes_hold_every_kernel_and_the_top_level_ops_of_each_thread():
+    snap = fixture_snapshot()
+    wl = snap.lanes[0]
+    assert [lane.label for lane in wl.lanes] == ["GPU0 s7", "bwd 615", "CPU 590"]
+    gpu = wl.lanes[0]
+    assert len(gpu.items) == len(snap.trace.gpu) == 961
+    assert len(gpu.gaps) == len(snap.analysis.gaps)
+    # classes are the analysis' regime codes, rows point back at the gpu table
+    assert set(np.unique(gpu.items.cls)) <= set(REGIME_CODES.values())
+    assert np.array_equal(np.sort(gpu.items.rows), np.arange(961))
+    cpu = wl.lanes[2]
+    parents = snap.analysis.links.op_parent[cpu.items.rows]
+    assert (parents < 0).all()
+    assert wl.start_ns <= snap.trace.gpu.start_ns.min()
+
+
+def test_sync_ops_are_classed_apart_on_cpu_lanes(tmp_path):
+    snap = recording_snapshot(tmp_path, windows=1)
+    cpu = [lane for lane in snap.lanes[0].lanes if lane.kind == "cpu"][0]
+    names = [snap.trace.name(int(snap.trace.ops.name[r])) for r in cpu.items.rows]
+    classes = dict(zip(names, cpu.items.cls.tolist(), strict=True))
+    assert classes["aten::item"] == CPU_SYNC and classes["aten::mm"] == CPU_OP
+
+
+def test_drill_chain_summary_line_op_kernels_kernel_gap_finding():
+    snap = fixture_snapshot()
+    summary = describe(snap, SUMMARY)
+    assert "NVIDIA H200" in summary.text() and "compute 10%" in summary.text()
+    kinds = [n.kind for _, n in summary.children]
+    assert kinds[: len(snap.findings)] == ["finding"] * len(snap.findings) and "line" in kinds
+    line = describe(snap, next(n for _, n in summary.children if n.kind == "line"))
+    assert line.title == "tests/fixtures/resnet_train.py:12" or line.title.endswith("resnet_train.py:12")
+    assert "verdict: overhead-bound" in line.text()
+    op_node = next(n for _, n in line.children if n.kind == "op")
+    op = describe(snap, op_node)
+    assert op.title == "aten::native_batch_norm" and "shapes [[128,256,56,56]" in op.text()
+    kname = describe(snap, op.children[0][1])
+    assert "memory-bound" in kname.text() and "batch_norm_collect_statistics" in kname.title
+    kernel = describe(snap, kname.children[0][1])
+    assert "grid [8,128,1] block [32,16,1]" in kernel.text()
+    # a kernel followed by an idle gap offers the gap, and the gap offers its advice
+    g = snap.analysis.gaps
+    gpu = snap.trace.gpu
+    before = int(np.nonzero(gpu.start_ns + gpu.dur_ns == g.start_ns[0])[0][0])
+    kernel = describe(snap, Node("kernel", (before,)))
+    gap_node = next(n for label, n in kernel.children if n.kind == "gap" and "idle after" in label)
+    assert gap_node == Node("gap", (0,))
+    gap = describe(snap, gap_node)
+    assert gap.title.startswith("GPU idle") and "advice:" in gap.text()
+    finding = describe(snap, Node("finding", (0,)))
+    assert snap.findings[0].action in finding.text()
+
+
+def test_details_of_a_vanished_item_say_so():
+    snap = fixture_snapshot()
+    assert describe(snap, Node("kernel", (10**9,))).title == "gone"
+
+
+def test_kernel_verdict_names_the_roof_and_the_remedy():
+    snap = fixture_snapshot()
+    v = kernel_verdict(snap, Regime.COMPUTE, 4e11, None, 1e6, 1, True)
+    assert v.startswith("compute-bound: 400 TFLOP/s of 800 TFLOP/s (50% of the roof)")
+    assert "fusing" in kernel_verdict(snap, Regime.MEMORY, None, 2e9, 1e6)
+    assert "launch" in kernel_verdict(snap, Regime.OVERHEAD, None, None, 2_000, 1)
+
+
+def test_display_path_is_relative_and_clickable(tmp_path, monkeypatch):
+    snap = recording_snapshot(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert display_path(snap, snap.hot_lines[0].line) == "train.py:4"
+    missing = snap.hot_lines[0].line.__class__("gone/elsewhere.py", 3, "f")
+    assert display_path(snap, missing) == "gone/elsewhere.py:3"
+
+
+def test_search_finds_kernels_by_name_and_lines_by_code(tmp_path):
+    snap = recording_snapshot(tmp_path)
+    hits = search(snap, "SGEMM")
+    assert [h.kind for h in hits] == ["kernel"] and hits[0].key == "ampere_sgemm_64x64_nn"
+    by_code = search(snap, "cos().cos")
+    assert [(h.kind, snap.lines_by_id[h.key].line.line) for h in by_code] == [("line", 5)]
+    assert search(snap, "  ") == []
+
+
+def test_a_window_without_ops_or_gaps_still_builds(tmp_path):
+    snap = recording_snapshot(tmp_path, windows=1)
+    a = snap.analysis
+    a.gaps = a.gaps.take(np.zeros(0, dtype=np.int64))
+    wl = build_lanes(a, 0)
+    assert len(wl.lanes[0].gaps) == 0
