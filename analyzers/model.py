@@ -115,6 +115,10 @@ WINDOW_SCHEMA = {"window": i32, "mode": np.int8, "start_ns": i64, "end_ns": i64,
 """first_step/last_step: optimizer steps completed inside the window (NONE when none); stall_ns: time the
 capture stopped the training thread to open, close and convert the window."""
 
+CAPTURE_COST_SCHEMA = {"window": i32, "convert_ns": i64, "cost_ns": i64}
+"""What each window cost the run: convert_ns, the time to turn its events into rows (on a background thread);
+cost_ns, stall + conversion + the extra time its steps took, the figure the duty cycle budgets."""
+
 STEP_SCHEMA = {"step": i64, "t_ns": i64}
 """One row per optimizer step of the whole run (profiled or not): the time the step finished."""
 
@@ -164,6 +168,7 @@ class Trace:
     peaks: Peaks | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     source: str = ""  # the file it was loaded from
+    capture_costs: Table = field(default_factory=lambda: empty_table(CAPTURE_COST_SCHEMA))
     _ids: dict[str, int] | None = field(default=None, repr=False)
 
     def name(self, sid: int) -> str:

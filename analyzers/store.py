@@ -24,6 +24,7 @@ import numpy as np
 
 from analyzers.errors import InputError
 from analyzers.model import (
+    CAPTURE_COST_SCHEMA,
     GPU_SCHEMA,
     OP_SCHEMA,
     RUNTIME_SCHEMA,
@@ -49,6 +50,7 @@ TABLES: dict[str, dict[str, Any]] = {
     "ops": OP_SCHEMA,
     "spans": SPAN_SCHEMA,
     "telemetry": TELEMETRY_SCHEMA,
+    "capture_costs": CAPTURE_COST_SCHEMA,
 }
 
 

@@ -157,8 +157,11 @@ class Agent:
                 _thread.interrupt_main(TICK_SIGNAL)
 
     def _on_tick_signal(self, signum: int, frame: Any) -> None:
-        # The handler runs between any two bytecodes, also halfway through an import (starting the profiler
-        # then imports torch._inductor and can hit a circular import): wait for the next tick instead.
+        # The handler runs between any two bytecodes of the main thread: inside an import, inside torch's
+        # own Python code, inside a callback C++ made under a thread-local-state guard. Act only between two
+        # statements of the user's own code, outside any import; otherwise wait for the next tick.
+        if frame is None or not self.is_user_file(frame.f_code.co_filename):
+            return
         while frame is not None:
             if frame.f_code.co_filename.startswith("<frozen importlib"):
                 return
@@ -214,31 +217,38 @@ class Agent:
         closed_ns = time.time_ns()
         stall = self.stall_ns + time.perf_counter_ns() - t0
         last_step = len(self.sched.step_times_ns) - 1
+        steps = last_step - self.window_first_step + 1
         window = (
             self.window_id, self.sched.open_mode, self.window_opened_ns, closed_ns,
-            self.window_first_step if last_step >= self.window_first_step else -1,
-            last_step if last_step >= self.window_first_step else -1, stall, 0,
+            self.window_first_step if steps > 0 else -1, last_step if steps > 0 else -1, stall,
         )  # fmt: skip
-        self.sched.closed(self.window_opened_ns, closed_ns, stall)
+        self.sched.closing()
         if background:
-            self.converting = threading.Thread(target=self._guard(self._convert_and_send), args=(result, window),
-                                               name="brrrtui-convert", daemon=True)  # fmt: skip
+            self.converting = threading.Thread(target=self._guard(self._convert_and_send),
+                                               args=(result, window, max(0, steps)), name="brrrtui-convert",
+                                               daemon=True)  # fmt: skip
             self.converting.start()
         else:
-            self._convert_and_send(result, window)
+            self._convert_and_send(result, window, max(0, steps))
 
-    def _convert_and_send(self, result: Any, window: tuple) -> None:
+    def _convert_and_send(self, result: Any, window: tuple, steps: int) -> None:
         from brrrtui.capture.lines import SPAN_PREFIX
 
+        t0 = time.perf_counter_ns()
         events = result.events()
         rows = convert_events(events, window[0], self.strings, SPAN_PREFIX)
-        window = window[:-1] + (len(events),)
+        del result, events  # free Kineto's copy before the next window
+        convert_ns = time.perf_counter_ns() - t0
+        n_events = sum(len(r) for r in rows.values())
+        cost = self.sched.settled(
+            window[2], window[3], time.time_ns(), window[6], convert_ns, n_events, steps
+        )
         if not self.device_sent and self.cuda:
             self.channel.send({"type": "device", **device_facts(self.torch)})
             self.device_sent = True
         self.channel.send({
-            "type": "batch", "windows": [window], "strings": self.strings.take_new(),
-            "lines": self.lines.take_new(), **rows,
+            "type": "batch", "windows": [(*window, n_events)], "strings": self.strings.take_new(),
+            "lines": self.lines.take_new(), "capture_costs": [(window[0], convert_ns, int(cost))], **rows,
         })  # fmt: skip
 
     # ---------------------------------------------------------------- the script's own profiler

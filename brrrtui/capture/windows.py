@@ -1,14 +1,17 @@
 """Profiler windows: when to open and close them, and turning one into rows for the recording.
 
-A window is a short torch.profiler session. Inside it steps run slower and closing it stalls the thread
-(~15-20 us per event, DESIGN.md), so windows are short and spaced out by a duty-cycle budget:
+A window is a short Kineto session. Inside it steps run slower, closing it stalls the training thread
+(~10 us per event on the H200 host), and converting its events costs ~5-14 us per event on a background
+thread that competes for the GIL. So windows are small and spaced out by a duty-cycle budget:
 
-    steps     |s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|
-    windows     [=W1=]xx                          [=W2=]xx
-                      ^ stall (stop + convert)
-                <------------ cost(W1) / duty ----------->   next window may open
+    steps     |s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|s|
+    window      [=W1=]xx~~~~                           [=W2=]xx~~~~
+                      ^ stall (stop)  ~ conversion
+                <------------- cost(W1) / duty ------------->   next window may open
 
-cost(W) = the stall + the extra time steps took inside the window (against the median unprofiled step).
+cost(W) = stall + conversion time + the extra time the steps took inside the window (against the median
+unprofiled step), all measured. Windows are sized to about `target_events` events: fewer steps per window
+when a step makes many events, shorter time windows when ops come fast.
 Training scripts open and close windows on optimizer steps; scripts with no optimizer get time-based windows
 from ticks the timer thread delivers to the main thread (the profiler must start and stop on the thread that
 runs the model, DESIGN.md).
@@ -24,14 +27,16 @@ from enum import IntEnum
 from typing import Any
 
 STEP_MODE, TIME_MODE = 0, 1  # = analyzers.model.WindowMode.STEPS / TIME
+NEVER = 1 << 62
 
 
 @dataclass
 class WindowConfig:
     duty: float = 0.03  # target share of run time spent on capture cost
-    window_steps: int = 3  # optimizer steps per step-aligned window
-    window_max_s: float = 2.0  # a window never runs longer than this
-    time_window_s: float = 0.5  # length of a time-based window
+    window_steps: int = 2  # optimizer steps per step-aligned window (fewer when a step makes many events)
+    window_max_s: float = 2.0  # a step window never runs longer than this
+    time_window_s: float = 0.2  # length of the first time-based window (later ones sized by event rate)
+    target_events: int = 25_000  # aim for about this many events per window
     first_time_window_after_s: float = 1.0  # time fallback: first window this long after torch appears
     step_stale_s: float = 5.0  # no optimizer step for this long: fall back to time windows
     min_gap_s: float = 1.0  # at least this long between windows
@@ -49,7 +54,8 @@ class Action(IntEnum):
 
 
 class Scheduler:
-    """Pure decision logic (tested without torch): feed it ticks, it says open / close / nothing."""
+    """Pure decision logic (tested without torch): feed it steps and ticks, it says open / close / nothing,
+    and learns each window's cost from `settled()`."""
 
     def __init__(self, config: WindowConfig, now_ns: int):
         self.cfg = config
@@ -61,17 +67,19 @@ class Scheduler:
         self.next_open_ns = now_ns
         self.windows = 0
         self.step_times_ns: list[int] = []  # end time of every optimizer step
-        self.window_steps: set[int] = set()  # indices of steps that ended inside a window
+        self.perturbed: list[tuple[int, int]] = []  # [start, end] spans of windows and their conversion
         self.step_windows = 0
+        self.steps_per_window = max(1, config.window_steps)
+        self.time_window_s = config.time_window_s
+        self.last_cost_ns: float | None = None
         self.disabled = False
 
     # -- inputs
     def on_step(self, now_ns: int) -> Action:
         self.step_times_ns.append(now_ns)
         if self.open_since_ns is not None:
-            self.window_steps.add(len(self.step_times_ns) - 1)
             self.steps_in_window += 1
-            if self.open_mode == TIME_MODE or self.steps_in_window >= self.cfg.window_steps:
+            if self.open_mode == TIME_MODE or self.steps_in_window >= self.steps_per_window:
                 return Action.CLOSE
             if now_ns - self.open_since_ns >= self.cfg.window_max_s * 1e9:
                 return Action.CLOSE
@@ -79,7 +87,7 @@ class Scheduler:
         if self.disabled or self._limit_reached():
             return Action.NONE
         # the first step window of a run opens at once (short runs are never empty); later ones wait
-        if self.step_windows == 0 or now_ns >= self.next_open_ns:
+        if (self.step_windows == 0 and self.next_open_ns != NEVER) or now_ns >= self.next_open_ns:
             self.open_mode = STEP_MODE
             return Action.OPEN
         return Action.NONE
@@ -95,7 +103,7 @@ class Scheduler:
         if self.disabled:
             return Action.NONE
         if self.open_since_ns is not None:
-            limit = self.cfg.time_window_s if self.open_mode == TIME_MODE else self.cfg.window_max_s
+            limit = self.time_window_s if self.open_mode == TIME_MODE else self.cfg.window_max_s
             return Action.CLOSE if now_ns - self.open_since_ns >= limit * 1e9 else Action.NONE
         if self.torch_seen_ns is None or self._limit_reached():
             return Action.NONE
@@ -116,25 +124,44 @@ class Scheduler:
         self.windows += 1
         self.step_windows += self.open_mode == STEP_MODE
 
-    def closed(self, opened_ns: int, closed_ns: int, stall_ns: int) -> None:
-        """Schedule the next window so capture cost stays under the duty budget."""
+    def closing(self) -> None:
+        """The window is stopped; no new one opens until its conversion has `settled`."""
         self.open_since_ns = None
-        cost_ns = stall_ns + self._slowdown_ns(opened_ns, closed_ns)
-        gap_ns = max(cost_ns / self.cfg.duty, self.cfg.min_gap_s * 1e9)
-        self.next_open_ns = int(closed_ns + gap_ns)
+        self.next_open_ns = NEVER
+
+    def settled(self, opened_ns: int, closed_ns: int, settled_ns: int, stall_ns: int, convert_ns: int,
+                events: int, steps: int) -> float:  # fmt: skip
+        """The window's events are converted and sent: measure its cost, size the next window, and schedule
+        it so capture cost stays within the duty budget. Returns the cost in ns."""
+        base = self.unprofiled_step_ns()
+        wall = closed_ns - opened_ns
+        slowdown = 0.25 * wall if base is None or not steps else max(0.0, wall - base * steps)
+        cost = stall_ns + convert_ns + slowdown  # conversion counted whole: it holds the GIL most of its time
+        self.perturbed.append((opened_ns, settled_ns))
+        self.last_cost_ns = cost
+        if events > 0:
+            if steps > 0:
+                per_step = events / steps
+                self.steps_per_window = int(
+                    max(1, min(self.cfg.window_steps, self.cfg.target_events // per_step))
+                )
+            elif wall > 0:
+                rate = events / (wall / 1e9)
+                self.time_window_s = min(self.cfg.window_max_s, max(0.02, self.cfg.target_events / rate))
+        gap_ns = max(cost / self.cfg.duty, self.cfg.min_gap_s * 1e9)
+        self.next_open_ns = int(max(opened_ns + gap_ns, settled_ns + self.cfg.min_gap_s * 1e9))
+        return cost
 
     def unprofiled_step_ns(self) -> float | None:
+        """Median interval of recent steps that no window or conversion touched."""
         t = self.step_times_ns
-        d = [t[i] - t[i - 1] for i in range(max(1, len(t) - 200), len(t))
-             if i not in self.window_steps and i - 1 not in self.window_steps]  # fmt: skip
+        spans = self.perturbed[-20:]
+        d = []
+        for i in range(max(1, len(t) - 200), len(t)):
+            a, b = t[i - 1], t[i]
+            if not any(s <= b and a <= e for s, e in spans):
+                d.append(b - a)
         return statistics.median(d) if d else None
-
-    def _slowdown_ns(self, opened_ns: int, closed_ns: int) -> float:
-        base = self.unprofiled_step_ns()
-        inside = [i for i in self.window_steps if opened_ns <= self.step_times_ns[i] <= closed_ns]
-        if base is None or not inside:
-            return 0.25 * (closed_ns - opened_ns)  # DESIGN.md: profiled steps ran ~25% slower (nanoGPT)
-        return max(0.0, (closed_ns - opened_ns) - base * len(inside))
 
     def _limit_reached(self) -> bool:
         return bool(self.cfg.max_windows) and self.windows >= self.cfg.max_windows
@@ -198,21 +225,6 @@ def _as_json(value: list[Any]) -> str | None:
     return str(value).replace("'", '"') if value else None
 
 
-def _grid_block(meta: str) -> tuple[str | None, str | None]:
-    if not meta or "grid" not in meta:
-        return None, None
-    try:
-        d = (
-            json.loads("{" + meta.strip().strip(",") + "}")
-            if not meta.lstrip().startswith("{")
-            else json.loads(meta)
-        )
-    except ValueError:
-        return None, None
-    g, b = d.get("grid"), d.get("block")
-    return (",".join(map(str, g)) if g else None, ",".join(map(str, b)) if b else None)
-
-
 def convert_events(events: Any, window: int, strings: Interner, span_prefix: str) -> dict[str, list[tuple]]:
     """kineto_results.events() -> rows in schema order (cheap accessors only; DESIGN.md: prof.events() costs
     70-150 us per event, these a few)."""
@@ -221,16 +233,15 @@ def convert_events(events: Any, window: int, strings: Interner, span_prefix: str
     ops: list[tuple] = []
     spans: list[tuple] = []
     plen = len(span_prefix)
+    nan = float("nan")
     for e in events:
         kind = activity_kind(e)
         name = e.name()
         if kind in _GPU_KINDS:
-            grid, block = _grid_block(e.metadata_json()) if kind == "kernel" else (None, None)
             nbytes = e.nbytes() if kind != "kernel" else -1
             gpu.append((
                 window, _GPU_KINDS[kind], strings(name), e.start_ns(), e.duration_ns(), e.device_index(),
-                e.device_resource_id(), e.correlation_id(), strings(grid), strings(block),
-                nbytes if nbytes and nbytes > 0 else -1,
+                e.device_resource_id(), e.correlation_id(), -1, -1, nbytes if nbytes and nbytes > 0 else -1,
             ))  # fmt: skip
         elif kind in _RUNTIME_KINDS:
             runtime.append((window, strings(name), e.start_ns(), e.duration_ns(), e.start_thread_id(),
@@ -239,11 +250,11 @@ def convert_events(events: Any, window: int, strings: Interner, span_prefix: str
             if name.startswith(span_prefix):
                 spans.append((window, int(name[plen:]), e.start_ns(), e.duration_ns(), e.start_thread_id()))
                 continue
-            fl = e.flops()
+            seq = e.sequence_nr()
             ops.append((
-                window, strings(name), e.start_ns(), e.duration_ns(), e.start_thread_id(), e.sequence_nr(),
-                e.fwd_thread_id() or -1, strings(_as_json(e.shapes())), strings(_as_json(e.dtypes())),
-                float(fl) if fl else float("nan"),
+                window, strings(name), e.start_ns(), e.duration_ns(), e.start_thread_id(), seq,
+                (e.fwd_thread_id() or -1) if seq >= 0 else -1, strings(_as_json(e.shapes())),
+                strings(_as_json(e.dtypes())), nan,
             ))  # fmt: skip
     return {"gpu": gpu, "runtime": runtime, "ops": ops, "spans": spans}
 

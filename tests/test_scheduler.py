@@ -1,0 +1,90 @@
+"""The window scheduler's decisions, on made-up clocks (no torch, no profiler)."""
+
+from brrrtui.capture.windows import NEVER, Action, Scheduler, WindowConfig
+
+MS = 1_000_000
+S = 1_000_000_000
+
+
+def run_steps(sched: Scheduler, start_ns: int, n: int, step_ns: int) -> list[Action]:
+    actions = []
+    t = start_ns
+    for _ in range(n):
+        t += step_ns
+        action = sched.on_step(t)
+        actions.append(action)
+        if action == Action.OPEN:
+            sched.opened(t)
+        elif action == Action.CLOSE:
+            sched.closing()
+            sched.settled(sched.step_times_ns[-1 - sched.steps_in_window], t, t, stall_ns=0, convert_ns=0,
+                          events=100, steps=sched.steps_in_window)  # fmt: skip
+    return actions
+
+
+def test_first_step_opens_a_window_at_once_and_it_closes_after_window_steps():
+    sched = Scheduler(WindowConfig(window_steps=2), now_ns=0)
+    actions = run_steps(sched, 0, 3, 50 * MS)
+    assert actions == [Action.OPEN, Action.NONE, Action.CLOSE]
+
+
+def test_cost_over_duty_spaces_the_windows():
+    cfg = WindowConfig(duty=0.05, window_steps=1, min_gap_s=0)
+    sched = Scheduler(cfg, now_ns=0)
+    for i in range(1, 11):  # ten unprofiled 50 ms steps give the baseline
+        sched.step_times_ns.append(i * 50 * MS)
+    assert sched.on_step(11 * 50 * MS) == Action.OPEN
+    sched.opened(11 * 50 * MS)
+    assert sched.on_step(12 * 50 * MS + 30 * MS) == Action.CLOSE  # the step took 80 ms instead of 50
+    sched.closing()
+    assert sched.next_open_ns == NEVER  # nothing opens while the window is being converted
+    cost = sched.settled(
+        550 * MS, 630 * MS, 700 * MS, stall_ns=100 * MS, convert_ns=70 * MS, events=1000, steps=1
+    )
+    assert cost == 100 * MS + 70 * MS + 30 * MS  # stall + conversion + the step's extra 30 ms
+    assert sched.next_open_ns == 550 * MS + int(cost / 0.05)  # 4 s after the window opened
+    assert sched.on_step(4 * S) == Action.NONE
+    assert sched.on_step(4_600 * MS) == Action.OPEN
+
+
+def test_unprofiled_step_time_ignores_steps_touched_by_a_window_or_its_conversion():
+    sched = Scheduler(WindowConfig(), now_ns=0)
+    sched.step_times_ns = [0, 50, 100, 300, 500, 550, 600]  # two 200-unit steps inside a window
+    sched.perturbed = [(120, 480)]
+    assert sched.unprofiled_step_ns() == 50
+
+
+def test_windows_shrink_to_the_event_budget():
+    sched = Scheduler(WindowConfig(window_steps=3, target_events=25_000), now_ns=0)
+    sched.settled(0, 10, 10, 0, 0, events=60_000, steps=3)  # 20 k events per step
+    assert sched.steps_per_window == 1
+    sched.settled(0, 200 * MS, 200 * MS, 0, 0, events=100_000, steps=0)  # time window: 500 k events/s
+    assert abs(sched.time_window_s - 0.05) < 1e-9
+
+
+def test_time_windows_only_without_recent_steps():
+    cfg = WindowConfig(first_time_window_after_s=1.0, step_stale_s=5.0)
+    sched = Scheduler(cfg, now_ns=0)
+    assert sched.timer_decision(2 * S) == Action.NONE  # torch not imported yet
+    sched.torch_seen_ns = 0
+    assert sched.timer_decision(S // 2) == Action.NONE  # too soon after the import
+    assert sched.on_timer(2 * S) == Action.OPEN
+    sched.opened(2 * S)
+    assert sched.timer_decision(2 * S + 100 * MS) == Action.NONE
+    assert sched.timer_decision(2 * S + 200 * MS) == Action.CLOSE  # the first time window lasts 0.2 s
+    sched.closing()
+    sched.settled(2 * S, 2_200 * MS, 2_200 * MS, 0, 0, events=10, steps=0)
+    sched.step_times_ns.append(3 * S)
+    assert sched.timer_decision(4 * S) == Action.NONE  # a step 1 s ago: steps drive the windows
+
+
+def test_max_windows_and_disabled():
+    sched = Scheduler(WindowConfig(max_windows=1), now_ns=0)
+    assert sched.on_step(1) == Action.OPEN
+    sched.opened(1)
+    sched.closing()
+    sched.settled(1, 2, 2, 0, 0, 10, 1)
+    assert sched.on_step(10 * S) == Action.NONE
+    off = Scheduler(WindowConfig(), now_ns=0)
+    off.disabled = True
+    assert off.on_step(1) == Action.NONE
