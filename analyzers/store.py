@@ -147,6 +147,10 @@ def _read_table(db: sqlite3.Connection, table: str, schema: dict[str, Any], wind
     return Table({k: np.asarray(c, dtype=t) for (k, t), c in zip(schema.items(), columns, strict=True)})
 
 
+def _read_table_missing(schema: dict[str, Any]) -> Table:
+    return Table({k: np.empty(0, dtype=t) for k, t in schema.items()})
+
+
 def load_recording(path: str) -> Trace:
     """Read a whole recording (also one still being written, or one whose writer was killed)."""
     try:
@@ -170,7 +174,10 @@ def load_recording(path: str) -> Trace:
             lines = [SourceLine("?", 0, "?")] * (line_rows[-1][0] + 1 if line_rows else 0)
             for i, f, n, fn in line_rows:
                 lines[i] = SourceLine(f, n, fn)
-            tables = {t: _read_table(db, t, s) for t, s in TABLES.items()}
+            # tables added in later versions of the format may be missing from older recordings
+            tables = {
+                t: _read_table(db, t, s) if t in names else _read_table_missing(s) for t, s in TABLES.items()
+            }
         finally:
             db.close()
     except sqlite3.DatabaseError as e:
