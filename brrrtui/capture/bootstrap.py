@@ -70,6 +70,10 @@ def main() -> None:
         sys.path.remove(root)
     userfiles = _load_private("_brrrtui_userfiles", os.path.join(root, "analyzers", "userfiles.py"))
 
+    # Tear CUPTI down after each window. Without it CUPTI's callbacks stay on every kernel launch after the
+    # first profiler session and slow the whole run (pytorch/pytorch#144455); torch.compile's CUDA-graph mode
+    # sets it to "0" itself where teardown is unsafe. A user's own setting wins.
+    os.environ.setdefault("TEARDOWN_CUPTI", "1")
     fd = int(os.environ.pop("BRRRTUI_FD"))
     os.set_inheritable(fd, False)  # the script's own subprocesses must not hold the pipe open
     config = WindowConfig.from_json(os.environ.pop("BRRRTUI_CONFIG", None))
