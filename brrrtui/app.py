@@ -39,8 +39,8 @@ THEME_VARIABLES = {
     "regime-overhead": "warning",
     "gap-host": "error-muted",
     "gap-sync": "warning-muted",
-    "gap-h2d": "secondary-muted",
-    "gap-data": "primary-muted",
+    "gap-h2d": "primary-muted",
+    "gap-data": "success-muted",
     "gap-other": "surface-lighten-2",
     "lane-cpu": "foreground-darken-3",
     "lane-cpu-sync": "error",
@@ -224,7 +224,13 @@ class BrrrApp(App):
         self._set_state(**kw)
         self.main.show_snapshot(snap, follow=self.live)
         if first:
-            for note in snap.analysis.notes:
+            a = snap.analysis
+            self.main.log_pane.add(
+                "brrrtui",
+                f"{trace.source or self.path}: {len(trace.gpu):,} GPU activities in {len(snap.windows)} window(s), "
+                f"{a.steps_analysed} step(s) analysed; roofs from {a.peaks.source}",
+            )
+            for note in a.notes:
                 self.main.log_pane.add("brrrtui", note)
 
     # ------------------------------------------------------------------ actions

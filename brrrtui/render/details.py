@@ -316,7 +316,6 @@ def _kname(snap: Snapshot, name: int, line_id: int = -2, op_name: int = -2, shap
         rows = _op_kernel_rows(snap, line_id, op_name, shapes)
         rows = rows[tr.gpu.name[rows] == name]
     d = Detail(_short(nm, 60))
-    d.body.append([(nm, "label")])
     gpu_ns = float(tr.gpu.dur_ns[rows].sum())
     if ks is not None:
         d.body.append([("verdict: ", "label"), (kernel_verdict(snap, ks.regime, ks.flops, ks.bytes, ks.gpu_ns,
@@ -338,6 +337,7 @@ def _kname(snap: Snapshot, name: int, line_id: int = -2, op_name: int = -2, shap
             extra.append("working set fits in L2: bytes overstate DRAM traffic")
         if extra:
             d.body.append([(" · ".join(extra), "muted")])
+    d.body.append([(nm, "muted")])
     order = rows[np.argsort(-tr.gpu.dur_ns[rows])][:8]
     for r in order.tolist():
         d.children.append((f"{fmt_ns(tr.gpu.dur_ns[r]):>9} at +{fmt_ns(_rel_start(snap, r))} "
@@ -354,6 +354,15 @@ def _rel_start(snap: Snapshot, row: int) -> float:
     return float(tr.gpu.start_ns[row] - (wl.start_ns if wl else 0))
 
 
+def _row_value(a: object, column: str, row: int) -> float | None:
+    """A per-kernel column the analysis may provide (None when absent, NaN or -1 = unknown)."""
+    arr = getattr(a, column, None)
+    if arr is None or row >= len(arr):
+        return None
+    v = float(arr[row])
+    return None if math.isnan(v) or (arr.dtype.kind in "iu" and v < 0) else v
+
+
 def _kernel(snap: Snapshot, row: int) -> Detail:
     a = snap.analysis
     tr = a.trace
@@ -363,10 +372,16 @@ def _kernel(snap: Snapshot, row: int) -> Detail:
     ks = snap.kernels_by_name.get(nm)
     f, b = float(a.kernel_flops[row]), float(a.kernel_bytes[row])
     dur = float(g.dur_ns[row])
+    tc = _row_value(a, "kernel_tensor_cores", row)
+    tensor = bool(tc) if tc is not None else (ks.uses_tensor_cores if ks else None)
     d = Detail(_short(nm, 60))
     d.body.append([(nm, "label")])
-    d.body.append([("verdict: ", "label"),
-                   (kernel_verdict(snap, regime, f, b, dur, 1, ks.uses_tensor_cores if ks else None), regime.value)])  # fmt: skip
+    d.body.append(
+        [("verdict: ", "label"), (kernel_verdict(snap, regime, f, b, dur, 1, tensor), regime.value)]
+    )
+    if _row_value(a, "kernel_launch_bound", row):
+        d.body.append([("launch-bound: the GPU waited for this kernel, and it ran shorter than the CPU's "
+                        "launch interval", "overhead")])  # fmt: skip
     d.body.append([(f"{fmt_ns(dur)} at +{fmt_ns(_rel_start(snap, row))} on GPU{g.device[row]} stream {g.stream[row]}"
                     f" · window {g.window[row]}", "")])  # fmt: skip
     grid, block = tr.name(int(g.grid[row])), tr.name(int(g.block[row]))
@@ -376,6 +391,21 @@ def _kernel(snap: Snapshot, row: int) -> Detail:
     d.body.append([(f"{fmt_flops(f if _finite(f) else None)} ({fmt_flop_rate(f / secs if _finite(f) and secs else None)})"
                     f" · {fmt_bytes(b if _finite(b) else None)} ({fmt_byte_rate(b / secs if _finite(b) and secs else None)})",
                     "")])  # fmt: skip
+    p = a.peaks
+    ach_f = _row_value(a, "kernel_achieved_flops_per_s", row)
+    ach_b = _row_value(a, "kernel_achieved_bytes_per_s", row)
+    roof = _row_value(a, "kernel_roof_fraction", row)
+    if ach_f is not None or ach_b is not None or roof is not None:
+        peak_f = p.tensor_flops_per_s if tensor is not False else p.fp32_flops_per_s
+        d.body.append([(f"achieved {fmt_flop_rate(ach_f)} of {fmt_flop_rate(peak_f)} · {fmt_byte_rate(ach_b)} of "
+                        f"{fmt_byte_rate(p.bytes_per_s)} · {fmt_pct(roof)} of its roof", "")])  # fmt: skip
+    extra = []
+    if tensor is not None:
+        extra.append("tensor cores" if tensor else "no tensor cores (SIMT)")
+    if _row_value(a, "kernel_fits_in_l2", row):
+        extra.append("working set fits in L2: bytes overstate DRAM traffic")
+    if extra:
+        d.body.append([(" · ".join(extra), "muted")])
     op = int(a.links.kernel_op[row])
     if op >= 0:
         d.body.append([("op ", "label"), (tr.name(int(tr.ops.name[op])), ""),
@@ -384,24 +414,42 @@ def _kernel(snap: Snapshot, row: int) -> Detail:
     if s is not None:
         d.body.append([("line ", "label"), (display_path(snap, s.line), "path")])
         d.children.append((f"line {display_path(snap, s.line)}", Node("line", (s.line_id,))))
+    d.body.append([(nm, "muted")])
     if ks is not None:
         d.children.append((f"all {ks.calls} calls of this kernel", Node("kname", (int(g.name[row]),))))
     # the idle gaps just before and after it on its stream
     gp = a.gaps
-    if len(gp):
-        end = g.start_ns[row] + g.dur_ns[row]
-        same = (gp.window == g.window[row]) & ((gp.stream == g.stream[row]) | (gp.stream < 0))
-        after = np.nonzero(same & (gp.start_ns >= end) & (gp.start_ns <= end + 1_000))[0]
-        before = np.nonzero(same & (gp.start_ns + gp.dur_ns <= g.start_ns[row]) &
-                            (gp.start_ns + gp.dur_ns >= g.start_ns[row] - 1_000))[0]  # fmt: skip
-        for label, rs in (("idle before", before), ("idle after", after)):
-            for r in rs[:1].tolist():
-                cause = CAUSES_BY_CODE.get(int(gp.cause[r]), GapCause.OTHER)
-                d.children.append((f"{fmt_ns(gp.dur_ns[r]):>9} {label}: {cause.value}", Node("gap", (r,))))
+    for label, r in _adjacent_gaps(snap, row):
+        cause = CAUSES_BY_CODE.get(int(gp.cause[r]), GapCause.OTHER)
+        d.children.append((f"{fmt_ns(gp.dur_ns[r]):>9} {label}: {cause.value}", Node("gap", (r,))))
     for i, fd in enumerate(snap.findings):
         if row in fd.kernels:
             d.children.append((f"⚑ {fd.message}", Node("finding", (i,))))
     return d
+
+
+def _adjacent_gaps(snap: Snapshot, row: int, slack_ns: float = 1_000) -> list[tuple[str, int]]:
+    """The idle gaps that end where the kernel starts and start where it ends (within slack), found by
+    binary search in its lane's sorted gaps: O(log n), not a scan of every gap."""
+    g = snap.trace.gpu
+    wl = snap.lanes.get(int(g.window[row]))
+    if wl is None:
+        return []
+    key = f"gpu:{int(g.device[row])}:{int(g.stream[row])}"
+    lane = next((ln for ln in wl.lanes if ln.key == key), None)
+    if lane is None or not len(lane.gaps):
+        return []
+    s = float(g.start_ns[row] - wl.start_ns)
+    e = s + float(g.dur_ns[row])
+    gaps = lane.gaps
+    out = []
+    k = int(np.searchsorted(gaps.b_end, s + slack_ns, "right")) - 1
+    if 0 <= k < len(gaps) and gaps.end[k] >= s - slack_ns and gaps.end[k] <= s + slack_ns:
+        out.append(("idle before", int(gaps.rows[k])))
+    k = int(np.searchsorted(gaps.start, e - slack_ns, "left"))
+    if 0 <= k < len(gaps) and gaps.start[k] <= e + slack_ns:
+        out.append(("idle after", int(gaps.rows[k])))
+    return out
 
 
 def _gap(snap: Snapshot, row: int) -> Detail:

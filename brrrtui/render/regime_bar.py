@@ -43,6 +43,9 @@ def regime_bar(
             spans.append((GLYPHS[r] * n, r.value))
     for r in regimes:
         spans.append((f" {LETTERS[r]} {100 * b.fraction(r):.0f}%", r.value))
+    idle = getattr(b, "idle_ns", None)  # the part of overhead with no kernel running at all
+    if idle is not None and b.overhead_ns:
+        spans.append((f" (idle {100 * idle / b.span_ns:.0f}%)", "muted"))
     if corrected_overhead is not None:
         spans.append((f" (unprofiled O {100 * corrected_overhead:.0f}%)", "muted"))
     return spans

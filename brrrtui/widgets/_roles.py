@@ -11,7 +11,7 @@ from rich.text import Text
 ROLES = (
     "compute", "memory", "overhead", "other", "cpu", "cpu-sync",
     "gap-host", "gap-sync", "gap-h2d", "gap-data", "gap-other", "gap-label", "idle",
-    "selected", "cursor", "cursor-col", "axis", "lane-label", "lane-label-current",
+    "selected", "selected-gap", "cursor", "cursor-col", "axis", "lane-label", "lane-label-current",
     "title", "name", "label", "muted", "value", "spark", "path", "advice",
     "running", "ok", "failed", "paused",
     "code", "syn-comment", "syn-string", "syn-number", "syn-keyword", "syn-builtin", "syn-function",

@@ -26,11 +26,17 @@ class RegimeBars(RoleStyles, Widget):
 
     def render(self) -> Text:
         w = self.size.width
-        # "window N " + bar + " C 62% M 25% O 13%" (18) ... twice, side by side when there is room
-        two = w >= 100
-        cells = max(6, (w // (2 if two else 1)) - 34)
+        # "window N <bar> C 62% M 25% O 13% (idle 40%)", and the run's beside it when there is room
+        two = w >= 110
         label, wb = self.window if self.window else ("window", None)
-        spans = regime_bar(f"{label:<9}", wb, cells)
-        if two:
-            spans += [("   ", "")] + regime_bar("run", self.run, cells, self.corrected)
-        return self.spans_text(spans)
+
+        def bar(label: str, b: Breakdown | None, room: int, corrected: float | None = None) -> list:
+            fixed = sum(len(t) for t, _ in regime_bar(label, b, 0, corrected))
+            return regime_bar(label, b, max(6, min(60, room - fixed)), corrected)
+
+        if not two:
+            return self.spans_text(bar(f"{label:<9}", wb, w))
+        half = (w - 3) // 2
+        left = bar(f"{label:<9}", wb, half)
+        pad = half - sum(len(t) for t, _ in left)
+        return self.spans_text(left + [(" " * (pad + 3), "")] + bar("run", self.run, half, self.corrected))

@@ -119,9 +119,11 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
         if lines is not None:
             self.rows = [Row(k + 1, spans) for k, spans in enumerate(lines)]
         else:
-            looked = ", ".join(snap.search_dirs[:3])
-            self.rows = [Row(0, ((f"{file}: not found on this machine (looked in {looked}); "
-                                  "showing the lines with GPU time only", "failed"),))]  # fmt: skip
+            self.rows = [
+                Row(0, ((f"{file} is not on this machine", "failed"),)),
+                Row(0, (("(looked next to the recording, in the run's folder and here);", "muted"),)),
+                Row(0, (("its lines with GPU time:", "muted"),)),
+            ]
             self.rows += [Row(n, (("…", "muted"),)) for n in sorted(self._stats)]
         self._code_width = max((sum(len(t) for t, _ in r.spans) for r in self.rows), default=0)
         self.cursor = min(self.cursor, max(len(self.rows) - 1, 0))
@@ -132,8 +134,8 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
             if r.lineno >= lineno:
                 self.cursor = k
                 break
-        self._scroll_cursor_into_view(center=True)
         self._refresh_all()
+        self._ensure_cursor_visible()
 
     # ------------------------------------------------------------------ actions
 
@@ -153,7 +155,7 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
             self._set_cursor(nxt[0] if direction > 0 else nxt[-1])
 
     def action_hscroll(self, cols: int) -> None:
-        self.scroll_to(x=max(0, self.scroll_x + cols), animate=False)
+        self.scroll_to(x=max(0, self.scroll_x + cols), animate=False, immediate=True)
 
     def action_drill(self) -> None:
         stat = self.current_stat()
@@ -174,11 +176,11 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
     def _scroll_cursor_into_view(self, center: bool = False) -> None:
         h = max(self.size.height, 1)
         if center and not (self.scroll_y <= self.cursor < self.scroll_y + h):
-            self.scroll_to(y=max(self.cursor - h // 2, 0), animate=False)
+            self.scroll_to(y=max(self.cursor - h // 2, 0), animate=False, immediate=True)
         elif self.cursor < self.scroll_y:
-            self.scroll_to(y=self.cursor, animate=False)
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
         elif self.cursor >= self.scroll_y + h:
-            self.scroll_to(y=self.cursor - h + 1, animate=False)
+            self.scroll_to(y=self.cursor - h + 1, animate=False, immediate=True)
 
     # ------------------------------------------------------------------ drawing
 
@@ -201,8 +203,13 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
         self.refresh()
 
     def on_resize(self, event: events.Resize) -> None:
-        self._scroll_cursor_into_view(center=True)
         self._refresh_all()
+        self._ensure_cursor_visible()
+
+    def _ensure_cursor_visible(self) -> None:
+        """Centre the cursor line now, and again once the pending layout has settled the view's size."""
+        self._scroll_cursor_into_view(center=True)
+        self.call_after_refresh(self._scroll_cursor_into_view, True)
 
     def render_line(self, y: int) -> Strip:
         row_i = y + int(self.scroll_y)

@@ -159,9 +159,9 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
 
     def scroll_to_region_for_lane(self) -> None:
         if self.lane < self.scroll_y:
-            self.scroll_to(y=self.lane, animate=False)
+            self.scroll_to(y=self.lane, animate=False, immediate=True)
         elif self.lane >= self.scroll_y + self.size.height - 1:
-            self.scroll_to(y=self.lane - self.size.height + 2, animate=False)
+            self.scroll_to(y=self.lane - self.size.height + 2, animate=False, immediate=True)
 
     def action_window(self, step: int) -> None:
         snap = self.snapshot
@@ -394,7 +394,7 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
             fg, bg = cell.fg, cell.bg
             if sel_lo <= c <= sel_hi:
                 if s is not None and s.kind == "gap":
-                    bg = "selected" if fg == "idle" or cell.glyph == " " else bg
+                    bg = "selected-gap"
                 elif cell.glyph != " ":
                     fg = "selected"
             style = self._style(fg, bg, cursor=current and c == v.cursor)

@@ -1,0 +1,112 @@
+"""Regenerate the README's screenshots (SVG) from a recording or a torch.profiler trace.
+
+    python screenshots/make_screenshots.py RECORDING [--out screenshots]
+
+Runs the real app headless through the same `make_app()` the CLI uses, drives it with keys, and saves one
+SVG per scene, so the pictures never drift from the code. Scenes: the main screen at 200x60 and 80x24, the
+timeline zoomed onto an idle gap, a source line drilled down to its operators, and the help screen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from textual.pilot import Pilot  # noqa: E402
+
+from brrrtui.app import BrrrApp, make_app  # noqa: E402
+
+Scene = tuple[str, tuple[int, int], Callable[[Pilot], Awaitable[None]]]
+
+
+async def _ready(pilot: Pilot, timeout_s: float = 120.0) -> None:
+    app = pilot.app
+    assert isinstance(app, BrrrApp)
+    deadline = time.monotonic() + timeout_s
+    while app.analyses < 1:
+        if time.monotonic() > deadline:
+            raise SystemExit("make_screenshots: the analysis did not finish in time")
+        await pilot.pause(0.05)
+    if app.state.error:
+        raise SystemExit(f"make_screenshots: {app.state.error}")
+    await pilot.pause()
+
+
+async def _main(pilot: Pilot) -> None:
+    await _ready(pilot)
+
+
+async def _gap(pilot: Pilot) -> None:
+    await _ready(pilot)
+    app = pilot.app
+    assert isinstance(app, BrrrApp)
+    tl = app.main.timeline
+    # zoom onto the longest idle gap of the shown window
+    gaps = app.main.snapshot.analysis.gaps if app.main.snapshot else None
+    if gaps is not None and len(gaps):
+        rows = [r for r in range(len(gaps)) if int(gaps.window[r]) == tl.window] or list(range(len(gaps)))
+        tl.go_to("gap", max(rows, key=lambda r: int(gaps.dur_ns[r])))
+        await pilot.press("minus", "minus")
+    await pilot.pause()
+
+
+async def _drill(pilot: Pilot) -> None:
+    await _ready(pilot)
+    await pilot.press("tab", "enter", "enter")
+
+
+async def _help(pilot: Pilot) -> None:
+    await _ready(pilot)
+    await pilot.press("question_mark")
+
+
+SCENES: list[Scene] = [
+    ("main", (200, 60), _main),
+    ("main_80x24", (80, 24), _main),
+    ("gap", (160, 48), _gap),
+    ("drill", (160, 48), _drill),
+    ("help", (110, 44), _help),
+]
+
+
+async def shoot(
+    app: BrrrApp, size: tuple[int, int], scene: Callable[[Pilot], Awaitable[None]], path: str
+) -> None:
+    async with app.run_test(size=size) as pilot:
+        await scene(pilot)
+        await pilot.pause()
+        app.save_screenshot(path)
+
+
+def make_screenshots(recording: str, out_dir: str, analyze: Callable | None = None) -> list[str]:
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    for name, size, scene in SCENES:
+        path = os.path.join(out_dir, f"{name}.svg")
+        app = make_app(recording, None, None, analyze=analyze)
+        asyncio.run(shoot(app, size, scene, path))
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="Regenerate the README screenshots from a recording.")
+    p.add_argument("recording", help="a .brrr recording or a torch.profiler .json/.json.gz trace")
+    p.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)), help="folder for the SVGs")
+    ns = p.parse_args(argv)
+    if not os.path.exists(ns.recording):
+        print(f"make_screenshots: {ns.recording}: no such file", file=sys.stderr)
+        return 2
+    for path in make_screenshots(ns.recording, ns.out):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
