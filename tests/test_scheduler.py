@@ -43,8 +43,13 @@ def test_cost_over_duty_spaces_the_windows():
     )
     assert cost == 100 * MS + 70 * MS + 30 * MS  # stall + conversion + the step's extra 30 ms
     assert sched.next_open_ns == 550 * MS + int(cost / 0.05)  # 4 s after the window opened
-    assert sched.on_step(4 * S) == Action.NONE
-    assert sched.on_step(4_600 * MS) == Action.OPEN
+    t = 700 * MS
+    actions = []
+    while t < 4_700 * MS:  # steady 50 ms steps after the window
+        t += 50 * MS
+        actions.append((t, sched.on_step(t)))
+    opened = [t for t, a in actions if a == Action.OPEN]
+    assert opened[0] == 4_550 * MS  # the first step at or after 550 ms + 4 s
 
 
 def test_unprofiled_step_time_ignores_steps_touched_by_a_window_or_its_conversion():
@@ -88,3 +93,19 @@ def test_max_windows_and_disabled():
     off = Scheduler(WindowConfig(), now_ns=0)
     off.disabled = True
     assert off.on_step(1) == Action.NONE
+
+
+def test_slow_steps_after_a_window_are_charged_to_it():
+    cfg = WindowConfig(duty=0.05, window_steps=1, min_gap_s=0)
+    sched = Scheduler(cfg, now_ns=0)
+    sched.step_times_ns = [i * 50 * MS for i in range(11)]  # 50 ms steps
+    sched.step_windows = 1  # not the run's first window, which would open at once
+    sched.settled(400 * MS, 450 * MS, 500 * MS, stall_ns=10 * MS, convert_ns=0, events=10, steps=1)
+    assert sched.next_open_ns == 400 * MS + int(10 * MS / 0.05)
+    assert sched.on_step(650 * MS) == Action.NONE  # 150 ms: 100 ms over the median, charged
+    assert sched.last_cost_ns == 110 * MS
+    assert sched.next_open_ns == 400 * MS + int(110 * MS / 0.05)
+    sched.on_step(700 * MS)  # back to 50 ms: the tail is over
+    assert not sched.tail_open
+    sched.on_step(900 * MS)  # a later slow step is not the window's doing
+    assert sched.last_cost_ns == 110 * MS
