@@ -116,9 +116,11 @@ async def test_enter_drills_down_and_escape_climbs_back(resnet):
         assert main.details.node.kind == "kernel"
         await pilot.press("escape", "escape")
         assert main.details.node.kind == "op"
-        await pilot.press("escape", "escape", "escape")
+        await pilot.press("escape", "escape")
         assert [n.kind for n in main.details.stack] == ["summary"]
+        await pilot.press("escape")
         assert main.focused_pane() == "source"  # Esc at the top gives focus back
+        assert [n.kind for n in main.details.stack] == ["summary", "line"]  # and details follow that pane
 
 
 @run_async
@@ -278,3 +280,17 @@ async def test_quit_asks_while_the_script_runs(tmp_path):
         await pilot.press("q", "y")
         await pilot.pause()
         assert stopped == [True] and app._exit
+
+
+@run_async
+async def test_mouse_click_moves_the_timeline_cursor_and_the_source_cursor(resnet):
+    from brrrtui.widgets.timeline import LABEL_W
+
+    async with resnet.run_test(size=SIZE) as pilot:
+        await analysed(pilot)
+        tl, src = resnet.main.timeline, resnet.main.source
+        await pilot.click(Timeline, offset=(1 + LABEL_W + 5, 1 + 2))  # inside the border: lane 2, column 5
+        assert (tl.lane, tl.view.cursor) == (2, 5)
+        await pilot.click(SourceView, offset=(20, 1 + 3))
+        assert src.current_lineno() == src.rows[int(src.scroll_y) + 3].lineno
+        assert resnet.main.focused_pane() == "source"

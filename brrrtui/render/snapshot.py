@@ -13,6 +13,7 @@ import numpy as np
 
 from analyzers.model import SourceLine, Trace
 from analyzers.results import Analysis, Finding, KernelStat, LineStat
+from analyzers.userfiles import is_user_file
 from brrrtui.render.lanes import WindowLanes, build_lanes, window_ids
 
 
@@ -23,13 +24,16 @@ class Snapshot:
     lanes: dict[int, WindowLanes]
     lines_by_id: dict[int, LineStat]
     lines_by_source: dict[SourceLine, LineStat]
-    hot_lines: list[LineStat]  # user lines by GPU time, heaviest first
+    hot_lines: list[
+        LineStat
+    ]  # user lines by GPU time (+ idle caused), heaviest first; by CPU time if cpu_only
     kernels_by_name: dict[str, KernelStat]
     findings: list[Finding]  # by estimated saving, largest first
     fused_lines: frozenset[SourceLine]
     total_gpu_ns: int
     per_step: bool  # LineStat.per_step_gpu_ns is known
     version: int = 0
+    cpu_only: bool = False  # the analysis holds no GPU work
     search_dirs: tuple[str, ...] = field(default=())
 
     @property
@@ -67,6 +71,11 @@ def build_snapshot(analysis: Analysis, script: str | None = None, version: int =
     hot = sorted(
         (s for s in analysis.lines if s.gpu_ns + s.idle_ns > 0), key=lambda s: -(s.gpu_ns + s.idle_ns)
     )
+    cpu_only = not hot
+    if cpu_only:  # no GPU work at all (a CPU run, or a trace without kernels): rank the lines by CPU time
+        hot = sorted(
+            (s for s in analysis.lines if s.cpu_ns > 0 and is_user_file(s.line.file)), key=lambda s: -s.cpu_ns
+        )
     findings = sorted(analysis.findings, key=lambda f: -(f.saving_ns or 0.0))
     fused = frozenset(ln for f in findings if f.kind == "fusion" for ln in f.lines)
     dirs = []
@@ -94,5 +103,6 @@ def build_snapshot(analysis: Analysis, script: str | None = None, version: int =
         total_gpu_ns=int(np.sum(trace.gpu.dur_ns)) if len(trace.gpu) else 0,
         per_step=any(s.per_step_gpu_ns is not None for s in analysis.lines),
         version=version,
+        cpu_only=cpu_only,
         search_dirs=tuple(dict.fromkeys(dirs)),
     )

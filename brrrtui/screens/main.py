@@ -174,9 +174,22 @@ class MainScreen(Screen):
         self.query_one(f"#{self._last_pane}").focus()
 
     def on_descendant_focus(self, event: object) -> None:
+        """The details pane shows what the focused pane has selected."""
         pane = self.focused_pane()
-        if pane is not None and pane != "details":
-            self._last_pane = pane
+        if pane is None or pane == "details":
+            return
+        self._last_pane = pane
+        node = None
+        if pane == "timeline":
+            node = self.timeline.selection_node()
+        elif pane == "source":
+            stat = self.source.current_stat()
+            node = Node("line", (stat.line_id,)) if stat else None
+        elif pane == "hot":
+            lid = self.hot.highlighted_line_id()
+            node = Node("line", (lid,)) if lid is not None else None
+        if node is not None and self.snapshot is not None and self.details.node != node:
+            self.details.show(node)
 
     def _drill(self, node: Node) -> None:
         d = self.details

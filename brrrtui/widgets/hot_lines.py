@@ -33,13 +33,18 @@ class HotLines(RoleStyles, OptionList):
             [Option(self._prompt(snap, s), id=str(s.line_id)) for s in snap.hot_lines[:MAX_LINES]]
         )
         self.border_title = f"hot lines ({len(snap.hot_lines)})"
-        self.border_subtitle = "GPU/step" if snap.per_step else "GPU/window"
+        self.border_subtitle = (
+            "CPU time (no GPU work)" if snap.cpu_only else "GPU/step" if snap.per_step else "GPU/window"
+        )
         if keep is not None:
             self.select_line_id(keep)
 
     def _prompt(self, snap: Snapshot, s: LineStat) -> Text:
         share = s.gpu_ns / snap.total_gpu_ns if snap.total_gpu_ns else 0.0
         fused = " F" if s.line in snap.fused_lines else "  "
+        if snap.cpu_only:
+            return self.spans_text([(f"CPU {fmt_ns(s.cpu_ns):>8} ", "gutter-time"), (display_path(snap, s.line), "path"),
+                                    (f" {s.line.function}", "muted")])  # fmt: skip
         return self.spans_text(
             [
                 (f"{fmt_ns(line_time_ns(s, snap.per_step)):>8} ", "gutter-time"),
