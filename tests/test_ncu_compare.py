@@ -95,6 +95,10 @@ def test_speed_of_light_rule(sm, mem, want):
 def test_classify_threshold_is_a_parameter():
     assert nv.classify_sol(55.0, 10.0) == "latency"
     assert nv.classify_sol(55.0, 10.0, threshold=50.0) == "compute"
+    # measured on the H200: an 8192^3 bf16 matmul keeps memory throughput above SM throughput, but its tensor
+    # pipe is 97% busy: compute-bound
+    assert nv.classify_sol(93.3, 94.5, tensor_pct=96.9) == "compute"
+    assert nv.classify_sol(93.3, 94.5) == "memory"
 
 
 def test_aggregate_by_name_time_weighted(kernels):
