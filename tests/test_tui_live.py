@@ -95,3 +95,26 @@ async def test_a_broken_recording_is_reported_not_raised(tmp_path):
         await analysed(pilot)
         assert app.state.error and "bad.brrr" in app.state.error
         assert app.state.error in str(app.main.query_one("#status").render())
+
+
+@run_async
+async def test_analysis_never_runs_on_the_ui_thread(tmp_path):
+    import threading
+
+    threads = []
+
+    def analyze(trace):
+        threads.append(threading.current_thread())
+        return fake_analyze(trace)
+
+    path = write_recording(str(tmp_path / "run.brrr"), windows=1)
+    feed = Feed()
+    app = make_app(path, feed, "train.py", analyze=analyze, poll_s=0.02)
+    async with app.run_test(size=SIZE) as pilot:
+        await analysed(pilot)
+        feed.put(WindowAdded(window=0, kernels=40, ops=41))
+        feed.put(WindowAdded(window=0, kernels=40, ops=41))  # two in one drain: one more analysis, not two
+        await analysed(pilot, 2)
+        await pilot.pause(0.2)
+    assert len(threads) == 2
+    assert all(t is not threading.main_thread() for t in threads)

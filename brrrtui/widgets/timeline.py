@@ -308,8 +308,14 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
         n = len(snap.windows)
         k = snap.windows.index(wl.window) + 1 if wl.window in snap.windows else n
         v = self.view
+        steps = ""
+        w = snap.trace.windows
+        rows = (w.window == wl.window).nonzero()[0]
+        if len(rows) and int(w.first_step[rows[0]]) >= 0:
+            first, last = int(w.first_step[rows[0]]), int(w.last_step[rows[0]])
+            steps = f" · step {first}" if first == last else f" · steps {first}–{last}"
         self.border_title = (
-            f"timeline · window {k}/{n} · {fmt_ns(wl.extent_ns)} · view +{fmt_ns(v.t0)}…+{fmt_ns(v.t1)} "
+            f"timeline · window {k}/{n}{steps} · {fmt_ns(wl.extent_ns)} · view +{fmt_ns(v.t0)}…+{fmt_ns(v.t1)} "
             f"· zoom ×{v.zoom:.0f}"
         )
         self.border_subtitle = escape(self.selection_text())
