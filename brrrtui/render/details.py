@@ -375,7 +375,6 @@ def _kernel(snap: Snapshot, row: int) -> Detail:
     tc = _row_value(a, "kernel_tensor_cores", row)
     tensor = bool(tc) if tc is not None else (ks.uses_tensor_cores if ks else None)
     d = Detail(_short(nm, 60))
-    d.body.append([(nm, "label")])
     d.body.append(
         [("verdict: ", "label"), (kernel_verdict(snap, regime, f, b, dur, 1, tensor), regime.value)]
     )

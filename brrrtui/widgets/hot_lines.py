@@ -34,7 +34,11 @@ class HotLines(RoleStyles, OptionList):
         )
         self.border_title = f"hot lines ({len(snap.hot_lines)})"
         self.border_subtitle = (
-            "CPU time (no GPU work)" if snap.cpu_only else "GPU/step" if snap.per_step else "GPU/window"
+            "CPU time (no GPU work)"
+            if snap.cpu_only
+            else "GPU/step +idle it caused"
+            if snap.per_step
+            else "GPU/window +idle it caused"
         )
         if keep is not None:
             self.select_line_id(keep)
@@ -45,9 +49,12 @@ class HotLines(RoleStyles, OptionList):
         if snap.cpu_only:
             return self.spans_text([(f"CPU {fmt_ns(s.cpu_ns):>8} ", "gutter-time"), (display_path(snap, s.line), "path"),
                                     (f" {s.line.function}", "muted")])  # fmt: skip
+        steps = max(snap.analysis.steps_analysed, 1) if snap.per_step else 1
+        idle = f"+{fmt_ns(s.idle_ns / steps)}" if s.idle_ns else ""
         return self.spans_text(
             [
                 (f"{fmt_ns(line_time_ns(s, snap.per_step)):>8} ", "gutter-time"),
+                (f"{idle:>9} ", "gap-label" if idle else "muted"),
                 (f"{100 * share:>3.0f}% ", "share"),
                 (BADGES[s.regime], s.regime.value),
                 (fused + " ", "fusion"),
