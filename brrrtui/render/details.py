@@ -460,14 +460,8 @@ def _gap(snap: Snapshot, row: int) -> Detail:
     d.body.append([("verdict: ", "label"), (GAP_VERDICT[cause].format(d=fmt_ns(dur)), f"gap-{cause.value}")])
     wl = snap.lanes.get(int(g.window[row]))
     rel = float(g.start_ns[row] - (wl.start_ns if wl else 0))
-    d.body.append(
-        [
-            (
-                f"from +{fmt_ns(rel)} to +{fmt_ns(rel + dur)} on stream {g.stream[row]}, window {g.window[row]}",
-                "",
-            )
-        ]
-    )
+    where = f"stream {g.stream[row]}" if int(g.stream[row]) >= 0 else "the whole GPU (no stream busy)"
+    d.body.append([(f"from +{fmt_ns(rel)} to +{fmt_ns(rel + dur)} on {where}, window {g.window[row]}", "")])
     lid = int(g.line[row])
     s = snap.lines_by_id.get(lid)
     if s is not None:
