@@ -9,8 +9,9 @@ On one CPU thread, calls nest::
     kernel (GPU)                              [sm90_gemm]   <- correlation 7
 
 so a launch belongs to the innermost op that encloses its start, and an op to the innermost span. Backward
-ops (autograd nodes) take the line of the forward op with the same `Sequence number`, and so do the ops
-nested in them; any other op without a span of its own inherits its parent's line.
+ops (autograd nodes) take the line of the forward op that created them, the last forward op with the same
+`Sequence number`, and so do the ops nested in them; any other op without a span of its own inherits its
+parent's line.
 """
 
 from __future__ import annotations
@@ -27,37 +28,67 @@ def nesting_parents(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> tupl
 
     Returns (order, parent) where `order` sorts the input and parent[k] is the position (in sorted order) of
     the enclosing interval of sorted interval k, or NONE.
+
+    Equivalent to the stack walk (pop every open interval that ended at or before k starts; the top encloses
+    k), vectorised by pointer jumping: k's candidate starts at k-1 and, while it ended at or before k's start,
+    jumps to the candidate's own candidate. Every interval skipped that way ended before the candidate
+    started, so it cannot enclose k either; flat runs of siblings converge in log2(n) rounds.
     """
     order = np.lexsort((-end, start, tid))
     s, e, t = start[order], end[order], tid[order]
-    parent = np.full(len(order), NONE, dtype=np.int64)
-    stack: list[int] = []
-    last_tid = None
-    s_list, e_list, t_list = s.tolist(), e.tolist(), t.tolist()
-    for k in range(len(order)):
-        if t_list[k] != last_tid:
-            stack.clear()
-            last_tid = t_list[k]
-        while stack and e_list[stack[-1]] <= s_list[k]:
-            stack.pop()
-        if stack:
-            parent[k] = stack[-1]
-        stack.append(k)
+    n = len(order)
+    parent = np.arange(n, dtype=np.int64) - 1
+    # Per thread (the stack empties when the thread changes): an interval that starts after every earlier one
+    # ended (running max of ends <= its start) is top level, without any jumping.
+    cuts = np.concatenate(([0], np.nonzero(t[1:] != t[:-1])[0] + 1, [n])) if n else np.zeros(1, np.int64)
+    for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+        open_until = np.maximum.accumulate(e[lo:hi])
+        top = np.concatenate(([True], open_until[:-1] <= s[lo + 1 : hi]))
+        parent[lo:hi][top] = NONE
+    active = np.nonzero(parent >= 0)[0]
+    while len(active):
+        cand = parent[active]
+        ended = e[cand] <= s[active]
+        active = active[ended]
+        parent[active] = parent[cand[ended]]
+        active = active[parent[active] >= 0]
     return order, parent
 
 
+def _from_nearest_ancestor(value: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Fill value[i] < 0 with the value of i's nearest ancestor (via `parent`) whose value is >= 0."""
+    out = value.copy()
+    ptr = parent.copy()
+    todo = np.nonzero((out < 0) & (ptr >= 0))[0]
+    while len(todo):  # one nesting level per round: tens of rounds at most
+        v = out[ptr[todo]]
+        hit = v >= 0
+        out[todo[hit]] = v[hit]
+        todo = todo[~hit]
+        ptr[todo] = parent[ptr[todo]]
+        todo = todo[ptr[todo] >= 0]
+    return out
+
+
 def innermost_enclosing(
-    start: np.ndarray, end: np.ndarray, tid: np.ndarray, q_time: np.ndarray, q_tid: np.ndarray
+    start: np.ndarray,
+    end: np.ndarray,
+    tid: np.ndarray,
+    q_time: np.ndarray,
+    q_tid: np.ndarray,
+    nesting: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
-    """For each query point (q_time on thread q_tid), the index of the innermost interval containing it."""
+    """For each query point (q_time on thread q_tid), the index of the innermost interval containing it.
+
+    `nesting`: nesting_parents(start, end, tid) when the caller already has it."""
     result = np.full(len(q_time), NONE, dtype=np.int64)
     if len(start) == 0 or len(q_time) == 0:
         return result
-    order, parent = nesting_parents(start, end, tid)
+    order, parent = nesting if nesting is not None else nesting_parents(start, end, tid)
     s, e, t = start[order], end[order], tid[order]
     # Candidate: the last interval on the same thread starting at or before the point; if it ended before the
     # point, walk up its parents (depth is small: tens of levels at most).
-    key_t = np.unique(t)
+    key_t = np.unique(t, return_counts=True)[0]  # sorting: numpy 2's hashing unique is slow on big arrays
     for thread in key_t:
         lo, hi = np.searchsorted(t, thread, "left"), np.searchsorted(t, thread, "right")
         q = np.nonzero(q_tid == thread)[0]
@@ -101,16 +132,14 @@ def link(trace: Trace) -> Links:
         kernel_launch[hit] = ro[pos_c[hit]]
 
     op_end = ops.start_ns + ops.dur_ns
-    launch_op = innermost_enclosing(ops.start_ns, op_end, ops.tid, rt.start_ns, rt.tid)
+    op_nesting = nesting_parents(ops.start_ns, op_end, ops.tid)
+    launch_op = innermost_enclosing(ops.start_ns, op_end, ops.tid, rt.start_ns, rt.tid, op_nesting)
 
-    # op -> enclosing op (for inheritance), computed once in sorted order
+    # op -> enclosing op (for inheritance)
     op_parent = np.full(len(ops), NONE, dtype=np.int64)
     if len(ops):
-        order, parent_sorted = nesting_parents(ops.start_ns, op_end, ops.tid)
+        order, parent_sorted = op_nesting
         op_parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], NONE)
-        op_order = order
-    else:
-        op_order = np.empty(0, dtype=np.int64)
 
     # op -> line: innermost span containing the op's start on the same thread
     direct = np.full(len(ops), NONE, dtype=np.int64)
@@ -122,31 +151,27 @@ def link(trace: Trace) -> Links:
 
     # Backward autograd nodes (seq >= 0, fwd_tid > 0) take the line of the forward op with the same seq,
     # even when they ran inside a span (on CPU, backward runs on the thread that called loss.backward()).
-    fwd_line: dict[int, int] = {}
-    is_node = np.zeros(len(ops), dtype=bool)
-    if len(ops):
-        seq = ops.seq
-        fwd = (seq >= 0) & (direct >= 0) & (ops.fwd_tid <= 0)
-        for s, ln in zip(seq[fwd][::-1].tolist(), direct[fwd][::-1].tolist(), strict=True):
-            fwd_line[s] = ln  # reversed, so the earliest op of each seq is written last and wins
-        is_node = (seq >= 0) & (ops.fwd_tid > 0)
-
-    # Parents first (sorted order visits parents before children): a node's forward line, else the line of
-    # an enclosing backward node, else the op's own span, else the enclosing op's line.
+    # An op takes: the forward line of its nearest enclosing-or-self backward node that has one, else its own
+    # span's line, else the line of its nearest enclosing op that has one of those.
     op_line = direct.copy()
     if len(ops):
-        par, lines = op_parent.tolist(), direct.tolist()
-        node, seqs = is_node.tolist(), ops.seq.tolist()
-        in_bwd = [False] * len(lines)
-        for i in op_order.tolist():
-            p = par[i]
-            if node[i] and seqs[i] in fwd_line:
-                lines[i], in_bwd[i] = fwd_line[seqs[i]], True
-            elif p >= 0 and in_bwd[p]:
-                lines[i], in_bwd[i] = lines[p], True
-            elif lines[i] < 0 and p >= 0:
-                lines[i] = lines[p]
-        op_line = np.asarray(lines, dtype=np.int64)
+        seq = ops.seq
+        # Every op records the thread's *next* sequence number, and an autograd node takes it when created,
+        # so all ops since the previous node share a number and the node's creator is the last of them
+        # (`x * 1.5` and fifty `tanh` before `w * t` all carry MulBackward0's number).
+        fwd = np.nonzero((seq >= 0) & (direct >= 0) & (ops.fwd_tid <= 0))[0]
+        fwd = fwd[np.lexsort((ops.start_ns[fwd], seq[fwd]))]
+        last = np.concatenate((seq[fwd][1:] != seq[fwd][:-1], [True])) if len(fwd) else np.zeros(0, bool)
+        fwd_seq, fwd_ln = seq[fwd][last], direct[fwd][last]
+        node_line = np.full(len(ops), NONE, dtype=np.int64)
+        node = np.nonzero((seq >= 0) & (ops.fwd_tid > 0))[0]
+        if len(node) and len(fwd_seq):
+            pos = np.minimum(np.searchsorted(fwd_seq, seq[node]), len(fwd_seq) - 1)
+            found = fwd_seq[pos] == seq[node]
+            node_line[node[found]] = fwd_ln[pos[found]]
+        base = _from_nearest_ancestor(node_line, op_parent)  # inside a backward node: its forward line
+        op_line = np.where(base >= 0, base, direct)
+        op_line = _from_nearest_ancestor(op_line, op_parent)
 
     kernel_op = (
         np.where(kernel_launch >= 0, launch_op[np.maximum(kernel_launch, 0)], NONE)

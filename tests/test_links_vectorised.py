@@ -1,0 +1,67 @@
+"""links.nesting_parents is vectorised (pointer jumping); it must equal the plain stack walk it replaced."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyzers.links import NONE, nesting_parents
+
+
+def stack_walk(start, end, tid):
+    order = np.lexsort((-end, start, tid))
+    s, e, t = start[order], end[order], tid[order]
+    parent = np.full(len(order), NONE, dtype=np.int64)
+    stack: list[int] = []
+    last = None
+    for k in range(len(order)):
+        if t[k] != last:
+            stack.clear()
+            last = t[k]
+        while stack and e[stack[-1]] <= s[k]:
+            stack.pop()
+        if stack:
+            parent[k] = stack[-1]
+        stack.append(k)
+    return order, parent
+
+
+def test_random_intervals_match_the_stack_walk():
+    rng = np.random.default_rng(3)
+    for _ in range(400):
+        n = int(rng.integers(0, 80))
+        s = rng.integers(0, 200, n)
+        e = s + rng.integers(0, 60, n)  # nested, disjoint, partly overlapping and zero-length intervals
+        t = rng.integers(0, 3, n)
+        o1, p1 = stack_walk(s, e, t)
+        o2, p2 = nesting_parents(s, e, t)
+        assert np.array_equal(o1, o2) and np.array_equal(p1, p2)
+
+
+def test_long_flat_and_deep_sequences():
+    n = 10_000
+    s = np.arange(n) * 10
+    flat = nesting_parents(s, s + 5, np.zeros(n))[1]
+    assert (flat == NONE).all()
+    deep = nesting_parents(np.arange(200), 1_000 - np.arange(200), np.zeros(200))[1]
+    assert deep.tolist() == [NONE] + list(range(199))
+
+
+def test_backward_node_takes_the_line_of_its_creator_the_last_op_with_its_sequence_number():
+    from fixtures.synthetic import TraceBuilder
+
+    from analyzers.links import link
+
+    b = TraceBuilder()
+    l79, l86, l88 = b.line("k.py", 79), b.line("k.py", 86), b.line("k.py", 88)
+    # every forward op records the next sequence number; `w * t` creates node 0, so it is the last with 0
+    for line, name, t in ((l79, "aten::mul", 0), (l86, "aten::tanh", 100), (l88, "aten::mul", 200)):
+        b.span(line, t, 50)
+        b.op(name, t + 1, 40, seq=0, fwd_tid=0)
+    b.op("aten::sum", 301, 40, seq=1, fwd_tid=0)
+    b.span(l88, 300, 50)
+    b.op("autograd::engine::evaluate_function: MulBackward0", 1_000, 100, tid=2, seq=0, fwd_tid=1)
+    b.op("aten::mul", 1_010, 50, tid=2)
+    b.launch("vectorized_elementwise_kernel<mul>", 1_020, 2_000, 5, tid=2)
+    b.window(0, 3_000)
+    links = link(b.build())
+    assert links.kernel_line.tolist() == [l88]
