@@ -78,6 +78,7 @@ class Breakdown:
     compute_ns: int
     memory_ns: int
     overhead_ns: int
+    idle_ns: int | None = None  # the part of overhead_ns with no GPU work at all (the rest: overhead kernels)
 
     def fraction(self, regime: Regime) -> float:
         value = {Regime.COMPUTE: self.compute_ns, Regime.MEMORY: self.memory_ns,
@@ -115,7 +116,8 @@ class Analysis:
     kernel_regime: np.ndarray  # int8 codes of REGIME_CODES
     kernel_flops: np.ndarray  # float64, NaN unknown
     kernel_bytes: np.ndarray  # float64, NaN unknown
-    # gaps: columns window, stream, start_ns, dur_ns, cause (GAP_CAUSE_CODES), line (line id or -1)
+    # gaps: columns window, stream, start_ns, dur_ns, cause (GAP_CAUSE_CODES), line (line id or -1), next_row
+    # (the gpu row whose start ends the gap, or -1). Device-wide (stream -1): they sum to breakdown idle_ns.
     gaps: Table
     kernels: list[KernelStat]
     lines: list[LineStat]
@@ -125,3 +127,15 @@ class Analysis:
     overhead: OverheadCorrection
     steps_analysed: int
     notes: list[str] = field(default_factory=list)
+    # added by the analysis passes (issue 3); optional so older constructors keep working
+    kernel_tensor_cores: np.ndarray | None = None  # int8 per gpu row: 1 tensor cores, 0 SIMT, -1 unknown
+    kernel_roof_fraction: np.ndarray | None = None  # float64 per gpu row: achieved / roof at its intensity
+    kernel_achieved_flops_per_s: np.ndarray | None = None  # float64 per gpu row (NaN unknown)
+    kernel_achieved_bytes_per_s: np.ndarray | None = None  # float64 per gpu row (NaN unknown)
+    kernel_fits_in_l2: np.ndarray | None = None  # int8 per gpu row: 1/0/-1
+    # bool per gpu row: the GPU waited for the kernel and it ran shorter than the CPU's launch interval
+    kernel_launch_bound: np.ndarray | None = None
+    stream_gaps: Table | None = None  # per-stream gaps: same columns as `gaps`, stream set
+    queue_depth: Table | None = None  # columns window, stream, t_ns, depth (HTA's queue length)
+    per_launch_ns: float | None = None  # median idle between consecutive kernels of a stream
+    windows: tuple[int, ...] = ()  # the windows analysed

@@ -1,0 +1,204 @@
+"""`analyze(trace) -> Analysis`: every pass, in order, over the chosen capture windows.
+
+    links (kernel -> launch -> op -> line)
+      -> peaks (measured > override > datasheet)
+      -> roofline (FLOPs, bytes, regime per GPU row)
+      -> gaps (device-wide and per stream, with cause and line) + queue depth + launch-bound kernels
+      -> breakdown (compute / memory / overhead per window) + profiler correction
+      -> per-kernel-name and per-line statistics
+      -> fusion chains -> findings
+
+Pure: no UI, no torch. A million kernels take seconds (see benchmarks/bench_analyze.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from analyzers import breakdown as bd
+from analyzers import gaps as gp
+from analyzers.findings import Context, all_findings
+from analyzers.fusion import fusion_chains
+from analyzers.lines import line_stats
+from analyzers.links import link
+from analyzers.model import Peaks, Table, Trace, WindowMode
+from analyzers.peaks import resolve_peaks
+from analyzers.results import GAP_CAUSE_CODES, Analysis, GapCause
+from analyzers.roofline import kernel_stats, roofline
+from analyzers.units import fmt_ns, fmt_pct
+
+
+def select_windows(trace: Trace, windows: Iterable[int]) -> Trace:
+    """The same trace restricted to some capture windows (steps and telemetry of the whole run are kept)."""
+    keep = np.asarray(sorted(set(int(w) for w in windows)), dtype=np.int64)
+
+    def cut(table):  # type: ignore[no-untyped-def]
+        return table.take(np.nonzero(np.isin(table.window, keep))[0])
+
+    return replace(
+        trace,
+        gpu=cut(trace.gpu),
+        runtime=cut(trace.runtime),
+        ops=cut(trace.ops),
+        spans=cut(trace.spans),
+        windows=cut(trace.windows),
+        _ids=None,
+    )
+
+
+def trim_close_stalls(trace: Trace) -> tuple[Trace, list[str]]:
+    """Leave each recorded window's closing stall out of its span.
+
+    brrrtui's recorder stamps a window's end after the profiler has stopped, so its last tens to hundreds of
+    ms hold the stop itself: no kernel, launch or operator, and the training thread blocked. It records the
+    stall (open + close) as `stall_ns`; the tail after the last recorded activity, up to that stall, is cut::
+
+        window  |....kernels, launches, operators....| profiler stop (stall) |
+        kept    |<---------------------------------->|  cut: min(tail, stall_ns)
+
+    Foreign traces carry no stall; their tail is only flagged (see _tail_notes).
+    """
+    w = trace.windows
+    if not len(w) or not (w.stall_ns > 0).any():
+        return trace, []
+    real_op = np.fromiter(("::" in s for s in trace.strings), bool, len(trace.strings))
+    ops = trace.ops
+    is_real = np.zeros(len(ops), dtype=bool)
+    if len(ops):
+        ok = ops.name >= 0
+        is_real[ok] = real_op[ops.name[ok]]
+    ends = np.concatenate(
+        (trace.gpu.start_ns + trace.gpu.dur_ns, trace.runtime.start_ns + trace.runtime.dur_ns,
+         ops.start_ns[is_real] + ops.dur_ns[is_real])
+    )  # fmt: skip
+    wins = np.concatenate((trace.gpu.window, trace.runtime.window, ops.window[is_real]))
+    new_end = w.end_ns.copy()
+    notes: list[str] = []
+    for i, (win, mode, lo, hi, stall) in enumerate(
+        zip(
+            w.window.tolist(),
+            w.mode.tolist(),
+            w.start_ns.tolist(),
+            w.end_ns.tolist(),
+            w.stall_ns.tolist(),
+            strict=True,
+        )  # fmt: skip
+    ):
+        if mode == WindowMode.FOREIGN or stall <= 0:
+            continue
+        mine = ends[wins == win]
+        last = int(mine.max()) if len(mine) else lo
+        cut = min(max(0, hi - max(last, lo)), stall)
+        if cut > 0:
+            new_end[i] = hi - cut
+            notes.append(
+                f"window {win}: left out its last {fmt_ns(cut)}, the profiler stopping (nothing ran)"
+            )
+    if not notes:
+        return trace, []
+    cols = dict(w.columns)
+    cols["end_ns"] = new_end
+    return replace(trace, windows=Table(cols)), notes
+
+
+def analyze(
+    trace: Trace,
+    peaks_override: str | dict[str, Any] | Peaks | None = None,
+    windows: Iterable[int] | None = None,
+) -> Analysis:
+    """Analyse `trace` (all windows, or only `windows`). `peaks_override`: "flops=800e12,bw=4.2e12", a dict
+    with those keys, or a complete Peaks used as is."""
+    if windows is not None:
+        trace = select_windows(trace, windows)
+    trace, trim_notes = trim_close_stalls(trace)
+    links = link(trace)
+    if isinstance(peaks_override, Peaks):
+        peaks = peaks_override
+    else:
+        peaks = resolve_peaks(trace, peaks_override)
+
+    roof = roofline(trace, links, peaks)
+    busy = gp.busy_mask(trace, roof.host_copy)
+    evidence = gp.GapEvidence(trace, links, roof.host_copy)
+    gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, False), roof.host_copy, evidence)
+    stream_gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, True), roof.host_copy, evidence)
+    per_launch = gp.per_launch_ns(trace, busy)
+    launch_bound = gp.launch_bound(trace, links, busy)
+
+    per_window = bd.window_breakdowns(trace, busy, roof.regime)
+    total = bd.total(per_window)
+    steps = bd.steps_analysed(trace)
+    overhead = bd.overhead_correction(total, bd.profiled_step_ns(trace), bd.unprofiled_step_ns(trace), steps)
+
+    chains = fusion_chains(trace, links, roof, peaks, per_launch)
+    ctx = Context(trace, links, roof, peaks, gaps, total, overhead, steps, per_launch, launch_bound)
+    return Analysis(
+        trace=trace,
+        links=links,
+        peaks=peaks,
+        kernel_regime=roof.regime,
+        kernel_flops=roof.flops,
+        kernel_bytes=roof.bytes,
+        gaps=gaps,
+        kernels=kernel_stats(trace, roof),
+        lines=line_stats(trace, links.kernel_line, roof.regime, roof.flops, roof.bytes, gaps, steps),
+        findings=all_findings(ctx, chains),
+        breakdown=total,
+        window_breakdowns=per_window,
+        overhead=overhead,
+        steps_analysed=steps,
+        notes=_notes(trace, links, peaks) + trim_notes + _tail_notes(trace, gaps),
+        kernel_tensor_cores=roof.tensor_cores,
+        kernel_roof_fraction=roof.roof_fraction,
+        kernel_achieved_flops_per_s=roof.achieved_flops_per_s,
+        kernel_achieved_bytes_per_s=roof.achieved_bytes_per_s,
+        kernel_fits_in_l2=roof.fits_in_l2,
+        kernel_launch_bound=launch_bound,
+        stream_gaps=stream_gaps,
+        queue_depth=gp.queue_depth(trace, links),
+        per_launch_ns=per_launch,
+        windows=tuple(int(w) for w in trace.windows.window.tolist()),
+    )
+
+
+def _notes(trace: Trace, links, peaks: Peaks) -> list[str]:  # type: ignore[no-untyped-def]
+    notes: list[str] = []
+    if peaks.source == "unknown":
+        notes.append(
+            f"no peaks for device {trace.device.name or '(unknown)'}: regimes come from kernel names; "
+            "give --peaks flops=...,bw=..."
+        )
+    n = len(trace.gpu)
+    if n:
+        unlinked = int((links.kernel_launch < 0).sum())
+        if unlinked:
+            notes.append(f"{unlinked} of {n} GPU rows have no CPU launch in the trace (no line, no shapes)")
+        no_line = int((links.kernel_line < 0).sum())
+        if no_line and no_line > unlinked:
+            notes.append(f"{no_line} of {n} GPU rows map to no line of the user's code")
+    if not trace.has_gpu:
+        notes.append("the trace holds no GPU activity")
+    return notes
+
+
+def _tail_notes(trace: Trace, gaps) -> list[str]:  # type: ignore[no-untyped-def]
+    """Flag a window whose end holds no GPU work and no CPU operator: a foreign trace's profiler stop."""
+    notes: list[str] = []
+    if not len(gaps):
+        return notes
+    other = GAP_CAUSE_CODES[GapCause.OTHER]
+    for win, lo, hi in zip(trace.windows.window.tolist(), trace.windows.start_ns.tolist(),
+                           trace.windows.end_ns.tolist(), strict=True):  # fmt: skip
+        tail = (gaps.window == win) & (gaps.start_ns + gaps.dur_ns == hi) & (gaps.cause == other)
+        if tail.any():
+            ns = int(gaps.dur_ns[tail].sum())
+            if hi > lo and ns > 0.1 * (hi - lo):
+                notes.append(
+                    f"window {win}: its last {fmt_ns(ns)} ({fmt_pct(ns / (hi - lo))}) hold no GPU work and no"
+                    " CPU operator (the profiler stopping?); they count as overhead"
+                )
+    return notes

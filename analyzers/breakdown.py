@@ -1,0 +1,169 @@
+"""Split each window's wall time into compute, memory and overhead, and correct overhead for the profiler.
+
+Every nanosecond of a window goes to exactly one component (integer arithmetic, so the three sum to the span)::
+
+    window  |<------------------------------------------------ span ------------------------------------------->|
+    stream7     [gemm: compute ]   [add: memory]        [2us: overhead]             [relu: memory]
+    stream8            [copy: memory ...........]
+    verdict  idle| compute        |  memory     | idle  | overhead     |    idle     |  memory       | idle
+             ovh                                  ovh                        ovh                      ovh
+
+- while a kernel runs, the time is its regime's; when kernels on several streams overlap, the highest-priority
+  regime wins: compute > memory > overhead (overlapped memory work hides behind compute, as it does on the GPU);
+- time with no busy GPU row (idle, including host<->device copies) is overhead: the article's "everything else".
+
+The profiler slows the steps it records (DESIGN: ~44 -> ~55 ms per nanoGPT step), so the raw share overstates
+overhead. GPU work runs at the same speed profiled or not, so per step:
+
+    busy = (compute_ns + memory_ns) / steps in the windows     (the non-overhead GPU time of a step; without
+                                                               steps: (compute + memory) / span x profiled step)
+    corrected overhead fraction = max(0, unprofiled_step_ns - busy) / unprofiled_step_ns
+
+which is `(unprofiled - (profiled - overhead_per_step)) / unprofiled`; when profiled == unprofiled it equals
+the raw fraction. Busy time per step is measured directly rather than as profiled step minus idle, because a
+profiled step also absorbs the window's open and close stalls. Profiled step time is the mean step inside windows;
+unprofiled is the median of steps wholly outside any window (median: the steps that absorb a window's start
+or stop stall are outliers).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyzers.arrays import distinct
+from analyzers.model import Trace
+from analyzers.results import REGIME_CODES, Breakdown, OverheadCorrection, Regime
+
+_C, _M, _O = (REGIME_CODES[r] for r in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD))
+STEP_ANNOTATION = "Optimizer.step#"
+
+
+def span_breakdown(
+    lo: int, hi: int, start_ns: np.ndarray, end_ns: np.ndarray, regime: np.ndarray
+) -> Breakdown:
+    """Breakdown of [lo, hi) given busy intervals and their regime codes (intervals are clipped to it)."""
+    span = max(0, int(hi) - int(lo))
+    if span == 0:
+        return Breakdown(0, 0, 0, 0, idle_ns=0)
+    s = np.clip(start_ns.astype(np.int64), lo, hi)
+    e = np.clip(end_ns.astype(np.int64), lo, hi)
+    keep = e > s
+    s, e, reg = s[keep], e[keep], regime[keep]
+    bounds = distinct(np.concatenate(([lo, hi], s, e)))
+    left = bounds[:-1]
+    seg = np.diff(bounds)
+    active = []
+    for code in (_C, _M, _O):
+        sc, ec = np.sort(s[reg == code]), np.sort(e[reg == code])
+        active.append(np.searchsorted(sc, left, "right") - np.searchsorted(ec, left, "right"))
+    compute = int(seg[active[0] > 0].sum())
+    memory = int(seg[(active[0] == 0) & (active[1] > 0)].sum())
+    idle = int(seg[(active[0] == 0) & (active[1] == 0) & (active[2] == 0)].sum())
+    return Breakdown(span, compute, memory, span - compute - memory, idle_ns=idle)
+
+
+def window_breakdowns(trace: Trace, busy: np.ndarray, regime: np.ndarray) -> dict[int, Breakdown]:
+    """One Breakdown per window of `trace.windows`, from its busy GPU rows."""
+    gpu, w = trace.gpu, trace.windows
+    out: dict[int, Breakdown] = {}
+    end = gpu.start_ns + gpu.dur_ns
+    for win, lo, hi in zip(w.window.tolist(), w.start_ns.tolist(), w.end_ns.tolist(), strict=True):
+        rows = busy & (gpu.window == win)
+        out[int(win)] = span_breakdown(lo, hi, gpu.start_ns[rows], end[rows], regime[rows])
+    return out
+
+
+def total(breakdowns: dict[int, Breakdown]) -> Breakdown:
+    parts = list(breakdowns.values())
+    return Breakdown(
+        span_ns=sum(b.span_ns for b in parts),
+        compute_ns=sum(b.compute_ns for b in parts),
+        memory_ns=sum(b.memory_ns for b in parts),
+        overhead_ns=sum(b.overhead_ns for b in parts),
+        idle_ns=sum(b.idle_ns or 0 for b in parts),
+    )
+
+
+def steps_analysed(trace: Trace) -> int:
+    """Optimizer steps completed inside the windows (0 for time-based windows)."""
+    w = trace.windows
+    ok = (w.first_step >= 0) & (w.last_step >= w.first_step)
+    return int((w.last_step[ok] - w.first_step[ok] + 1).sum())
+
+
+def _step_durations(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(step, start_ns, end_ns) of every step whose previous step's end is known."""
+    st = trace.steps
+    if len(st) < 2:
+        e = np.empty(0, dtype=np.int64)
+        return e, e, e
+    o = np.argsort(st.step, kind="stable")
+    step, t = st.step[o], st.t_ns[o]
+    consecutive = step[1:] == step[:-1] + 1
+    return step[1:][consecutive], t[:-1][consecutive], t[1:][consecutive]
+
+
+def profiled_step_ns(trace: Trace) -> float | None:
+    """Mean duration of the steps recorded inside windows.
+
+    Within a window the period between consecutive `Optimizer.step#...` annotation starts is preferred: a
+    foreign trace's step-end times come from the annotation's end, which also holds whatever the step's hooks
+    did (a profiler stop there stalls the last step by tens of ms). Otherwise steps of the steps table whose
+    interval lies mostly inside a window.
+    """
+    ops, w = trace.ops, trace.windows
+    names = np.fromiter((s.startswith(STEP_ANNOTATION) for s in trace.strings), bool, len(trace.strings))
+    periods: list[np.ndarray] = []
+    is_step = np.zeros(len(ops), dtype=bool)
+    if len(ops):
+        ok = ops.name >= 0
+        is_step[ok] = names[ops.name[ok]]
+    for win in w.window.tolist():
+        starts = np.sort(ops.start_ns[is_step & (ops.window == win)])
+        if len(starts) >= 2:
+            periods.append(np.diff(starts))
+    if periods:
+        return float(np.concatenate(periods).mean())
+    _, s0, s1 = _step_durations(trace)
+    if not len(s0):
+        return None
+    inside = np.zeros(len(s0), dtype=bool)
+    for lo, hi in zip(w.start_ns.tolist(), w.end_ns.tolist(), strict=True):
+        overlap = np.clip(np.minimum(s1, hi) - np.maximum(s0, lo), 0, None)
+        inside |= overlap * 2 > (s1 - s0)
+    return float((s1 - s0)[inside].mean()) if inside.any() else None
+
+
+def unprofiled_step_ns(trace: Trace) -> float | None:
+    """Median duration of the steps that overlap no window of the run (None when there are none)."""
+    _, s0, s1 = _step_durations(trace)
+    if not len(s0):
+        return None
+    outside = np.ones(len(s0), dtype=bool)
+    for lo, hi in zip(trace.windows.start_ns.tolist(), trace.windows.end_ns.tolist(), strict=True):
+        outside &= (s1 <= lo) | (s0 >= hi)
+    return float(np.median(s1[outside] - s0[outside])) if outside.any() else None
+
+
+def overhead_correction(
+    breakdown: Breakdown, profiled: float | None, unprofiled: float | None, steps: int = 0
+) -> OverheadCorrection:
+    """`steps`: optimizer steps the windows hold. With them, the busy time per step is measured directly
+    ((compute + memory) / steps), which no stall inside a profiled step can inflate; without them it is the
+    busy share of the span times the profiled step."""
+    raw = breakdown.overhead_ns / breakdown.span_ns if breakdown.span_ns else 0.0
+    corrected: float | None = None
+    busy = breakdown.compute_ns + breakdown.memory_ns
+    busy_per_step: float | None = None
+    if steps > 0:
+        busy_per_step = busy / steps
+    elif profiled and breakdown.span_ns:
+        busy_per_step = busy / breakdown.span_ns * profiled
+    if unprofiled and busy_per_step is not None:
+        corrected = min(1.0, max(0.0, (unprofiled - busy_per_step) / unprofiled))
+    return OverheadCorrection(
+        profiled_step_ns=profiled,
+        unprofiled_step_ns=unprofiled,
+        raw_overhead_fraction=raw,
+        corrected_overhead_fraction=corrected,
+    )

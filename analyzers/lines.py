@@ -1,0 +1,113 @@
+"""Per source line: what its kernels cost on the GPU, how long the CPU spent in it, and the idle it caused.
+
+A line's kernels are those launched from it (links.kernel_line: backward kernels take their forward op's
+line). Its verdict is the regime holding most of its time, counting the GPU idle time attributed to it
+(gaps.py) as overhead::
+
+    line 41  x = self.fc(x)        gpu: compute 3.1 ms, memory 0.2 ms   idle 0.1 ms  -> compute
+    line 44  loss.item()           gpu: -                               idle 2.0 ms  -> overhead
+
+CPU time is the union of the line's spans per thread, so a span nested in another span of the same line
+(recursion, a foreign trace's nested frames of one function) is counted once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyzers.model import Table, Trace
+from analyzers.results import REGIME_CODES, LineStat, Regime
+
+_REGIMES = (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD)
+
+
+def _union_ns_by_line(spans: Table, n_lines: int) -> np.ndarray:
+    """Sum over lines of the length of the union of each line's spans (per thread)."""
+    out = np.zeros(n_lines, dtype=np.int64)
+    ok = (spans.line >= 0) & (spans.line < n_lines) if len(spans) else np.zeros(0, bool)
+    if not ok.any():
+        return out
+    line, tid = spans.line[ok].astype(np.int64), spans.tid[ok]
+    s = spans.start_ns[ok]
+    e = s + spans.dur_ns[ok]
+    order = np.lexsort((s, tid, line))
+    line, tid, s, e = line[order], tid[order], s[order], e[order]
+    group = np.concatenate(([True], (line[1:] != line[:-1]) | (tid[1:] != tid[:-1])))
+    gid = np.cumsum(group) - 1
+    # running max of ends within a group: offset each group's ends so maximum.accumulate cannot cross groups
+    first = np.nonzero(group)[0]
+    base = np.repeat(s[first], np.diff(np.concatenate((first, [len(s)]))))
+    rel_s, rel_e = s - base, e - base
+    big = int(rel_e.max()) + 1
+    if big * (int(gid[-1]) + 1) < 2**62:
+        run = np.maximum.accumulate(rel_e + gid * big) - gid * big
+    else:  # offsets would overflow: one group at a time
+        run = np.concatenate([np.maximum.accumulate(rel_e[gid == g]) for g in range(int(gid[-1]) + 1)])
+    prev_run = np.concatenate(([0], run[:-1]))
+    prev_run[group] = rel_s[group]  # a group's first span starts fresh
+    contrib = np.clip(rel_e - np.maximum(rel_s, prev_run), 0, None)
+    np.add.at(out, line, contrib)
+    return out
+
+
+def line_stats(
+    trace: Trace,
+    kernel_line: np.ndarray,
+    regime: np.ndarray,
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    gaps: Table,
+    steps: int,
+    rows: np.ndarray | None = None,
+) -> list[LineStat]:
+    """One LineStat per line with any kernel, CPU span or idle time, by GPU + idle time descending."""
+    n_lines = len(trace.lines)
+    if n_lines == 0:
+        return []
+    gpu = trace.gpu
+    sel = np.arange(len(gpu)) if rows is None else rows
+    kl = kernel_line[sel]
+    ok = (kl >= 0) & (kl < n_lines)
+    kl, dur = kl[ok], gpu.dur_ns[sel][ok].astype(np.int64)
+    reg = regime[sel][ok]
+    by_regime = np.zeros((3, n_lines), dtype=np.int64)
+    for code in range(3):
+        np.add.at(by_regime[code], kl[reg == code], dur[reg == code])
+    kernels = np.bincount(kl, minlength=n_lines)
+    f, b = flops[sel][ok], nbytes[sel][ok]
+    f_sum = np.bincount(kl, weights=np.where(np.isfinite(f), f, 0.0), minlength=n_lines)
+    f_cnt = np.bincount(kl, weights=np.isfinite(f).astype(float), minlength=n_lines)
+    b_sum = np.bincount(kl, weights=np.where(np.isfinite(b), b, 0.0), minlength=n_lines)
+    b_cnt = np.bincount(kl, weights=np.isfinite(b).astype(float), minlength=n_lines)
+
+    idle = np.zeros(n_lines, dtype=np.int64)
+    if len(gaps):
+        gl = gaps.line
+        g_ok = (gl >= 0) & (gl < n_lines)
+        np.add.at(idle, gl[g_ok], gaps.dur_ns[g_ok])
+    cpu = _union_ns_by_line(trace.spans, n_lines)
+
+    gpu_ns = by_regime.sum(axis=0)
+    present = (kernels > 0) | (cpu > 0) | (idle > 0)
+    stats: list[LineStat] = []
+    for i in np.nonzero(present)[0].tolist():
+        per = {r: int(by_regime[REGIME_CODES[r], i]) for r in _REGIMES}
+        weights = [per[Regime.COMPUTE], per[Regime.MEMORY], per[Regime.OVERHEAD] + int(idle[i])]
+        dominant = _REGIMES[int(np.argmax(weights))] if any(weights) else Regime.OVERHEAD
+        stats.append(
+            LineStat(
+                line=trace.lines[i],
+                line_id=i,
+                gpu_ns=int(gpu_ns[i]),
+                gpu_ns_by_regime=per,
+                cpu_ns=int(cpu[i]),
+                idle_ns=int(idle[i]),
+                flops=float(f_sum[i]) if f_cnt[i] else None,
+                bytes=float(b_sum[i]) if b_cnt[i] else None,
+                kernels=int(kernels[i]),
+                regime=dominant,
+                per_step_gpu_ns=float(gpu_ns[i]) / steps if steps > 0 else None,
+            )
+        )
+    stats.sort(key=lambda s: (-(s.gpu_ns + s.idle_ns), -s.cpu_ns, s.line_id))
+    return stats

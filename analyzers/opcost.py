@@ -1,0 +1,426 @@
+"""FLOPs and bytes of one recorded operator, from the input shapes and dtypes torch.profiler records.
+
+Pure Python (never torch): the formulas for matmuls, convolutions and attention re-implement
+`torch.utils.flop_counter` (2·m·n·k per matmul; convolution 2·N·C_out·C_in/groups·prod(kernel)·prod(out spatial);
+SDPA forward two bmms, backward four, causal masks ignored), so offline numbers match FlopCounterMode's.
+Differences, all deliberate:
+
+- `_flash_attention_*` / `_efficient_attention_*` take (batch, seq, heads, dim); they are permuted to
+  (batch, heads, seq, dim) before the SDPA formula (flop_counter never sees them: they run beneath the SDPA op).
+- convolution_backward's grad-weight FLOPs equal the forward FLOPs with the weight's per-group C_in, which keeps
+  grouped convolutions right.
+
+Bytes are inputs + outputs (shape x dtype size), each read or written once: the DRAM traffic of a kernel that
+streams its tensors once. It overstates traffic when tensors fit in L2 and understates it for multi-pass ops
+(training batch norm reads its input twice). Outputs are inferred:
+
+    matmul family      from the operand shapes (mm [m,k]x[k,n] -> [m,n], linear, bmm, broadcasting matmul)
+    convolution        from a hint (the consumer op's input, see roofline.py), else the input's spatial size
+    attention          the query's shape with the value's head dim
+    in-place (`add_`)  self is read and written; `fill_`/`zero_` only write; `copy_` reads src, writes self
+    reductions         output counted as 0 bytes (its size needs the reduced dims, which are not recorded)
+    pointwise, other   the broadcast of the tensor inputs, in the widest input dtype
+
+Pointwise and reduction FLOPs are per-element estimates (1 for add/mul, ~4 for transcendental, ~8 for norms);
+they only need to be small next to the bytes, which they are.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import IntEnum
+from math import prod
+
+# bytes per element by the dtype names torch.profiler records ("c10::BFloat16") and torch's own ("bfloat16")
+DTYPE_BYTES: dict[str, int] = {
+    "double": 8, "float": 4, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "long": 8, "int": 4,
+    "short int": 2, "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8,
+    "c10::complex<double>": 16, "c10::complex<c10::Half>": 4, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
+    "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1, "c10::Float8_e8m0fnu": 1,
+    "c10::qint8": 1, "c10::quint8": 1, "c10::qint32": 4, "unsigned short": 2, "unsigned int": 4,
+    "unsigned long": 8, "float64": 8, "float32": 4, "float16": 2, "half": 2, "bfloat16": 2, "int64": 8,
+    "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "complex64": 8, "complex128": 16, "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+}  # fmt: skip
+LOW_PRECISION = {"c10::Half", "c10::BFloat16", "float16", "half", "bfloat16"} | {
+    d for d in DTYPE_BYTES if "Float8" in d or d.startswith("float8")
+}
+FP32 = {"float", "float32"}
+
+
+class Family(IntEnum):
+    OTHER = 0
+    MATMUL = 1
+    CONV = 2
+    CONV_BACKWARD = 3
+    ATTENTION = 4
+    ATTENTION_BACKWARD = 5
+    POINTWISE = 6
+    REDUCTION = 7
+    NORM = 8
+    COPY = 9
+    FILL = 10
+    VIEW = 11
+    FOREACH = 12
+
+
+MATMUL_FAMILIES = (
+    Family.MATMUL,
+    Family.CONV,
+    Family.CONV_BACKWARD,
+    Family.ATTENTION,
+    Family.ATTENTION_BACKWARD,
+)
+FUSIBLE_FAMILIES = (Family.POINTWISE, Family.REDUCTION, Family.NORM, Family.COPY, Family.OTHER)
+
+_MATMUL = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "mv", "addmv", "dot", "vdot", "_scaled_mm",
+           "addbmm", "_addmm_activation", "addr", "outer", "ger"}  # fmt: skip
+_CONV = {"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "cudnn_convolution", "mkldnn_convolution",
+         "_slow_conv2d_forward", "miopen_convolution", "convolution_overrideable", "thnn_conv2d",
+         "_conv_depthwise2d", "conv_depthwise3d", "cudnn_convolution_relu", "cudnn_convolution_add_relu",
+         "_nnpack_spatial_convolution", "slow_conv3d_forward", "slow_conv_dilated2d"}  # fmt: skip
+_CONV_T = {"conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "cudnn_convolution_transpose",
+           "slow_conv_transpose2d", "slow_conv_transpose3d", "miopen_convolution_transpose"}  # fmt: skip
+_CONV_BWD = {"convolution_backward", "convolution_backward_overrideable", "cudnn_convolution_backward"}
+_ATTN_BHSD = {"scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+              "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+              "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_fused_attention_overrideable"}  # fmt: skip
+_ATTN_BSHD = {"_flash_attention_forward", "_efficient_attention_forward"}
+_ATTN_BWD_BHSD = {"_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
+                  "_scaled_dot_product_cudnn_attention_backward",
+                  "_scaled_dot_product_flash_attention_for_cpu_backward",
+                  "_scaled_dot_product_fused_attention_overrideable_backward"}  # fmt: skip
+_ATTN_BWD_BSHD = {"_flash_attention_backward", "_efficient_attention_backward"}
+_NORM = {"batch_norm", "native_batch_norm", "_batch_norm_impl_index", "cudnn_batch_norm", "_native_batch_norm_legit",
+         "_native_batch_norm_legit_no_training", "_batch_norm_with_update", "layer_norm", "native_layer_norm",
+         "group_norm", "native_group_norm", "rms_norm", "_fused_rms_norm", "instance_norm",
+         "native_batch_norm_backward", "cudnn_batch_norm_backward", "batch_norm_backward",
+         "native_layer_norm_backward", "native_group_norm_backward", "_fused_rms_norm_backward",
+         "miopen_batch_norm", "miopen_batch_norm_backward"}  # fmt: skip
+_SOFTMAX = {"softmax", "_softmax", "log_softmax", "_log_softmax", "_softmax_backward_data",
+            "_log_softmax_backward_data", "_safe_softmax"}  # fmt: skip
+_REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "var_mean", "std_mean", "norm",
+              "linalg_vector_norm", "argmax", "argmin", "any", "all", "nansum", "logsumexp", "count_nonzero",
+              "_linalg_vector_norm", "nll_loss", "nll_loss_forward", "nll_loss2d_forward", "cross_entropy_loss",
+              "mse_loss", "l1_loss", "binary_cross_entropy", "_batch_norm_stats", "aminmax"}  # fmt: skip
+_COPY = {"copy_", "to", "_to_copy", "clone", "contiguous", "_copy_from", "_copy_from_and_resize", "index_select",
+         "gather", "embedding", "index", "index_put_", "_index_put_impl_", "scatter", "scatter_", "scatter_add_",
+         "cat", "stack", "_cat", "repeat", "tile", "flip", "roll", "masked_select", "take"}  # fmt: skip
+_FILL = {"fill_", "zero_", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "normal_", "uniform_",
+         "random_", "bernoulli_", "exponential_", "randn", "rand", "randint", "arange", "linspace"}  # fmt: skip
+_VIEW = {"view", "reshape", "_reshape_alias", "transpose", "t", "permute", "as_strided", "expand", "squeeze",
+         "unsqueeze", "slice", "select", "detach", "alias", "_unsafe_view", "flatten", "unflatten", "narrow",
+         "split", "chunk", "unbind", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+         "resize_", "as_strided_", "view_as", "expand_as", "lift_fresh", "set_", "unsafe_split"}  # fmt: skip
+_TRANSCENDENTAL = {"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "sin", "cos", "tan",
+                   "tanh", "sigmoid", "erf", "erfc", "erfinv", "pow", "reciprocal", "softplus", "elu", "selu",
+                   "celu", "atan", "asin", "acos", "sinh", "cosh", "tanh_backward", "sigmoid_backward"}  # fmt: skip
+_GELU_LIKE = {"gelu", "gelu_backward", "silu", "silu_backward", "mish", "mish_backward", "hardswish"}
+_WRITE_ONLY_INPLACE = {"fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "exponential_",
+                       "geometric_", "cauchy_", "log_normal_"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    shape: tuple[int, ...]
+    dtype: str
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * DTYPE_BYTES[self.dtype]
+
+
+Args = list[TensorArg | None]  # one entry per recorded argument; None when it is not a tensor
+
+
+@dataclass(frozen=True)
+class OpCost:
+    family: Family
+    flops: float | None  # None: unknown
+    bytes: float | None  # None: unknown (e.g. a TensorList input whose shapes were not recorded)
+    inputs: tuple[TensorArg | None, ...]
+    output: TensorArg | None
+    low_precision: bool | None  # bf16/fp16/fp8 operands (tensor-core eligible); None without dtypes
+    tensor_list: bool = False  # some input was a TensorList (foreach ops, cat)
+
+
+def base_name(name: str) -> str:
+    """`aten::add_` -> `add_`; record_function scopes and autograd nodes are returned unchanged."""
+    return name[6:] if name.startswith("aten::") else name
+
+
+def family_of(name: str) -> Family:
+    b = base_name(name)
+    if not name.startswith("aten::"):
+        return Family.OTHER
+    if b in _MATMUL:
+        return Family.MATMUL
+    if b in _CONV or b in _CONV_T:
+        return Family.CONV
+    if b in _CONV_BWD:
+        return Family.CONV_BACKWARD
+    if b in _ATTN_BHSD or b in _ATTN_BSHD:
+        return Family.ATTENTION
+    if b in _ATTN_BWD_BHSD or b in _ATTN_BWD_BSHD:
+        return Family.ATTENTION_BACKWARD
+    if b.startswith("_foreach_") or b.startswith("_fused_"):
+        return Family.FOREACH if b not in _NORM else Family.NORM
+    if b in _NORM:
+        return Family.NORM
+    if b in _REDUCTION:
+        return Family.REDUCTION
+    if b in _FILL:
+        return Family.FILL
+    if b in _COPY:
+        return Family.COPY
+    if b in _VIEW:
+        return Family.VIEW
+    return Family.POINTWISE
+
+
+def parse_args(shapes_json: str | None, dtypes_json: str | None) -> Args | None:
+    """Recorded `Input Dims` / `Input type` JSON -> one TensorArg (or None) per argument; None if unrecorded."""
+    if not shapes_json or not dtypes_json:
+        return None
+    try:
+        shapes = json.loads(shapes_json)
+        dtypes = json.loads(dtypes_json)
+    except (TypeError, ValueError):
+        return None
+    if not isinstance(shapes, list) or not isinstance(dtypes, list):
+        return None
+    args: Args = []
+    for i, dtype in enumerate(dtypes):
+        shape = shapes[i] if i < len(shapes) else None
+        if (
+            isinstance(dtype, str)
+            and dtype in DTYPE_BYTES
+            and isinstance(shape, list)
+            and all(isinstance(d, int) for d in shape)
+        ):
+            args.append(TensorArg(tuple(shape), dtype))
+        else:
+            args.append(None)
+    return args
+
+
+def broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """Numpy broadcasting of shapes, or None when they do not broadcast."""
+    if not shapes:
+        return None
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for k in range(ndim):
+        dims = {s[len(s) - ndim + k] for s in shapes if len(s) - ndim + k >= 0} - {1}
+        if len(dims) > 1:
+            return None
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def conv_flops(x: tuple[int, ...], w: tuple[int, ...], out_spatial: tuple[int, ...]) -> float:
+    """2 · N · C_out · (C_in/groups) · prod(kernel) · prod(output spatial); `w` is [C_out, C_in/groups, *k]."""
+    return 2.0 * x[0] * w[0] * w[1] * prod(w[2:]) * prod(out_spatial)
+
+
+def sdpa_flops(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> float:
+    """(b, h, s, d) layout. QK^T plus PV; GQA (fewer KV heads) broadcasts KV, so the query's heads count."""
+    b, h, s_q, d = q
+    s_k, d_v = k[2], v[3]
+    return 2.0 * b * h * s_q * s_k * d + 2.0 * b * h * s_q * s_k * d_v
+
+
+def sdpa_backward_flops(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> float:
+    """flop_counter's sdpa_backward_flop_count: recompute QK^T, dV, dP, dQ, dK (five bmms)."""
+    b, h, s_q, d = q
+    s_k, d_v = k[2], v[3]
+    return 2.0 * b * h * (s_q * s_k * d + s_q * s_k * d_v + s_k * s_q * d_v + s_q * s_k * d + s_q * s_k * d)
+
+
+def _bshd_to_bhsd(t: TensorArg) -> TensorArg:
+    if len(t.shape) != 4:
+        return t
+    b, s, h, d = t.shape
+    return TensorArg((b, h, s, d), t.dtype)
+
+
+def _widest(tensors: list[TensorArg]) -> str:
+    """Result dtype by size, as type promotion does: zero-dim tensors (Python scalars wrapped as `double`
+    tensors, as in `x * 1.5`) do not widen a dimensioned tensor's dtype."""
+    dimensioned = [t for t in tensors if t.shape] or tensors
+    return max(dimensioned, key=lambda t: DTYPE_BYTES[t.dtype]).dtype
+
+
+def _matmul(b: str, ts: list[TensorArg]) -> tuple[float | None, TensorArg | None]:
+    """FLOPs and output of the matmul family (ts: tensor args in order)."""
+    try:
+        if b in ("mm", "_scaled_mm"):
+            (m, k), (_, n) = ts[0].shape, ts[1].shape
+            return 2.0 * m * n * k, TensorArg((m, n), ts[0].dtype)
+        if b in ("addmm", "_addmm_activation"):
+            (m, k), (_, n) = ts[1].shape, ts[2].shape
+            return 2.0 * m * n * k, TensorArg((m, n), ts[1].dtype)
+        if b == "bmm":
+            (bb, m, k), (_, _, n) = ts[0].shape, ts[1].shape
+            return 2.0 * bb * m * n * k, TensorArg((bb, m, n), ts[0].dtype)
+        if b in ("baddbmm", "addbmm"):
+            (bb, m, k), (_, _, n) = ts[1].shape, ts[2].shape
+            out = (bb, m, n) if b == "baddbmm" else (m, n)
+            return 2.0 * bb * m * n * k, TensorArg(out, ts[1].dtype)
+        if b == "linear":
+            x, w = ts[0].shape, ts[1].shape
+            return 2.0 * prod(x[:-1]) * x[-1] * w[0], TensorArg((*x[:-1], w[0]), ts[0].dtype)
+        if b in ("mv", "addmv"):
+            mat = ts[0] if b == "mv" else ts[1]
+            m, n = mat.shape
+            return 2.0 * m * n, TensorArg((m,), mat.dtype)
+        if b in ("dot", "vdot"):
+            return 2.0 * ts[0].numel, TensorArg((), ts[0].dtype)
+        if b in ("addr", "outer", "ger"):
+            u, v = (ts[-2], ts[-1])
+            return float(u.numel * v.numel), TensorArg((u.numel, v.numel), u.dtype)
+        if b == "matmul":
+            a, c = ts[0].shape, ts[1].shape
+            if len(a) == 1 and len(c) == 1:
+                return 2.0 * a[0], TensorArg((), ts[0].dtype)
+            a2 = (1, *a) if len(a) == 1 else a
+            c2 = (*c, 1) if len(c) == 1 else c
+            batch = broadcast([a2[:-2], c2[:-2]])
+            if batch is None:
+                return None, None
+            m, k, n = a2[-2], a2[-1], c2[-1]
+            out = (*batch, *((m,) if len(a) > 1 else ()), *((n,) if len(c) > 1 else ()))
+            return 2.0 * prod(batch) * m * k * n, TensorArg(out, ts[0].dtype)
+    except (IndexError, ValueError, AttributeError):
+        return None, None
+    return None, None
+
+
+def _elementwise_flops_per_element(b: str, family: Family) -> float:
+    if family in (Family.COPY, Family.FILL, Family.VIEW):
+        return 0.0
+    if family == Family.NORM:
+        return 8.0
+    if b in _SOFTMAX:
+        return 5.0
+    if family == Family.REDUCTION:
+        return 1.0
+    stem = b.rstrip("_")
+    if stem in _GELU_LIKE:
+        return 8.0
+    if stem in _TRANSCENDENTAL:
+        return 4.0
+    if stem in ("addcmul", "addcdiv", "lerp", "dropout", "native_dropout", "fused_dropout"):
+        return 2.0
+    return 1.0
+
+
+def op_cost(
+    name: str,
+    args: Args | None,
+    out_spatial_hint: tuple[int, ...] | None = None,
+    conv_backward_mask: tuple[bool, bool] = (True, True),
+) -> OpCost:
+    """Cost of one op. `args` from `parse_args`; hints come from the op's context (see roofline.py)."""
+    family = family_of(name)
+    b = base_name(name)
+    if args is None:
+        return OpCost(family, None, None, (), None, None)
+    ts = [a for a in args if a is not None]
+    tensor_list = False  # TensorList args are recorded with dims [] and type "TensorList"
+    low = any(t.dtype in LOW_PRECISION for t in ts) if ts else None
+    in_bytes = float(sum(t.nbytes for t in ts))
+    if family == Family.FOREACH or b in ("cat", "stack", "_cat"):
+        tensor_list = True
+        return OpCost(family, None, None, tuple(args), None, low, tensor_list)
+    if not ts:
+        return OpCost(family, None, None, tuple(args), None, low)
+
+    flops: float | None = None
+    out: TensorArg | None = None
+    extra_out_bytes = 0.0
+
+    if family == Family.MATMUL:
+        flops, out = _matmul(b, ts)
+    elif family == Family.CONV and len(ts) >= 2 and len(ts[0].shape) >= 3:
+        xs, ws = ts[0].shape, ts[1].shape
+        out_sp = out_spatial_hint or xs[2:]
+        if b in _CONV_T:  # flop_counter: a transposed conv iterates the *input* spatial positions
+            flops = conv_flops(xs, ws, xs[2:])
+            out = TensorArg((xs[0], ws[1], *out_sp), ts[0].dtype)
+        else:
+            flops = conv_flops(xs, ws, out_sp)
+            out = TensorArg((xs[0], ws[0], *out_sp), ts[0].dtype)
+    elif family == Family.CONV_BACKWARD and len(ts) >= 3 and len(ts[0].shape) >= 3:
+        go, x, w = ts[0], ts[1], ts[2]
+        grads = int(conv_backward_mask[0]) + int(conv_backward_mask[1])
+        flops = grads * conv_flops(go.shape, w.shape, go.shape[2:])
+        in_bytes = float(go.nbytes + x.nbytes + w.nbytes)
+        extra_out_bytes = float(x.nbytes * conv_backward_mask[0] + w.nbytes * conv_backward_mask[1])
+    elif family == Family.ATTENTION and len(ts) >= 3:
+        q, k, v = ts[0], ts[1], ts[2]
+        if b in _ATTN_BSHD:
+            q, k, v = _bshd_to_bhsd(q), _bshd_to_bhsd(k), _bshd_to_bhsd(v)
+        if all(len(t.shape) == 4 for t in (q, k, v)):
+            flops = sdpa_flops(q.shape, k.shape, v.shape)
+            in_bytes = float(q.nbytes + k.nbytes + v.nbytes)
+            out = TensorArg((*q.shape[:3], v.shape[3]), q.dtype)
+    elif family == Family.ATTENTION_BACKWARD and len(ts) >= 4:
+        go, q, k, v = ts[0], ts[1], ts[2], ts[3]
+        if b in _ATTN_BWD_BSHD:
+            go, q, k, v = (_bshd_to_bhsd(t) for t in (go, q, k, v))
+        if all(len(t.shape) == 4 for t in (go, q, k, v)):
+            flops = sdpa_backward_flops(q.shape, k.shape, v.shape)
+            # reads grad_out, q, k, v, out (grad_out's shape); writes dq, dk, dv
+            in_bytes = float(2 * go.nbytes + q.nbytes + k.nbytes + v.nbytes)
+            extra_out_bytes = float(q.nbytes + k.nbytes + v.nbytes)
+    else:
+        return _elementwise(name, b, family, args, ts, low)
+
+    total = None if flops is None and out is None and extra_out_bytes == 0 else in_bytes + extra_out_bytes
+    if total is not None and out is not None:
+        total += out.nbytes
+    return OpCost(family, flops, total, tuple(args), out, low)
+
+
+def _elementwise(
+    name: str, b: str, family: Family, args: Args, ts: list[TensorArg], low: bool | None
+) -> OpCost:
+    in_bytes = float(sum(t.nbytes for t in ts))
+    out: TensorArg | None
+    inplace = b.endswith("_") and not b.endswith("__")
+    if b in _WRITE_ONLY_INPLACE:
+        out = ts[0]
+        total = float(ts[0].nbytes)
+    elif b == "embedding" and len(ts) >= 2 and len(ts[0].shape) == 2:
+        out = TensorArg((*ts[1].shape, ts[0].shape[1]), ts[0].dtype)
+        total = float(2 * out.nbytes + ts[1].nbytes)  # gathers rows: reads only the rows it writes
+    elif b == "copy_" or b == "_copy_from":
+        out = ts[0]
+        total = in_bytes  # writes dst, reads src
+    elif inplace:
+        out = ts[0]
+        total = in_bytes + ts[0].nbytes  # self read, modified, written
+    elif family == Family.REDUCTION:
+        out = None  # output size depends on the reduced dims (not recorded): counted as 0 bytes
+        total = in_bytes
+    elif family == Family.NORM or b in _SOFTMAX or family == Family.COPY or b.endswith("_backward"):
+        out = TensorArg(ts[0].shape, ts[0].dtype)
+        total = in_bytes + out.nbytes
+    elif family == Family.VIEW:
+        return OpCost(family, 0.0, 0.0, tuple(args), ts[0], low)
+    elif family == Family.FILL:
+        out = ts[0]
+        total = float(ts[0].nbytes)
+    else:
+        shape = broadcast([t.shape for t in ts])
+        out = TensorArg(shape if shape is not None else ts[0].shape, _widest(ts))
+        total = in_bytes + out.nbytes
+    per_el = _elementwise_flops_per_element(b, family)
+    elements = max(t.numel for t in ts) if family == Family.REDUCTION else (out.numel if out else 0)
+    return OpCost(family, per_el * elements, total, tuple(args), out, low)
