@@ -1,0 +1,141 @@
+"""report.py: the stable JSON schema (keys, types, nulls) and the text summary; analyzers stay pure."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+from fixtures.synthetic import BF16, TraceBuilder
+
+from analyzers.analyze import analyze
+from analyzers.report import render_text, short_kernel_name, to_json
+from analyzers.units import fmt_bytes, fmt_lines, fmt_ns, fmt_pct
+
+N = 1 << 24
+
+
+def small_run():
+    b = TraceBuilder()
+    ln = b.line("train.py", 41, "step")
+    b.span(ln, 0, 20_000)
+    b.op("aten::mm", 1_000, 10_000, shapes=[[4096, 4096], [4096, 4096]], dtypes=[BF16, BF16])
+    b.launch("sm90_xmma_gemm_bf16bf16", 2_000, 5_000, 200_000)
+    b.op("aten::_foreach_add_", 12_000, 5_000, shapes=[[], []], dtypes=["TensorList", "TensorList"])
+    b.launch("multi_tensor_apply_kernel", 13_000, 210_000, 20_000)
+    b.window(0, 300_000, first_step=0, last_step=0)
+    return analyze(b.build())
+
+
+def test_json_schema_exactly():
+    doc = to_json(small_run())
+    assert list(doc) == [
+        "schema",
+        "device",
+        "span_ns",
+        "breakdown_ns",
+        "overhead",
+        "lines",
+        "kernels",
+        "findings",
+    ]
+    assert doc["schema"] == 1
+    assert doc["device"] == {"name": "NVIDIA H200", "peak_flops_per_s": 989e12, "peak_bytes_per_s": 4.8e12,
+                             "peaks_source": "datasheet:H200 SXM"}  # fmt: skip
+    assert list(doc["breakdown_ns"]) == ["compute", "memory", "overhead"]
+    assert sum(doc["breakdown_ns"].values()) == doc["span_ns"] == 300_000
+    assert list(doc["overhead"]) == [
+        "raw_fraction",
+        "corrected_fraction",
+        "profiled_step_ns",
+        "unprofiled_step_ns",
+    ]
+    assert doc["overhead"]["corrected_fraction"] is None
+    (line,) = doc["lines"]
+    assert list(line) == [
+        "file",
+        "line",
+        "function",
+        "gpu_ns",
+        "idle_ns",
+        "regime",
+        "flops",
+        "bytes",
+        "kernels",
+    ]
+    assert (line["file"], line["line"], line["function"], line["kernels"]) == ("train.py", 41, "step", 2)
+    assert line["flops"] == 2 * 4096**3  # the foreach kernel's unknown FLOPs do not make the sum unknown
+    kernels = {k["name"]: k for k in doc["kernels"]}
+    assert list(kernels["sm90_xmma_gemm_bf16bf16"]) == [
+        "name", "calls", "gpu_ns", "regime", "achieved_flops_per_s", "achieved_bytes_per_s"
+    ]  # fmt: skip
+    assert kernels["sm90_xmma_gemm_bf16bf16"]["regime"] == "compute"
+    assert kernels["multi_tensor_apply_kernel"]["achieved_flops_per_s"] is None  # unknown -> null, never NaN
+    for f in doc["findings"]:
+        assert list(f) == ["kind", "lines", "saving_ns", "message", "action"]
+    text = json.dumps(doc, allow_nan=False)  # raises on NaN / inf
+    assert json.loads(text) == doc
+
+
+def test_no_nan_anywhere_in_json():
+    def walk(x):
+        if isinstance(x, float):
+            assert math.isfinite(x)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(to_json(small_run()))
+
+
+def test_top_truncates_lines_and_kernels_only():
+    doc = to_json(small_run(), top=1)
+    assert len(doc["kernels"]) == 1 and doc["kernels"][0]["name"] == "sm90_xmma_gemm_bf16bf16"
+
+
+def test_text_report_sections():
+    text = render_text(small_run(), top=5)
+    for part in (
+        "where the time goes",
+        "compute",
+        "memory",
+        "overhead",
+        "top lines",
+        "train.py:41",
+        "top kernels",
+    ):
+        assert part in text, part
+
+
+def test_empty_trace_reports_without_error():
+    b = TraceBuilder()
+    b.window(0, 1_000)
+    a = analyze(b.build())
+    assert a.breakdown.overhead_ns == a.breakdown.span_ns == 1_000
+    assert "the trace holds no GPU activity" in a.notes
+    json.dumps(to_json(a), allow_nan=False)
+    render_text(a)
+
+
+def test_units():
+    assert fmt_bytes(1.6e9) == "1.6 GB" and fmt_bytes(None) == "?"
+    assert fmt_ns(400_000) == "400 µs" and fmt_ns(1_234_567) == "1.23 ms" and fmt_ns(float("nan")) == "?"
+    assert fmt_pct(0.5) == "50%" and fmt_pct(0.051) == "5.1%"
+    assert fmt_lines([41, 42, 43, 44, 47]) == "41–44, 47"
+    assert (
+        short_kernel_name("void at::native::vectorized_elementwise_kernel<4>", 40)
+        == "vectorized_elementwise_kernel<4>"
+    )
+
+
+def test_analyzers_import_no_ui_and_no_torch():
+    code = (
+        "import sys, analyzers.analyze, analyzers.report\n"
+        "bad = {'textual', 'rich', 'torch', 'brrrtui'} & {m.split('.')[0] for m in sys.modules}\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
