@@ -227,7 +227,7 @@ class BrrrApp(App):
             a = snap.analysis
             self.main.log_pane.add(
                 "brrrtui",
-                f"{trace.source or self.path}: {len(trace.gpu):,} GPU activities in {len(snap.windows)} window(s), "
+                f"{os.path.basename(trace.source or self.path or '')}: {len(trace.gpu):,} GPU activities in {len(snap.windows)} window(s), "
                 f"{a.steps_analysed} step(s) analysed; roofs from {a.peaks.source}",
             )
             for note in a.notes:

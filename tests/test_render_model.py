@@ -114,3 +114,30 @@ def test_without_gpu_work_hot_lines_rank_by_cpu_time(tmp_path):
     snap = build_snapshot(a)
     assert snap.cpu_only
     assert [s.line.line for s in snap.hot_lines] == [7, 5, 4, 6]
+
+
+def test_every_drill_step_describes_on_real_analyses(tmp_path):
+    """Walk the drill-down tree (breadth first, 400 nodes) of the real analysis of each H200 recording and
+    the resnet trace: every node a pane offers must describe itself."""
+    from tui_fakes import FIXTURE, H200_RECORDINGS, h200_recording
+
+    from analyzers.analyze import analyze
+    from analyzers.load import load_trace
+    from brrrtui.render.snapshot import build_snapshot
+
+    paths = [h200_recording(name, tmp_path) for name in H200_RECORDINGS] + [FIXTURE]
+    for path in paths:
+        snap = build_snapshot(analyze(load_trace(path)))
+        seen, queue = set(), [SUMMARY]
+        kinds = set()
+        while queue and len(seen) < 400:
+            node = queue.pop(0)
+            if node in seen:
+                continue
+            seen.add(node)
+            d = describe(snap, node)
+            assert d.title not in ("gone",) and not d.title.startswith("unknown"), (path, node)
+            assert d.body, (path, node)
+            kinds.add(node.kind)
+            queue += [n for _, n in d.children]
+        assert {"summary", "line", "op", "kname", "kernel", "finding"} <= kinds, (path, kinds)

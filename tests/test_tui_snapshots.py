@@ -1,14 +1,19 @@
-"""Snapshot tests (pytest-textual-snapshot) of the main screens on the one-step resnet50 H200 fixture.
+"""Snapshot tests (pytest-textual-snapshot) of the main screens, on the real analysis of recorded fixtures.
 
-Fixed terminal sizes, no animation; the fixture and its script are copied into a temporary folder that
-becomes the cwd, so paths read `resnet_train.py:12` in every run. Regenerate after a deliberate change with
+- the one-step resnet50 H200 torch.profiler trace (tests/fixtures/resnet50_h200_tui.json.gz), copied with its
+  script into a temporary folder that becomes the cwd, so paths read `resnet_train.py:12` in every run;
+- brrrtui's own H200 recordings (tests/fixtures/h200_*.brrr.gz), viewed from the repository root, where their
+  scripts (examples/, validation/) live.
+
+Fixed terminal sizes, no animation, no blinking cursor. The verdicts come from `analyzers.analyze`, so a
+deliberate change there changes these pictures too: regenerate with
 `pytest tests/test_tui_snapshots.py --snapshot-update` and look at the SVGs before committing them.
 """
 
 import os
 
 import pytest
-from tui_fakes import analysed, fake_analyze, resnet_copy, wait_until, write_recording
+from tui_fakes import ROOT, analysed, fake_analyze, h200_recording, resnet_copy, wait_until, write_recording
 
 from brrrtui.app import make_app
 from brrrtui.feed import Feed, LogLine, StepsAdded, TelemetrySample
@@ -26,15 +31,11 @@ async def ready(pilot):
 
 
 def test_main_200x60(snap_compare, resnet):
-    assert snap_compare(
-        make_app(resnet, None, None, analyze=fake_analyze), terminal_size=(200, 60), run_before=ready
-    )
+    assert snap_compare(make_app(resnet, None, None), terminal_size=(200, 60), run_before=ready)
 
 
 def test_main_80x24(snap_compare, resnet):
-    assert snap_compare(
-        make_app(resnet, None, None, analyze=fake_analyze), terminal_size=(80, 24), run_before=ready
-    )
+    assert snap_compare(make_app(resnet, None, None), terminal_size=(80, 24), run_before=ready)
 
 
 def test_zoomed_on_a_gap_120x40(snap_compare, resnet):
@@ -45,7 +46,7 @@ def test_zoomed_on_a_gap_120x40(snap_compare, resnet):
         while tl.selection is None or tl.selection.kind != "gap":
             await pilot.press("right_square_bracket")
 
-    app = make_app(resnet, None, None, analyze=fake_analyze)
+    app = make_app(resnet, None, None)
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
 
 
@@ -54,25 +55,25 @@ def test_drill_line_to_op_120x40(snap_compare, resnet):
         await ready(pilot)
         await pilot.press("tab", "enter", "enter")
 
-    app = make_app(resnet, None, None, analyze=fake_analyze)
+    app = make_app(resnet, None, None)
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
 
 
 def test_help_100x40(snap_compare, resnet):
-    app = make_app(resnet, None, None, analyze=fake_analyze)
+    app = make_app(resnet, None, None)
     assert snap_compare(app, terminal_size=(100, 40), run_before=ready, press=["question_mark"])
 
 
 def test_no_color_120x36(snap_compare, resnet, monkeypatch):
     monkeypatch.setenv("NO_COLOR", "1")
-    app = make_app(resnet, None, None, analyze=fake_analyze)
+    app = make_app(resnet, None, None)
     assert app.no_color
     assert snap_compare(app, terminal_size=(120, 36), run_before=ready)
 
 
 def test_missing_source_file_100x30(snap_compare, resnet):
     os.remove("resnet_train.py")
-    app = make_app(resnet, None, None, analyze=fake_analyze)
+    app = make_app(resnet, None, None)
     assert snap_compare(app, terminal_size=(100, 30), run_before=ready)
 
 
@@ -93,3 +94,32 @@ def test_live_running_120x36(snap_compare, tmp_path, monkeypatch):
         await wait_until(pilot, lambda: pilot.app.main.log_pane.lines_written >= 12)
 
     assert snap_compare(app, terminal_size=(120, 36), run_before=run_before)
+
+
+@pytest.fixture
+def at_root(monkeypatch):
+    monkeypatch.chdir(ROOT)
+
+
+def test_h200_known_regimes_200x60(snap_compare, tmp_path, at_root):
+    app = make_app(h200_recording("h200_known_regimes", tmp_path), None, None)
+    assert snap_compare(app, terminal_size=(200, 60), run_before=ready)
+
+
+def test_h200_gpt_small_80x24(snap_compare, tmp_path, at_root):
+    app = make_app(h200_recording("h200_gpt_small", tmp_path), None, None)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=ready)
+
+
+def test_h200_bert_line_ops_160x48(snap_compare, tmp_path, at_root):
+    async def run_before(pilot):
+        await ready(pilot)
+        await pilot.press("tab", "enter", "enter")
+
+    app = make_app(h200_recording("h200_bert", tmp_path), None, None)
+    assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)
+
+
+def test_h200_known_regimes_next_finding_140x40(snap_compare, tmp_path, at_root):
+    app = make_app(h200_recording("h200_known_regimes", tmp_path), None, None)
+    assert snap_compare(app, terminal_size=(140, 40), run_before=ready, press=["n"])

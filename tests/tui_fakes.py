@@ -322,3 +322,18 @@ def run_async(test):
         return asyncio.run(test(*args, **kwargs))
 
     return wrapper
+
+
+ROOT = os.path.dirname(HERE)
+H200_RECORDINGS = ("h200_known_regimes", "h200_gpt_small", "h200_bert")
+
+
+def h200_recording(name: str, directory) -> str:
+    """A recorded H200 fixture, un-gzipped into `directory` (recordings are SQLite files)."""
+    import gzip
+    import shutil
+
+    path = os.path.join(str(directory), f"{name}.brrr")
+    with gzip.open(os.path.join(HERE, "fixtures", f"{name}.brrr.gz")) as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return path
