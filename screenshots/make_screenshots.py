@@ -1,6 +1,10 @@
 """Regenerate the README's screenshots (SVG) from a recording or a torch.profiler trace.
 
     python screenshots/make_screenshots.py RECORDING [--out screenshots]
+    python screenshots/make_screenshots.py tests/fixtures/h200_known_regimes.brrr.gz   # the README's
+
+Run it from the folder the recording's script paths are relative to (the repository root for the fixtures),
+so the source view finds the files.
 
 Runs the real app headless through the same `make_app()` the CLI uses, drives it with keys, and saves one
 SVG per scene, so the pictures never drift from the code. Scenes: the main screen at 200x60 and 80x24, the
@@ -47,12 +51,11 @@ async def _gap(pilot: Pilot) -> None:
     app = pilot.app
     assert isinstance(app, BrrrApp)
     tl = app.main.timeline
-    # zoom onto the longest idle gap of the shown window
+    # select the longest idle gap of the shown window (go_to zooms until it is a few cells wide)
     gaps = app.main.snapshot.analysis.gaps if app.main.snapshot else None
     if gaps is not None and len(gaps):
         rows = [r for r in range(len(gaps)) if int(gaps.window[r]) == tl.window] or list(range(len(gaps)))
         tl.go_to("gap", max(rows, key=lambda r: int(gaps.dur_ns[r])))
-        await pilot.press("minus", "minus")
     await pilot.pause()
 
 
@@ -95,6 +98,19 @@ def make_screenshots(recording: str, out_dir: str, analyze: Callable | None = No
     return written
 
 
+def _ungzipped(path: str, tmp: str) -> str:
+    """Recordings are SQLite files; a gzipped one (`run.brrr.gz`, as tests/fixtures keeps them) is unpacked."""
+    if not path.endswith(".brrr.gz"):
+        return path
+    import gzip
+    import shutil
+
+    out = os.path.join(tmp, os.path.basename(path)[: -len(".gz")])
+    with gzip.open(path) as src, open(out, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Regenerate the README screenshots from a recording.")
     p.add_argument("recording", help="a .brrr recording or a torch.profiler .json/.json.gz trace")
@@ -103,8 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.exists(ns.recording):
         print(f"make_screenshots: {ns.recording}: no such file", file=sys.stderr)
         return 2
-    for path in make_screenshots(ns.recording, ns.out):
-        print(path)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in make_screenshots(_ungzipped(ns.recording, tmp), ns.out):
+            print(path)
     return 0
 
 
