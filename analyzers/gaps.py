@@ -32,6 +32,14 @@ in Python, dispatch or launch calls, was not issuing work fast enough)::
     GPU       [k1]                                        [k2]
                   <-------------- gap: HOST ------------->      attributed to k2's line
 
+One-time warm-up is OTHER and charged to no line: a gap in which CUDA loads a kernel module for a first call
+(Kineto's `Lazy Function Loading` marker) is a set-up cost of the run's first steps, not the line's per-step
+cost, and it would otherwise make every line of a warm-up window look overhead-bound::
+
+    CPU   x * 1.5 (first call: 13 ms) ...................| Lazy Function Loading | launch
+    GPU   [k1]                                                                         [k2]
+              <---------------------- gap: OTHER, no line ------------------------->
+
 OTHER: none of the above: the next kernel was already queued when the GPU went idle (cross-stream waits,
 launch latency: HTA's "kernel wait"), or the CPU recorded nothing at all (profiler, GC, outside any op).
 
@@ -65,6 +73,7 @@ _SYNC_OPS = {
 _MEMCPY_RUNTIME = re.compile(r"^(cudaMemcpy|cuMemcpy)")
 _H2D_GPU = ("HtoD",)
 _H2D_OPS = {"aten::pin_memory", "aten::_pin_memory"}
+LAZY_LOADING = "Lazy Function Loading"  # Kineto's marker for CUDA loading a kernel module on first use
 
 GAP_SCHEMA = {
     "window": np.int32, "stream": np.int32, "start_ns": np.int64, "dur_ns": np.int64, "cause": np.int8,
@@ -262,6 +271,8 @@ class GapEvidence:
             np.concatenate((ops.start_ns[real], rt.start_ns)), np.concatenate((op_end[real], rt_end))
         )
         self.main_tid = main_thread(trace)
+        lazy = _by_name(_flags(trace, lambda s: s == LAZY_LOADING), ops.name)
+        self.lazy_start = np.sort(ops.start_ns[lazy])
 
 
 def classify_gaps(
@@ -286,6 +297,11 @@ def classify_gaps(
         np.where(nxt >= 0, links.kernel_launch[np.maximum(nxt, 0)], NONE) if len(gpu) else np.full(n, NONE)
     )
     has_launch = launch >= 0
+
+    warmup = np.zeros(n, dtype=bool)
+    if len(ev.lazy_start):  # first-call module loading inside the gap: warm-up, no line
+        warmup = np.searchsorted(ev.lazy_start, g1, "left") > np.searchsorted(ev.lazy_start, g0, "left")
+        decided |= warmup
 
     for marks, c in ((ev.data, GapCause.DATA), (ev.h2d, GapCause.H2D)):
         if len(marks):
@@ -319,8 +335,10 @@ def classify_gaps(
     if len(rt):
         line[rest] = np.where(has_launch[rest], links.launch_line[np.maximum(launch[rest], 0)], NONE)
 
-    # fall back to the span the main thread was in when the gap ended
-    missing = np.nonzero(line < 0)[0]
+    # fall back to the span the main thread was in when the gap ended; not for SYNC gaps, whose cause is the
+    # synchronising call (one outside any traced line, like torch.cuda.synchronize(), stays unattributed
+    # rather than landing on whatever line launched next)
+    missing = np.nonzero((line < 0) & (cause != GAP_CAUSE_CODES[GapCause.SYNC]) & ~warmup)[0]
     if len(missing) and len(trace.spans) and ev.main_tid is not None:
         sp = trace.spans
         q = np.maximum(g1[missing] - 1, g0[missing])

@@ -186,3 +186,33 @@ def test_launch_bound_kernels_finish_before_the_next_launch():
     lb = gp.launch_bound(trace, link(trace), np.ones(5, dtype=bool))
     assert lb.tolist() == [True, True, True, True, False]
     assert gp.per_launch_ns(trace, np.ones(5, dtype=bool)) == 8_000.0
+
+
+def test_first_call_module_loading_is_warm_up_charged_to_no_line():
+    b = TraceBuilder()
+    la, lb = b.line("t.py", 1), b.line("t.py", 2)
+    b.span(la, 0, 3_000)
+    b.op("aten::mul", 0, 2_000, **MUL)
+    b.launch("vectorized_elementwise_kernel<mul>", 500, 1_000, 4_000)
+    b.span(lb, 4_000, 20_000)
+    b.op("aten::add", 4_100, 19_000, **ADD)  # first call: 14 us of module loading
+    b.op("Lazy Function Loading", 18_000, 40)
+    b.launch("vectorized_elementwise_kernel<add>", 21_000, 24_000, 4_000)
+    b.window(1_000, 28_000)
+    gaps, _, _ = device_gaps(b.build())
+    assert rows(gaps) == [(5_000, 19_000, GapCause.OTHER, -1)]
+
+
+def test_sync_outside_any_traced_line_stays_unattributed():
+    b = TraceBuilder()
+    la, lb = b.line("t.py", 1), b.line("t.py", 2)
+    b.span(la, 0, 3_000)
+    b.op("aten::mul", 0, 2_000, **MUL)
+    b.launch("vectorized_elementwise_kernel<mul>", 500, 1_000, 10_000)
+    b.runtime("cudaDeviceSynchronize", 3_500, 8_000)  # torch.cuda.synchronize(): no torch op, no span
+    b.span(lb, 20_000, 5_000)
+    b.op("aten::add", 20_100, 4_000, **ADD)
+    b.launch("vectorized_elementwise_kernel<add>", 21_000, 24_000, 4_000)
+    b.window(1_000, 28_000)
+    gaps, _, _ = device_gaps(b.build())
+    assert rows(gaps) == [(11_000, 13_000, GapCause.SYNC, -1)]  # not charged to line 2, which launched next
