@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from analyzers.errors import InputError
 from analyzers.model import Peaks, Trace
 
 MiB = 1 << 20
@@ -88,15 +89,22 @@ _OVERRIDE_KEYS = {
 }
 
 
+class PeaksOverrideError(InputError, ValueError):
+    """A --peaks value brrrtui cannot use; the message is one line for the user."""
+
+
 def parse_override(override: str | dict[str, Any]) -> dict[str, float]:
-    """`"flops=800e12,bw=4.2e12"` or a dict -> {Peaks field: value}. Raises ValueError on unknown keys."""
+    """`"flops=800e12,bw=4.2e12"` or a dict -> {Peaks field: value}. Raises PeaksOverrideError (an InputError
+    and a ValueError) on anything else."""
     items: dict[str, Any]
     if isinstance(override, str):
         items = {}
         for part in filter(None, (p.strip() for p in override.split(","))):
             key, sep, value = part.partition("=")
             if not sep:
-                raise ValueError(f"peaks override {part!r}: expected key=value (e.g. flops=800e12,bw=4.2e12)")
+                raise PeaksOverrideError(
+                    f"peaks override {part!r}: expected key=value (e.g. flops=800e12,bw=4.2e12)"
+                )
             items[key.strip()] = value.strip()
     else:
         items = dict(override)
@@ -104,13 +112,13 @@ def parse_override(override: str | dict[str, Any]) -> dict[str, float]:
     for key, value in items.items():
         field = _OVERRIDE_KEYS.get(key.lower())
         if field is None:
-            raise ValueError(f"peaks override: unknown key {key!r}; use flops, fp32, bw or l2")
+            raise PeaksOverrideError(f"peaks override: unknown key {key!r}; use flops, fp32, bw or l2")
         try:
             number = float(value)
         except (TypeError, ValueError):
-            raise ValueError(f"peaks override: {key}={value!r} is not a number") from None
+            raise PeaksOverrideError(f"peaks override: {key}={value!r} is not a number") from None
         if not number > 0:
-            raise ValueError(f"peaks override: {key} must be positive")
+            raise PeaksOverrideError(f"peaks override: {key} must be positive")
         out[field] = number
     return out
 

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from fixtures.synthetic import BF16, F32, H200_BF16, H200_BW, H200_FP32, TraceBuilder
 
+from analyzers.errors import InputError
 from analyzers.links import link
 from analyzers.model import GpuKind, Peaks
 from analyzers.opcost import Family, op_cost, parse_args
@@ -294,5 +295,5 @@ def test_resolve_peaks_prefers_measured_then_override_then_datasheet():
 def test_override_string_errors_are_one_line_value_errors():
     assert parse_override("flops=800e12, bw=4.2e12") == {"tensor_flops_per_s": 800e12, "bytes_per_s": 4.2e12}
     for bad in ("flops", "speed=3", "bw=fast", "bw=-1"):
-        with pytest.raises(ValueError):
+        with pytest.raises(InputError):  # the CLI prints InputErrors as one line, no traceback
             parse_override(bad)
