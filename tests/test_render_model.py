@@ -4,9 +4,10 @@ import numpy as np
 from tui_fakes import fixture_snapshot, recording_snapshot
 
 from analyzers.results import REGIME_CODES, Regime
-from brrrtui.render.details import SUMMARY, Node, describe, display_path, kernel_verdict
+from brrrtui.render.details import SUMMARY, Node, describe, display_path
 from brrrtui.render.lanes import CPU_OP, CPU_SYNC, build_lanes
 from brrrtui.render.search import search
+from brrrtui.render.verdicts import kernel_verdict
 
 
 def test_fixture_lanes_hold_every_kernel_and_the_top_level_ops_of_each_thread():
