@@ -37,6 +37,8 @@ def status_spans(s: RunState) -> list[Span]:
     spans: list[Span] = [("brrrtui ", "title"), (s.name, "name"), ("  ", "")]
     if s.live and s.running:
         spans.append(("▶ running", "running"))
+    elif s.live and s.exit_code is not None and s.exit_code < 0:
+        spans.append((f"■ killed by signal {-s.exit_code}", "failed"))
     elif s.live and s.exit_code is not None:
         spans.append((f"■ finished, exit {s.exit_code}", "ok" if s.exit_code == 0 else "failed"))
     elif s.live:
