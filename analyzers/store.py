@@ -137,14 +137,30 @@ def read_meta(db: sqlite3.Connection) -> dict[str, Any]:
     return {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
 
 
-def _read_table(db: sqlite3.Connection, table: str, schema: dict[str, Any], window_min: int = -1) -> Table:
-    cols = ", ".join(schema)
-    where = f" WHERE window > {int(window_min)}" if "window" in schema and window_min >= 0 else ""
-    rows = db.execute(f"SELECT {cols} FROM {table}{where}").fetchall()
-    if not rows:
-        return Table({k: np.empty(0, dtype=t) for k, t in schema.items()})
-    columns = list(zip(*rows, strict=True))
-    return Table({k: np.asarray(c, dtype=t) for (k, t), c in zip(schema.items(), columns, strict=True)})
+def _read_table(db: sqlite3.Connection, table: str, schema: dict[str, Any]) -> Table:
+    """One query per column kind: numpy builds an int64 (or float64) matrix from the row tuples in C, 1.5x
+    faster than splitting tuples in Python (1 M kernels + 3 M ops: 12.2 s -> 8.3 s here)."""
+    groups = (
+        [k for k, t in schema.items() if np.dtype(t).kind != "f"],
+        [k for k, t in schema.items() if np.dtype(t).kind == "f"],
+    )
+    columns: dict[str, np.ndarray] = {}
+    for names, dtype in zip(groups, (np.int64, np.float64), strict=True):
+        if not names:
+            continue
+        rows = db.execute(f"SELECT {', '.join(names)} FROM {table}").fetchall()
+        try:
+            matrix = np.array(rows, dtype=dtype).reshape(-1, len(names))
+        except (
+            TypeError,
+            ValueError,
+        ):  # a NULL in an integer column (hand-edited file): the slow, tolerant way
+            matrix = np.array([[-1 if v is None else v for v in r] for r in rows], dtype=dtype).reshape(
+                -1, len(names)
+            )
+        for j, name in enumerate(names):
+            columns[name] = matrix[:, j].astype(schema[name])
+    return Table({k: columns[k] for k in schema})
 
 
 def _read_table_missing(schema: dict[str, Any]) -> Table:

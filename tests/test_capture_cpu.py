@@ -43,7 +43,7 @@ def train_recording(tmp_path_factory) -> tuple[str, object]:
         "--min-gap",
         "0",
         TRAIN,
-        "12",
+        "40",
         "--help",
         "-o",
         "x",
@@ -55,7 +55,7 @@ def test_record_passes_arguments_and_output_through(train_recording):
     out, proc = train_recording
     assert proc.returncode == 0, proc.stderr
     # everything after the script belongs to it, even flags that look like brrrtui's own
-    assert f"argv ['{TRAIN}', '12', '--help', '-o', 'x'] __main__ True" in proc.stdout
+    assert f"argv ['{TRAIN}', '40', '--help', '-o', 'x'] __main__ True" in proc.stdout
     assert "brrrtui: no CUDA GPU: recording CPU ops and source lines only" in proc.stderr
     assert proc.stderr.count("no CUDA GPU") == 1
 
@@ -64,10 +64,10 @@ def test_recording_holds_every_step_and_the_run_facts(train_recording):
     out, _ = train_recording
     m = meta(out)
     assert m["status"] == "finished" and m["exit_code"] == 0
-    assert m["argv"] == [TRAIN, "12", "--help", "-o", "x"]
+    assert m["argv"] == [TRAIN, "40", "--help", "-o", "x"]
     assert m["cwd"] and m["started_at_ns"] < m["ended_at_ns"]
     trace = load_trace(out)
-    assert trace.steps.step.tolist() == list(range(12))  # one timestamp per optimizer step, not only windows
+    assert trace.steps.step.tolist() == list(range(40))  # one timestamp per optimizer step, not only windows
     assert np.all(np.diff(trace.steps.t_ns) > 0)
     assert len(trace.windows) >= 2
     assert set(trace.windows.mode.tolist()) == {0}  # step-aligned windows

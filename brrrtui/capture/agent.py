@@ -214,7 +214,7 @@ class Agent:
             pass
         session, self.prof, self.tagger = self.prof, None, None
         result = session.stop()
-        closed_ns = time.time_ns()
+        closed_ns = session.stopped_ns or time.time_ns()
         stall = self.stall_ns + time.perf_counter_ns() - t0
         last_step = len(self.sched.step_times_ns) - 1
         steps = last_step - self.window_first_step + 1

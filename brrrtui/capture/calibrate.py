@@ -32,9 +32,13 @@ def _matmul_flops_per_s(torch: Any, dev: Any, n: int, dtype: Any, repeats: int) 
 
 
 def _copy_bytes_per_s(torch: Any, dev: Any, elems: int) -> float:
+    """The better of a device copy and an elementwise kernel over the same bytes: on the H200 the copy gave
+    4.09 TB/s while 1 GiB pointwise kernels reached 4.26 TB/s, and a ceiling below achieved rates is no roof."""
     src = torch.randn(elems, device=dev)
     dst = torch.empty_like(src)
-    return 2 * elems * src.element_size() / (_time_ms(torch, lambda: dst.copy_(src), 10) / 1e3)
+    copy_ms = _time_ms(torch, lambda: dst.copy_(src), 10)
+    kernel_ms = _time_ms(torch, lambda: torch.mul(src, 1.0, out=dst), 10)
+    return 2 * elems * src.element_size() / (min(copy_ms, kernel_ms) / 1e3)
 
 
 def measure_peaks(torch: Any) -> dict[str, Any]:

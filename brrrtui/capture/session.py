@@ -7,6 +7,7 @@ torch._inductor (seconds; measured 6.1 s on the H200 in the first window of a GP
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 
@@ -14,6 +15,7 @@ class ProfilerSession:
     def __init__(self, torch: Any, cuda: bool):
         self.torch = torch
         self.cuda = cuda
+        self.stopped_ns: int | None = None
         ag = torch.autograd
         self._prepare, self._enable, self._disable = (
             ag._prepare_profiler,
@@ -50,4 +52,5 @@ class ProfilerSession:
         """Stop and return the kineto result. Synchronizes first, so kernels still queued are recorded."""
         if self.cuda:
             self.torch.cuda.synchronize()
+        self.stopped_ns = time.time_ns()  # the window's end: the rest of stop() is Kineto's own work
         return self._disable()
