@@ -264,3 +264,21 @@ def test_known_regimes_tags_parse():
     assert sorted(set(got.values())) == ["compute", "memory", "overhead"]
     assert list(got.values()).count("compute") == 1
     assert list(got.values()).count("memory") == 4
+
+
+def test_kineto_and_ncu_spellings_of_one_kernel_match():
+    # both names as recorded on the H200 (Kineto in torch 2.11; ncu 2025.3 --print-kernel-base demangled)
+    kineto = (
+        "void at::native::vectorized_elementwise_kernel<4, at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)"
+        "::{lambda()#2}::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, "
+        "std::array<char*, 2ul> >(int, at::native::sqrt_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}"
+        "::operator()() const::{lambda()#2}::operator()() const::{lambda(float)#1}, std::array<char*, 2ul>)"
+    )
+    ncu = (
+        "void at::vectorized_elementwise_kernel<4, at::sqrt_kernel_cuda(at::TensorIteratorBase &)::[lambda() "
+        "(instance 2)]::operator ()() const::[lambda() (instance 2)]::operator ()() const::[lambda(float) "
+        "(instance 1)], std::array<char *, 2>>(int, T2, T3)"
+    )
+    tanh = ncu.replace("sqrt_kernel_cuda", "tanh_kernel_cuda")
+    assert nv.signature(kineto) == nv.signature(ncu)
+    assert nv.match_names([kineto], [tanh, ncu]) == {kineto: ncu}

@@ -291,14 +291,33 @@ def base_name(name: str) -> str:
     return s.rsplit("::", 1)[-1]
 
 
+_WORD = re.compile(r"[A-Za-z_]\w*|\d+")
+_NOT_SIGNIFICANT = frozenset(
+    "at native void std const operator lambda instance anonymous namespace unnamed ul char array int long "
+    "TensorIteratorBase TensorIterator".split()
+)
+
+
+def signature(name: str) -> tuple[str, ...]:
+    """The words that identify a kernel however it is spelt. Kineto writes
+    `void at::native::vectorized_elementwise_kernel<4, at::native::sqrt_kernel_cuda(...)::{lambda()#2}...,
+    std::array<char*, 2ul> >(int, ...)`; ncu (H200, 2025.3) writes `void at::vectorized_elementwise_kernel<4,
+    at::sqrt_kernel_cuda(...)::[lambda() (instance 2)]..., std::array<char *, 2>>(int, T2, T3)`. Both give
+    (vectorized_elementwise_kernel, 4, sqrt_kernel_cuda, 2, ...)."""
+    spaced = name.strip().removeprefix("void ")  # keep the spaces: "instance 2" must stay two words
+    return tuple(w for w in _WORD.findall(strip_params(spaced)) if w not in _NOT_SIGNIFICANT)
+
+
 def match_names(report_names: list[str], ncu_names: list[str]) -> dict[str, str]:
-    """brrrtui kernel name -> ncu kernel name: exact (spaces aside), then without parameters, then by a
-    base name that only one ncu kernel has."""
+    """brrrtui kernel name -> ncu kernel name: exact (spaces aside), then without parameters, then by
+    signature (namespaces and lambda spelling aside), then by a base name that only one ncu kernel has."""
     full = {normalize_name(n): n for n in ncu_names}
     noparams: dict[str, list[str]] = defaultdict(list)
+    signatures: dict[tuple[str, ...], list[str]] = defaultdict(list)
     bases: dict[str, list[str]] = defaultdict(list)
     for n in ncu_names:
         noparams[strip_params(normalize_name(n))].append(n)
+        signatures[signature(n)].append(n)
         bases[base_name(n)].append(n)
     out = {}
     for r in report_names:
@@ -307,6 +326,8 @@ def match_names(report_names: list[str], ncu_names: list[str]) -> dict[str, str]
             out[r] = full[key]
         elif len(noparams.get(strip_params(key), [])) == 1:
             out[r] = noparams[strip_params(key)][0]
+        elif len(set(signatures.get(signature(r), []))) == 1:
+            out[r] = signatures[signature(r)][0]
         elif len(bases.get(base_name(r), [])) == 1:
             out[r] = bases[base_name(r)][0]
     return out
