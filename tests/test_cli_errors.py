@@ -115,3 +115,14 @@ def test_truncated_recording(tmp_path):
     with open(cut, "r+b") as f:
         f.truncate(os.path.getsize(good) // 3)
     assert_one_line_error(run_brrrtui("report", str(cut)), "damaged")
+
+
+def test_gzipped_recordings_open_and_a_cut_one_fails_cleanly(tmp_path):
+    fixture = os.path.join(os.path.dirname(__file__), "fixtures", "h200_known_regimes.brrr.gz")
+    proc = run_brrrtui("report", "--json", fixture)
+    assert proc.returncode == 0, proc.stderr
+    assert '"name": "NVIDIA H200"' in proc.stdout
+    cut = tmp_path / "cut.brrr.gz"
+    data = open(fixture, "rb").read()
+    cut.write_bytes(data[: len(data) // 2])
+    assert_one_line_error(run_brrrtui("report", str(cut)), "truncated or damaged gzip")
