@@ -54,6 +54,8 @@ def test_drill_line_to_op_120x40(snap_compare, resnet):
     async def run_before(pilot):
         await ready(pilot)
         await pilot.press("tab", "enter", "enter")
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause()  # let the drill-down's messages settle, also on a loaded machine
 
     app = make_app(resnet, None, None)
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
@@ -115,6 +117,8 @@ def test_h200_bert_line_ops_160x48(snap_compare, tmp_path, at_root):
     async def run_before(pilot):
         await ready(pilot)
         await pilot.press("tab", "enter", "enter")
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause()  # let the drill-down's messages settle, also on a loaded machine
 
     app = make_app(h200_recording("h200_bert", tmp_path), None, None)
     assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)

@@ -52,9 +52,16 @@ class Snapshot:
         return self.lines_by_id.get(lid)
 
     def resolve(self, file: str) -> str | None:
-        """The path of a source file on this machine, or None. Relative paths are tried against the
+        """The path of a source file on this machine, or None. A file below the recording's cwd is looked for
+        first below the current directory (a recording copied from the GPU box into a local checkout, or a
+        fixture opened from another clone), then where it was recorded; relative paths are tried against the
         recording's cwd, the script's folder and the trace's folder."""
         if os.path.isabs(file):
+            cwd = self.trace.meta.get("cwd")
+            if isinstance(cwd, str) and file.startswith(cwd.rstrip(os.sep) + os.sep):
+                local = os.path.join(os.getcwd(), os.path.relpath(file, cwd))
+                if os.path.isfile(local):
+                    return local
             return file if os.path.isfile(file) else None
         for d in self.search_dirs:
             p = os.path.join(d, file)
