@@ -2,9 +2,10 @@
 
 Order of preference (`resolve_peaks`):
 
-1. `trace.peaks` when the recorder measured them (source "measured"): a calibration matmul and copy on the very
+1. An override from the user (`--peaks "flops=800e12,bw=4.2e12"` or a dict): they asked for it, so it wins
+   for the fields it names (to judge against the datasheet, or a partitioned / power-capped GPU).
+2. `trace.peaks` when the recorder measured them (source "measured"): a calibration matmul and copy on the very
    device is the truest roof (an H200 reached ~800 of its 989 datasheet bf16 TFLOP/s, ~4.26 of 4.8 TB/s).
-2. An override from the user (`--peaks "flops=800e12,bw=4.2e12"` or a dict), for fields measurement lacks.
 3. The datasheet table below, matched on the device name.
 4. Otherwise every roof is None ("unknown"): regimes then fall back to kernel-name rules (see roofline.py).
 
@@ -131,10 +132,10 @@ def resolve_peaks(trace: Trace, override: str | dict[str, Any] | None = None) ->
     """
     fields = ("tensor_flops_per_s", "fp32_flops_per_s", "bytes_per_s", "l2_bytes")
     layers: list[tuple[str, dict[str, Any]]] = []
-    if trace.peaks is not None and trace.peaks.source == "measured":
-        layers.append(("measured", {f: getattr(trace.peaks, f) for f in fields}))
     if override:
         layers.append(("override", parse_override(override)))
+    if trace.peaks is not None and trace.peaks.source == "measured":
+        layers.append(("measured", {f: getattr(trace.peaks, f) for f in fields}))
     spec = datasheet_spec(trace.device.name)
     if spec is not None:
         layers.append((f"datasheet:{spec.name}", {f: getattr(spec, f) for f in fields}))

@@ -174,8 +174,8 @@ class Recorder:
                 self.windows += 1
                 n_kernels = sum(1 for r in msg.get("gpu", ()) if r[1] == 0)
                 self.kernels += n_kernels
-                first, last, stall_ns = w[4], w[5], w[6]
-                steps = f"steps {first}–{last}" if first >= 0 else "time-based"
+                mode, first, last, stall_ns = w[1], w[4], w[5], w[6]
+                steps = f"steps {first}–{last}" if first >= 0 else "no step" if mode == 0 else "time-based"
                 self.progress(f"window {w[0] + 1}: {steps}, {n_kernels:,} kernels, {len(msg.get('ops', ())):,} ops, "
                               f"stall {stall_ns / 1e6:.0f} ms")  # fmt: skip
                 if self.feed:

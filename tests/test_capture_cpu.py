@@ -70,8 +70,9 @@ def test_recording_holds_every_step_and_the_run_facts(train_recording):
     assert trace.steps.step.tolist() == list(range(40))  # one timestamp per optimizer step, not only windows
     assert np.all(np.diff(trace.steps.t_ns) > 0)
     assert len(trace.windows) >= 2
-    assert set(trace.windows.mode.tolist()) == {0}  # step-aligned windows
-    assert trace.windows.first_step[0] >= 0
+    step_windows = trace.windows.mode == 0  # (a time window may also open during set-up, before any step)
+    assert step_windows.sum() >= 2
+    assert (trace.windows.last_step[step_windows] - trace.windows.first_step[step_windows]).max() == 1
 
 
 def test_operators_and_module_calls_resolve_to_their_exact_line(train_recording):
@@ -126,6 +127,9 @@ def test_time_based_windows_without_an_optimizer(tmp_path):
     assert proc.returncode == 0, proc.stderr
     trace = load_trace(out)
     assert len(trace.windows) >= 1 and set(trace.windows.mode.tolist()) == {1}
+    # a 0.2 s time window closes at the next user statement after its deadline (before the line trace that
+    # finds it, a tight op loop kept it open 1.4-2.9 s)
+    assert (trace.windows.end_ns[0] - trace.windows.start_ns[0]) / 1e9 < 1.0
     assert len(trace.steps) == 0
     links = link(trace)
     tanh = np.nonzero(trace.ops.name == trace.sid("aten::tanh"))[0]

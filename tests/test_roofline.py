@@ -269,16 +269,18 @@ def test_datasheet_figures_are_dense():
     assert datasheet_spec("NVIDIA A100-SXM4-80GB").tensor_flops_per_s == 312e12
 
 
-def test_resolve_peaks_prefers_measured_then_override_then_datasheet():
+def test_resolve_peaks_prefers_override_then_measured_then_datasheet():
     measured = Peaks(800e12, None, 4.26e12, "measured")
     trace = TraceBuilder(peaks=measured).build()
-    p = resolve_peaks(trace, "fp32=50e12,bw=1")
+    p = resolve_peaks(trace, "fp32=50e12,bw=1")  # the user's fields win; the rest come from measurement
     assert (p.tensor_flops_per_s, p.fp32_flops_per_s, p.bytes_per_s, p.source) == (
         800e12,
         50e12,
-        4.26e12,
-        "measured",
+        1.0,
+        "override",
     )
+    p = resolve_peaks(trace)
+    assert (p.tensor_flops_per_s, p.bytes_per_s, p.source) == (800e12, 4.26e12, "measured")
     p = resolve_peaks(TraceBuilder().build(), {"flops": 700e12})
     assert (p.tensor_flops_per_s, p.fp32_flops_per_s, p.bytes_per_s, p.source) == (
         700e12,
