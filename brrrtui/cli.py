@@ -40,6 +40,9 @@ class Parser(argparse.ArgumentParser):
 
 
 def _capture_options(p: argparse.ArgumentParser) -> None:
+    from brrrtui.capture.windows import WindowConfig  # plain Python, no torch
+
+    d = WindowConfig()
     g = p.add_argument_group("capture")
     g.add_argument(
         "--python",
@@ -50,23 +53,24 @@ def _capture_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--duty",
         type=float,
-        default=0.03,
+        default=d.duty,
         metavar="FRACTION",
-        help="share of run time the capture may cost (default 0.03); windows are spaced to fit it",
+        help=f"share of run time the capture may cost (default {d.duty}); windows are spaced to fit it",
     )
     g.add_argument(
         "--window-steps",
         type=int,
-        default=3,
+        default=d.window_steps,
         metavar="N",
-        help="optimizer steps per profiler window (default 3)",
+        help=f"most optimizer steps per profiler window (default {d.window_steps}; fewer when a step makes "
+        f"more than {d.target_events // d.window_steps:,} events)",
     )
     g.add_argument(
         "--min-gap",
         type=float,
-        default=1.0,
+        default=d.min_gap_s,
         metavar="SECONDS",
-        help="at least this long between windows (default 1)",
+        help=f"at least this long between windows (default {d.min_gap_s:g})",
     )
     g.add_argument("--max-windows", type=int, default=0, metavar="N", help="stop capturing after N windows")
     g.add_argument("--no-calibrate", action="store_true",
