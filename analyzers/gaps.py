@@ -347,10 +347,37 @@ def classify_gaps(
         )
         line[missing] = np.where(idx >= 0, sp.line[np.maximum(idx, 0)], NONE)
 
+    # HOST and OTHER gaps: where brrrtui sampled the main thread, the line it was executing most inside the gap
+    # is the line that kept the GPU waiting (a `time.sleep` or a Python loop between torch calls).
+    hostish = (cause == GAP_CAUSE_CODES[GapCause.HOST]) | (cause == GAP_CAUSE_CODES[GapCause.OTHER])
+    sampled = sampled_lines(trace.line_samples, g0, g1, hostish & ~warmup)
+    line = np.where(sampled >= 0, sampled, line)
+
     cols = dict(gaps.columns)
     cols["cause"] = cause
     cols["line"] = line
     return Table(cols)
+
+
+def sampled_lines(samples: Table, g0: np.ndarray, g1: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """For each wanted gap [g0, g1), the line most often sampled inside it (ties: the earliest), else NONE::
+
+    main thread   ...tanh  tanh | time.sleep(0.002) ................ | (w * t).sum()
+    samples                        87   87   87   87   87   87   87     88
+    GPU           [k][k][k]                                              [k]
+                               <--------- gap: HOST, line 87 -------->
+    """
+    out = np.full(len(g0), NONE, dtype=np.int64)
+    if not len(samples) or not wanted.any():
+        return out
+    order = np.argsort(samples.t_ns, kind="stable")
+    t, ln = samples.t_ns[order], samples.line[order].astype(np.int64)
+    lo = np.searchsorted(t, g0, "left")
+    hi = np.searchsorted(t, g1, "left")
+    for i in np.nonzero(wanted & (hi > lo))[0].tolist():
+        values, counts = np.unique(ln[lo[i] : hi[i]], return_counts=True)
+        out[i] = values[np.argmax(counts)]
+    return out
 
 
 def _first_known_line(

@@ -119,6 +119,10 @@ CAPTURE_COST_SCHEMA = {"window": i32, "convert_ns": i64, "cost_ns": i64}
 """What each window cost the run: convert_ns, the time to turn its events into rows (on a background thread);
 cost_ns, stall + conversion + the extra time its steps took, the figure the duty cycle budgets."""
 
+LINE_SAMPLE_SCHEMA = {"window": i32, "line": i32, "t_ns": i64}
+"""Inside windows, the user line the main thread was executing, sampled every few ms (also lines that call no
+torch, such as `time.sleep` or a Python loop): it tells which line the CPU was busy on during a GPU gap."""
+
 STEP_SCHEMA = {"step": i64, "t_ns": i64}
 """One row per optimizer step of the whole run (profiled or not): the time the step finished."""
 
@@ -169,6 +173,7 @@ class Trace:
     meta: dict[str, Any] = field(default_factory=dict)
     source: str = ""  # the file it was loaded from
     capture_costs: Table = field(default_factory=lambda: empty_table(CAPTURE_COST_SCHEMA))
+    line_samples: Table = field(default_factory=lambda: empty_table(LINE_SAMPLE_SCHEMA))
     _ids: dict[str, int] | None = field(default=None, repr=False)
 
     def name(self, sid: int) -> str:

@@ -26,6 +26,7 @@ from analyzers.errors import InputError
 from analyzers.model import (
     CAPTURE_COST_SCHEMA,
     GPU_SCHEMA,
+    LINE_SAMPLE_SCHEMA,
     OP_SCHEMA,
     RUNTIME_SCHEMA,
     SPAN_SCHEMA,
@@ -51,6 +52,7 @@ TABLES: dict[str, dict[str, Any]] = {
     "spans": SPAN_SCHEMA,
     "telemetry": TELEMETRY_SCHEMA,
     "capture_costs": CAPTURE_COST_SCHEMA,
+    "line_samples": LINE_SAMPLE_SCHEMA,
 }
 
 

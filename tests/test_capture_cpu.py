@@ -152,3 +152,20 @@ def test_dataloader_workers_fork_and_spawn(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "fork 2016.0" in proc.stdout and "spawn 2016.0" in proc.stdout
+
+
+def test_a_line_that_calls_no_torch_is_sampled_and_charged_with_the_idle_it_causes(tmp_path):
+    import json as _json
+
+    script = os.path.join(SCRIPTS, "sleepy.py")
+    out = str(tmp_path / "s.brrr")
+    proc = run_brrrtui("record", "-o", out, "--window-steps", "2", "--min-gap", "0", "--duty", "1", script)
+    assert proc.returncode == 0, proc.stderr
+    trace = load_trace(out)
+    sampled = [trace.lines[i].line for i in trace.line_samples.line.tolist()]
+    sleep_line = line_of(script, "sleep")
+    assert len(sampled) > 20 and sampled.count(sleep_line) / len(sampled) > 0.8  # 30 ms of each ~31 ms step
+    report = _json.loads(run_brrrtui("report", "--json", out).stdout)
+    top = report["lines"][0]
+    assert (os.path.basename(top["file"]), top["line"]) == ("sleepy.py", sleep_line)
+    assert top["idle_ns"] > 0 and top["kernels"] == 0

@@ -216,3 +216,18 @@ def test_sync_outside_any_traced_line_stays_unattributed():
     b.window(1_000, 28_000)
     gaps, _, _ = device_gaps(b.build())
     assert rows(gaps) == [(11_000, 13_000, GapCause.SYNC, -1)]  # not charged to line 2, which launched next
+
+
+def test_sampled_lines_pick_the_line_the_cpu_was_executing_in_each_gap():
+    from analyzers.gaps import sampled_lines
+    from analyzers.model import LINE_SAMPLE_SCHEMA, table_from_rows
+
+    samples = table_from_rows(
+        [(0, 7, 100), (0, 9, 150), (0, 9, 160), (0, 7, 170), (0, 9, 180), (0, 3, 400), (0, 5, 900)],
+        LINE_SAMPLE_SCHEMA,
+    )
+    g0 = np.array([90, 390, 500, 850])
+    g1 = np.array([200, 410, 600, 950])
+    wanted = np.array([True, True, True, False])
+    # gap 1: lines 7, 9, 9, 7, 9 -> 9; gap 2: 3; gap 3: no sample; gap 4: not wanted (a SYNC gap, say)
+    assert sampled_lines(samples, g0, g1, wanted).tolist() == [9, 3, -1, -1]

@@ -116,9 +116,10 @@ class Agent:
 
     def on_torch_imported(self, torch: Any) -> None:
         self.torch = torch
-        from brrrtui.capture.lines import LineTable
+        from brrrtui.capture.lines import LineSampler, LineTable
 
         self.lines = LineTable()
+        self.sampler = LineSampler(self.lines, self.is_user_file)
         optimizer = importlib.import_module("torch.optim.optimizer")
         optimizer.register_optimizer_step_post_hook(self._guard(self.on_optimizer_step))
         self._patch_user_profiler_entry_points()
@@ -244,6 +245,7 @@ class Agent:
         self.prof.start()
         self.tagger = LineTagger(self.lines, self.is_user_file)
         self.tagger.__enter__()
+        self.sampler.start()
         self.window_id += 1
         self.window_opened_ns = time.time_ns()
         self.window_first_step = len(self.sched.step_times_ns)
@@ -258,6 +260,7 @@ class Agent:
             self.tagger.__exit__(None, None, None)
         except Exception:  # noqa: BLE001 - the mode stack may have been left unbalanced by the script
             pass
+        samples = self.sampler.stop()
         session, self.prof, self.tagger = self.prof, None, None
         result = session.stop()
         closed_ns = session.stopped_ns or time.time_ns()
@@ -271,13 +274,15 @@ class Agent:
         self.sched.closing()
         if background:
             self.converting = threading.Thread(target=self._guard(self._convert_and_send),
-                                               args=(result, window, max(0, steps)), name="brrrtui-convert",
+                                               args=(result, window, max(0, steps), samples), name="brrrtui-convert",
                                                daemon=True)  # fmt: skip
             self.converting.start()
         else:
-            self._convert_and_send(result, window, max(0, steps))
+            self._convert_and_send(result, window, max(0, steps), samples)
 
-    def _convert_and_send(self, result: Any, window: tuple, steps: int) -> None:
+    def _convert_and_send(
+        self, result: Any, window: tuple, steps: int, samples: list[tuple[int, int]]
+    ) -> None:
         from brrrtui.capture.lines import SPAN_PREFIX
 
         t0 = time.perf_counter_ns()
@@ -294,7 +299,8 @@ class Agent:
             self.device_sent = True
         self.channel.send({
             "type": "batch", "windows": [(*window, n_events)], "strings": self.strings.take_new(),
-            "lines": self.lines.take_new(), "capture_costs": [(window[0], convert_ns, int(cost))], **rows,
+            "lines": self.lines.take_new(), "capture_costs": [(window[0], convert_ns, int(cost))],
+            "line_samples": [(window[0], lid, t) for lid, t in samples], **rows,
         })  # fmt: skip
 
     # ---------------------------------------------------------------- the script's own profiler

@@ -16,6 +16,8 @@ torch's own Python code is not tagged again (nn.Module calls resolve to the line
 from __future__ import annotations
 
 import sys
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -36,18 +38,70 @@ class LineTable:
     def __init__(self) -> None:
         self.ids: dict[tuple[str, int, str], int] = {}
         self.new: list[tuple[int, str, int, str]] = []
+        self.lock = threading.Lock()  # the tagger (main thread) and the sampler thread both intern
 
     def intern(self, file: str, line: int, function: str) -> int:
         key = (file, line, function)
         i = self.ids.get(key)
         if i is None:
-            i = self.ids[key] = len(self.ids)
-            self.new.append((i, file, line, function))
+            with self.lock:
+                i = self.ids.get(key)
+                if i is None:
+                    i = self.ids[key] = len(self.ids)
+                    self.new.append((i, file, line, function))
         return i
 
     def take_new(self) -> list[tuple[int, str, int, str]]:
-        new, self.new = self.new, []
+        with self.lock:
+            new, self.new = self.new, []
         return new
+
+
+class LineSampler:
+    """While a window is open, samples the user line the main thread is executing every `period_s`.
+
+    Spans say which line issued each torch call; they cannot say what the CPU did between calls
+    (`time.sleep`, a Python loop, a data transform), yet that is what leaves the GPU idle. Samples can.
+    Reading another thread's frame needs the GIL, so this runs at most a few hundred times a second and only
+    inside windows."""
+
+    def __init__(self, lines: LineTable, is_user_file: Callable[[str], bool], period_s: float = 0.002):
+        self.lines = lines
+        self.is_user_file = is_user_file
+        self.period_s = period_s
+        self.main_ident = threading.main_thread().ident
+        self.samples: list[tuple[int, int]] = []  # (line id, t_ns)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._user_file: dict[str, bool] = {}
+
+    def start(self) -> None:
+        self.samples = []
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="brrrtui-lines", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> list[tuple[int, int]]:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        return self.samples
+
+    def _run(self) -> None:
+        cache = self._user_file
+        while not self._stop.wait(self.period_s):
+            frame = sys._current_frames().get(self.main_ident)
+            t_ns = time.time_ns()
+            while frame is not None:
+                filename = frame.f_code.co_filename
+                user = cache.get(filename)
+                if user is None:
+                    user = cache[filename] = self.is_user_file(filename)
+                if user:
+                    lid = self.lines.intern(filename, frame.f_lineno, frame.f_code.co_name)
+                    self.samples.append((lid, t_ns))
+                    break
+                frame = frame.f_back
 
 
 class LineTagger(TorchFunctionMode):
