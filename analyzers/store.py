@@ -38,6 +38,7 @@ from analyzers.model import (
     SourceLine,
     Table,
     Trace,
+    empty_table,
 )
 
 FORMAT = "brrrtui-recording"
@@ -165,10 +166,6 @@ def _read_table(db: sqlite3.Connection, table: str, schema: dict[str, Any]) -> T
     return Table({k: columns[k] for k in schema})
 
 
-def _read_table_missing(schema: dict[str, Any]) -> Table:
-    return Table({k: np.empty(0, dtype=t) for k, t in schema.items()})
-
-
 def load_recording(path: str) -> Trace:
     """Read a whole recording (also one still being written, or one whose writer was killed)."""
     try:
@@ -193,9 +190,7 @@ def load_recording(path: str) -> Trace:
             for i, f, n, fn in line_rows:
                 lines[i] = SourceLine(f, n, fn)
             # tables added in later versions of the format may be missing from older recordings
-            tables = {
-                t: _read_table(db, t, s) if t in names else _read_table_missing(s) for t, s in TABLES.items()
-            }
+            tables = {t: _read_table(db, t, s) if t in names else empty_table(s) for t, s in TABLES.items()}
         finally:
             db.close()
     except sqlite3.DatabaseError as e:

@@ -41,7 +41,7 @@ def main() -> int:
     import torch
 
     from analyzers.userfiles import is_user_file
-    from brrrtui.capture.lines import SPAN_PREFIX, LineTable, LineTagger
+    from brrrtui.capture.lines import SPAN_PREFIX, LineTable, LineTagger, UserFrames
     from brrrtui.capture.session import ProfilerSession
     from brrrtui.capture.windows import Interner, convert_events
 
@@ -75,7 +75,7 @@ def main() -> int:
                 torch._C._profiler._ExperimentalConfig(), "",
             )  # fmt: skip
         session.start()
-        mode = LineTagger(LineTable(), is_user_file) if tagger else None
+        mode = LineTagger(LineTable(), UserFrames(is_user_file)) if tagger else None
         if mode:
             mode.__enter__()
         times = [step() for _ in range(args.steps)]

@@ -60,7 +60,6 @@ class Agent:
     def __init__(self, channel: Channel, config: WindowConfig, is_user_file: Callable[[str], bool],
                  calibrate: bool = True):  # fmt: skip
         self.channel = channel
-        self.config = config
         self.is_user_file = is_user_file
         self.calibrate_at_exit = calibrate
         self.sched = Scheduler(config, time.time_ns())
@@ -84,14 +83,14 @@ class Agent:
         self.device_sent = False
         self.dead = False
         self._timer: threading.Thread | None = None
-        self._user_files: dict[str, bool] = {}
+        self.user_frames: Any = None  # UserFrames, once torch is there
         self._armed: list[Any] = []  # user frames whose next line will tick
 
     # ---------------------------------------------------------------- setup
     def install(self) -> None:
         sys.meta_path.insert(0, TorchImportWatcher(self._guard(self.on_torch_imported)))
         if threading.current_thread() is self.main_thread:
-            self.prev_handler = signal.signal(TICK_SIGNAL, self._on_tick_signal)
+            signal.signal(TICK_SIGNAL, self._on_tick_signal)
             self._timer = threading.Thread(target=self._timer_loop, name="brrrtui-timer", daemon=True)
             self._timer.start()
 
@@ -116,10 +115,11 @@ class Agent:
 
     def on_torch_imported(self, torch: Any) -> None:
         self.torch = torch
-        from brrrtui.capture.lines import LineSampler, LineTable
+        from brrrtui.capture.lines import LineSampler, LineTable, UserFrames
 
         self.lines = LineTable()
-        self.sampler = LineSampler(self.lines, self.is_user_file)
+        self.user_frames = UserFrames(self.is_user_file)
+        self.sampler = LineSampler(self.lines, self.user_frames)
         optimizer = importlib.import_module("torch.optim.optimizer")
         optimizer.register_optimizer_step_post_hook(self._guard(self.on_optimizer_step))
         self._patch_user_profiler_entry_points()
@@ -169,9 +169,7 @@ class Agent:
         frame's next line: a tick rarely lands in user code while a window runs (measured: a 0.2 s time window
         on a tight op loop ran 1.4 s waiting for one).
         """
-        user = frame
-        while user is not None and not self._user_frame(user.f_code.co_filename):
-            user = user.f_back
+        user = self.user_frames.innermost(frame)
         if user is None or self._inside_import(user):
             return  # the timer asks again at its next tick
         if user is frame:
@@ -180,7 +178,7 @@ class Agent:
             # Arm every user frame on the stack (the innermost may return before its next line) and every
             # user frame entered from now on; the first user line disarms them all and acts.
             while user is not None:
-                if self._user_frame(user.f_code.co_filename):
+                if self.user_frames.is_user(user.f_code.co_filename):
                     user.f_trace, user.f_trace_lines = self._on_user_line, True
                     self._armed.append(user)
                 user = user.f_back
@@ -188,7 +186,7 @@ class Agent:
 
     def _on_call(self, frame: Any, event: str, arg: Any) -> Any:
         """The global tracer while armed: trace the lines of newly entered user frames, nothing else."""
-        return self._on_user_line if self._user_frame(frame.f_code.co_filename) else None
+        return self._on_user_line if self.user_frames.is_user(frame.f_code.co_filename) else None
 
     def _on_user_line(self, frame: Any, event: str, arg: Any) -> Any:
         if event != "line":
@@ -200,12 +198,6 @@ class Agent:
         frame.f_trace = None
         self._guard(self._tick)()
         return None
-
-    def _user_frame(self, filename: str) -> bool:
-        known = self._user_files.get(filename)
-        if known is None:
-            known = self._user_files[filename] = self.is_user_file(filename)
-        return known
 
     @staticmethod
     def _inside_import(frame: Any) -> bool:
@@ -243,7 +235,7 @@ class Agent:
             self.note("nogpu", "no CUDA GPU: recording CPU ops and source lines only")
         self.prof = ProfilerSession(torch, self.cuda)
         self.prof.start()
-        self.tagger = LineTagger(self.lines, self.is_user_file)
+        self.tagger = LineTagger(self.lines, self.user_frames)
         self.tagger.__enter__()
         self.sampler.start()
         self.window_id += 1

@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import torch
 from torch.overrides import TorchFunctionMode
 
 SPAN_PREFIX = "brrr:"
@@ -30,6 +29,27 @@ try:  # a C++ scope with no Python bookkeeping; ~1 us. Older torch: the public r
     from torch._C._profiler import _RecordFunctionFast as _Scope
 except ImportError:  # pragma: no cover - torch < 2.2
     from torch.profiler import record_function as _Scope  # type: ignore[assignment]
+
+
+class UserFrames:
+    """Finds the innermost frame of the user's own code; remembers the verdict per file (a dict lookup on the
+    hot path of every torch call inside a window). Shared by the tagger, the sampler and the agent's ticks."""
+
+    def __init__(self, is_user_file: Callable[[str], bool]):
+        self.is_user_file = is_user_file
+        self._known: dict[str, bool] = {}
+
+    def is_user(self, filename: str) -> bool:
+        known = self._known.get(filename)
+        if known is None:
+            known = self._known[filename] = self.is_user_file(filename)
+        return known
+
+    def innermost(self, frame: Any) -> Any:
+        """`frame` or its nearest caller in a user file, or None."""
+        while frame is not None and not self.is_user(frame.f_code.co_filename):
+            frame = frame.f_back
+        return frame
 
 
 class LineTable:
@@ -65,15 +85,14 @@ class LineSampler:
     Reading another thread's frame needs the GIL, so this runs at most a few hundred times a second and only
     inside windows."""
 
-    def __init__(self, lines: LineTable, is_user_file: Callable[[str], bool], period_s: float = 0.002):
+    def __init__(self, lines: LineTable, user_frames: UserFrames, period_s: float = 0.002):
         self.lines = lines
-        self.is_user_file = is_user_file
+        self.user_frames = user_frames
         self.period_s = period_s
         self.main_ident = threading.main_thread().ident
         self.samples: list[tuple[int, int]] = []  # (line id, t_ns)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._user_file: dict[str, bool] = {}
 
     def start(self) -> None:
         self.samples = []
@@ -88,48 +107,33 @@ class LineSampler:
         return self.samples
 
     def _run(self) -> None:
-        cache = self._user_file
         while not self._stop.wait(self.period_s):
-            frame = sys._current_frames().get(self.main_ident)
-            t_ns = time.time_ns()
-            while frame is not None:
-                filename = frame.f_code.co_filename
-                user = cache.get(filename)
-                if user is None:
-                    user = cache[filename] = self.is_user_file(filename)
-                if user:
-                    lid = self.lines.intern(filename, frame.f_lineno, frame.f_code.co_name)
-                    self.samples.append((lid, t_ns))
-                    break
-                frame = frame.f_back
+            frame = self.user_frames.innermost(sys._current_frames().get(self.main_ident))
+            if frame is not None:
+                code = frame.f_code
+                self.samples.append(
+                    (self.lines.intern(code.co_filename, frame.f_lineno, code.co_name), time.time_ns())
+                )
 
 
 class LineTagger(TorchFunctionMode):
-    def __init__(self, lines: LineTable, is_user_file: Callable[[str], bool]):
+    def __init__(self, lines: LineTable, user_frames: UserFrames):
         super().__init__()
         self.lines = lines
-        self.is_user_file = is_user_file
-        self._user_file: dict[str, bool] = {}
+        self.user_frames = user_frames
         self._names: dict[tuple[Any, int], str] = {}  # (code object, line) -> "brrr:<id>"
 
     def _scope_name(self) -> str | None:
-        frame = sys._getframe(2)  # skip this method and __torch_function__
-        cache = self._user_file
-        while frame is not None:
-            code = frame.f_code
-            filename = code.co_filename
-            user = cache.get(filename)
-            if user is None:
-                user = cache[filename] = self.is_user_file(filename)
-            if user:
-                key = (code, frame.f_lineno)
-                name = self._names.get(key)
-                if name is None:
-                    lid = self.lines.intern(filename, frame.f_lineno, code.co_name)
-                    name = self._names[key] = f"{SPAN_PREFIX}{lid}"
-                return name
-            frame = frame.f_back
-        return None
+        frame = self.user_frames.innermost(sys._getframe(2))  # skip this method and __torch_function__
+        if frame is None:
+            return None
+        code = frame.f_code
+        key = (code, frame.f_lineno)
+        name = self._names.get(key)
+        if name is None:
+            lid = self.lines.intern(code.co_filename, frame.f_lineno, code.co_name)
+            name = self._names[key] = f"{SPAN_PREFIX}{lid}"
+        return name
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         kwargs = kwargs or {}
@@ -138,7 +142,3 @@ class LineTagger(TorchFunctionMode):
             return func(*args, **kwargs)
         with _Scope(name):
             return func(*args, **kwargs)
-
-
-def torch_function_mode_available() -> bool:
-    return hasattr(torch.overrides, "TorchFunctionMode")

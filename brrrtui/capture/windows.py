@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import time
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -284,7 +283,3 @@ def convert_events(events: Any, window: int, strings: Interner, span_prefix: str
                 strings(_as_json(e.dtypes())), nan,
             ))  # fmt: skip
     return {"gpu": gpu, "runtime": runtime, "ops": ops, "spans": spans}
-
-
-def now_ns() -> int:
-    return time.time_ns()
