@@ -8,6 +8,7 @@ arrives, samples GPU telemetry, and tells a live UI (UI-free itself; see brrrtui
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -93,7 +94,7 @@ class Recorder:
         read_fd, write_fd = os.pipe()
         env = dict(os.environ)
         env["BRRRTUI_FD"] = str(write_fd)
-        env["BRRRTUI_CONFIG"] = _json(asdict(self.spec.window))
+        env["BRRRTUI_CONFIG"] = json.dumps(asdict(self.spec.window))
         env["BRRRTUI_CALIBRATE"] = "1" if self.spec.calibrate else "0"
         if self.spec.capture_output:
             env["PYTHONUNBUFFERED"] = "1"  # so the log pane shows lines as they are printed
@@ -266,9 +267,3 @@ class Recorder:
                 self.writer.close()
                 self.writer = None
         return code
-
-
-def _json(value: Any) -> str:
-    import json
-
-    return json.dumps(value)
