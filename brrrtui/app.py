@@ -8,6 +8,11 @@
   every `poll_s`; a WindowAdded re-reads and re-analyses the recording in a thread worker (one at a time; a
   window that arrives meanwhile triggers one more run), and the new snapshot replaces the old one unless the
   user paused.
+- The kernel stream between windows (StreamAdded, about once a second) is followed without re-reading the
+  recording: at most every `stream_s`, a thread worker polls an `analyzers.store.StreamReader` for the rows
+  added since, keeps the newest `STREAM_TAIL` rows, re-infers their lines (`analyzers.stream.stream_view`,
+  against the analysis it has) and rebuilds the stream pages only. A full analysis resets the reader to where
+  its load ended; a stream update started before it is dropped (the reader re-reads those rows).
 """
 
 from __future__ import annotations
@@ -17,13 +22,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from brrrtui.feed import Exited, Feed, LogLine, StepsAdded, TelemetrySample, WindowAdded
-from brrrtui.render.snapshot import Snapshot, build_snapshot
+from brrrtui.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
+from brrrtui.render.snapshot import Snapshot, build_snapshot, with_stream
 from brrrtui.render.status import RunState
 from brrrtui.screens.confirm_quit import ConfirmQuit
 from brrrtui.screens.help import HelpScreen
@@ -37,6 +43,10 @@ THEME_VARIABLES = {
     "regime-compute": "success",
     "regime-memory": "primary-lighten-1",
     "regime-overhead": "warning",
+    "inferred-compute": "success-darken-2",
+    "inferred-memory": "primary-darken-1",
+    "inferred-overhead": "warning-darken-2",
+    "streamed": "foreground-darken-2",
     "gap-host": "error-muted",
     "gap-sync": "warning-muted",
     "gap-h2d": "primary-muted",
@@ -51,6 +61,16 @@ class SnapshotReady(Message):
     def __init__(self, snapshot: Snapshot) -> None:
         super().__init__()
         self.snapshot = snapshot
+
+
+class StreamReady(Message):
+    """A stream update: `snapshot` None when nothing new arrived (or reading failed: `error`)."""
+
+    def __init__(self, snapshot: Snapshot | None, generation: int, error: str | None = None) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+        self.generation = generation
+        self.error = error
 
 
 class AnalysisFailed(Message):
@@ -77,6 +97,7 @@ class BrrrApp(App):
         analyze: AnalyzeFn | None = None,
         poll_s: float = 0.15,
         clock: Callable[[], float] = time.monotonic,
+        stream_s: float = 1.0,
     ) -> None:
         super().__init__()
         self.path = path
@@ -96,6 +117,15 @@ class BrrrApp(App):
         self._busy = False
         self._again = False
         self._version = 0
+        # following the kernel stream (live mode)
+        self.stream_s = stream_s
+        self.stream_updates = 0  # stream updates applied or pending (tests wait on it)
+        self._latest: Snapshot | None = None  # the newest snapshot, shown or pending
+        self._reader: Any = None  # analyzers.store.StreamReader, positioned where _latest's rows end
+        self._generation = 0  # bumped by every full analysis: older stream updates are dropped
+        self._stream_dirty = False
+        self._stream_busy = False
+        self._stream_error: str | None = None
 
     # ------------------------------------------------------------------ theme
 
@@ -115,6 +145,7 @@ class BrrrApp(App):
         if self.live:
             self.set_interval(self.poll_s, self.drain_feed)
             self.set_interval(1.0, self._tick)
+            self.set_interval(self.stream_s, self._poll_stream)
         if self.path and (not self.live or os.path.exists(self.path)):
             self.request_analysis()
 
@@ -138,6 +169,8 @@ class BrrrApp(App):
             if isinstance(ev, WindowAdded):
                 self._set_state(windows=max(self.state.windows, ev.window + 1))
                 new_window = True
+            elif isinstance(ev, StreamAdded):
+                self._stream_dirty = True
             elif isinstance(ev, StepsAdded):
                 self._set_state(steps=ev.last_step + 1)
             elif isinstance(ev, TelemetrySample):
@@ -172,6 +205,7 @@ class BrrrApp(App):
         try:
             assert self.path is not None
             trace = load_trace(self.path)
+            _keep_stream_tail(trace)
             snap = build_snapshot(analyze(trace), self.script, self._version + 1)
         except InputError as e:
             self.post_message(AnalysisFailed(str(e)))
@@ -185,6 +219,13 @@ class BrrrApp(App):
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
         self._version = message.snapshot.version
         self.analyses += 1
+        self._generation += 1
+        self._latest = message.snapshot
+        if self.live and self.path:
+            from analyzers.store import StreamReader
+
+            tr = message.snapshot.trace
+            self._reader = StreamReader(self.path, tr.stream_total, len(tr.strings) - 1)
         self._finish_analysis()
         if self.state.paused:
             self.pending = message.snapshot
@@ -203,6 +244,60 @@ class BrrrApp(App):
         if self._again:
             self._again = False
             self.request_analysis()
+
+    # ------------------------------------------------------------------ kernel stream (thread worker)
+
+    def _poll_stream(self) -> None:
+        """Every `stream_s`: read what the stream gained, unless nothing did or a worker is already at it (a
+        full analysis reads it too)."""
+        if not self._stream_dirty or self._stream_busy or self._busy:
+            return
+        if self._reader is None or self._latest is None:
+            return
+        self._stream_dirty = False
+        self._stream_busy = True
+        base, reader, gen = self._latest, self._reader, self._generation
+        self.run_worker(lambda: self._follow_stream(base, reader, gen), thread=True, group="stream",
+                        exit_on_error=False)  # fmt: skip
+
+    def _follow_stream(self, base: Snapshot, reader: Any, generation: int) -> None:
+        from analyzers import store
+        from analyzers.model import STREAM_SCHEMA, Table
+
+        tail = store.STREAM_TAIL
+        try:
+            rows, strings = reader.poll(limit=tail)
+            if not len(rows) and not strings:
+                self.post_message(StreamReady(None, generation))
+                return
+            old = base.stream.stream if base.stream is not None else base.trace.stream
+            keep = max(tail - len(rows), 0)
+            old = old.take(np.arange(max(len(old) - keep, 0), len(old)))
+            table = Table.concat([old, rows], STREAM_SCHEMA)
+            names = dict(base.stream_names)
+            n = len(base.trace.strings)
+            names.update((i, s) for i, s in strings if i >= n)
+            snap = with_stream(base, table, reader.rowid, names)
+        except Exception as e:  # noqa: BLE001 - shown once in the log; the next window's analysis reloads it
+            self.post_message(StreamReady(None, generation, f"kernel stream: {type(e).__name__}: {e}"))
+            return
+        self.post_message(StreamReady(snap, generation))
+
+    def on_stream_ready(self, message: StreamReady) -> None:
+        self._stream_busy = False
+        if message.error and message.error != self._stream_error:
+            self._stream_error = message.error
+            self.main.log_pane.add("brrrtui", message.error)
+        snap = message.snapshot
+        if snap is None or message.generation != self._generation:
+            return
+        self.stream_updates += 1
+        self._latest = snap
+        if self.state.paused:
+            self.pending = snap
+        elif self.pending is None:
+            self.snapshot = snap
+            self.main.show_stream(snap)
 
     def _apply(self, snap: Snapshot) -> None:
         first = self.snapshot is None
@@ -283,6 +378,15 @@ class BrrrApp(App):
             self.exit()
 
 
+def _keep_stream_tail(trace: Any) -> None:
+    """Hold at most STREAM_TAIL streamed rows, the newest (a load may have been given a larger tail)."""
+    from analyzers import store
+
+    n, tail = len(trace.stream), store.STREAM_TAIL
+    if n > tail:
+        trace.stream = trace.stream.take(np.arange(n - tail, n))
+
+
 def make_app(
     path: str | None,
     feed: Feed | None = None,
@@ -292,8 +396,11 @@ def make_app(
     analyze: AnalyzeFn | None = None,
     poll_s: float = 0.15,
     clock: Callable[[], float] = time.monotonic,
+    stream_s: float = 1.0,
 ) -> BrrrApp:
     """The app the CLI runs. `on_quit_confirm` is called (on the UI thread) when the user confirms quitting
     while the script still runs, before the app exits; the CLI stops the recorder after `run()` returns
-    anyway. `analyze` replaces `analyzers.analyze.analyze` (tests)."""
-    return BrrrApp(path, feed, script, on_quit_confirm, analyze=analyze, poll_s=poll_s, clock=clock)
+    anyway. `analyze` replaces `analyzers.analyze.analyze` (tests). `stream_s`: the least time between two
+    reads of the kernel stream while it runs."""
+    return BrrrApp(path, feed, script, on_quit_confirm, analyze=analyze, poll_s=poll_s, clock=clock,
+                   stream_s=stream_s)  # fmt: skip

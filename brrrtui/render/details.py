@@ -1,4 +1,5 @@
-"""The details pane's drill-down, as data: summary -> line -> ops -> kernels -> kernel -> gap -> advice.
+"""The details pane's drill-down, as data: summary -> line -> ops -> kernels -> kernel -> gap -> advice; a
+streamed kernel (between windows) -> the window kernel it was matched to and its inferred line.
 
 `describe(snapshot, node)` returns a title, body lines of (text, role) spans and the children one can drill
 into with Enter. Everything is computed on demand from the snapshot's columns (numpy masks over at most the
@@ -47,7 +48,7 @@ CAUSES_BY_CODE = {v: k for k, v in GAP_CAUSE_CODES.items()}
 
 @dataclass(frozen=True)
 class Node:
-    kind: str  # summary | line | op | kname | kernel | gap | finding
+    kind: str  # summary | line | op | kname | kernel | gap | finding | streamed (key: the stream's rowid)
     key: tuple = ()
 
 
@@ -154,6 +155,9 @@ def _line(snap: Snapshot, line_id: int) -> Detail:
     d.body.append([(f"GPU {fmt_ns(t)}{_per(snap)} ({fmt_pct(share)} of GPU time) · {s.kernels} kernels · "
                     f"CPU {fmt_ns(s.cpu_ns)} · idle caused {fmt_ns(s.idle_ns)}", "")])  # fmt: skip
     d.body.append([(f"{r.value} {fmt_ns(s.gpu_ns_by_regime.get(r, 0))}  ", r.value) for r in Regime])
+    streamed = snap.stream_lines.get(line_id)
+    if streamed is not None:
+        d.body.append([(f"streamed: {streamed[0]:,} kernels, {fmt_ns(streamed[1])} (inferred)", "muted")])
     secs = s.gpu_ns / 1e9 if s.gpu_ns else None
     d.body.append([(f"{fmt_flops(s.flops)} ({fmt_flop_rate(s.flops / secs if _finite(s.flops) and secs else None)})"
                     f" · {fmt_bytes(s.bytes)} ({fmt_byte_rate(s.bytes / secs if _finite(s.bytes) and secs else None)})",
@@ -421,6 +425,51 @@ def _gap(snap: Snapshot, row: int) -> Detail:
     return d
 
 
+def _streamed(snap: Snapshot, rowid: int) -> Detail:
+    """A kernel streamed between windows: what CUPTI recorded, and the line and regime inferred for it."""
+    row = snap.stream_row(rowid)
+    if row is None or snap.stream is None:
+        raise KeyError(rowid)
+    view = snap.stream
+    st = view.stream
+    nm = snap.stream_name(int(st.name[row]))
+    d = Detail(_short(nm, 60))
+    wl = snap.stream_lanes.get(int(st.after_window[row]))
+    rel = float(st.start_ns[row] - (wl.start_ns if wl else 0))
+    after = int(st.after_window[row])
+    where = f"streamed after window {after}" if after >= 0 else "streamed before the first window"
+    t = int(view.template_row[row])
+    regime = REGIMES_BY_CODE.get(int(view.regime[row]))
+    if t < 0:
+        d.body.append([("inferred: ", "label"), ("no window has seen this kernel", "streamed")])
+    else:
+        how = "confirmed by the next window" if view.confirmed[row] else "not confirmed by a later window"
+        d.body.append([("inferred: ", "label"), (regime.value if regime else "?", f"{regime.value}-inferred"
+                       if regime else "streamed"), (f" like window {int(snap.trace.gpu.window[t])}'s kernel ({how})",
+                       "")])  # fmt: skip
+    d.body.append([(f"{fmt_ns(float(st.dur_ns[row]))} at +{fmt_ns(rel)} on GPU{st.device[row]} stream "
+                    f"{st.stream[row]} · {where}", "")])  # fmt: skip
+    grid, block = snap.stream_name(int(st.grid[row])), snap.stream_name(int(st.block[row]))
+    if int(st.grid[row]) >= 0 or int(st.block[row]) >= 0:
+        d.body.append([(f"grid [{grid}] block [{block}]", "muted")])
+    if int(st.bytes[row]) > 0:
+        d.body.append([(f"{fmt_bytes(float(st.bytes[row]))} moved", "muted")])
+    lid = int(view.line[row])
+    line = snap.lines_by_id[lid].line if lid in snap.lines_by_id else None
+    if line is None and 0 <= lid < len(snap.trace.lines):
+        line = snap.trace.lines[lid]
+    if line is not None:
+        d.body.append([("line ", "label"), (display_path(snap, line), "path"), (" (inferred)", "muted")])
+        if lid in snap.lines_by_id:
+            d.children.append((f"line {display_path(snap, line)} (inferred)", Node("line", (lid,))))
+    elif t >= 0:
+        d.body.append([("line: ", "label"), ("the matched window kernel has no line", "muted")])
+    d.body.append([(nm, "muted")])
+    if t >= 0:
+        d.children.append((f"matched window kernel: {_short(snap.kernel_name(t), 60)}", Node("kernel", (t,))))
+    return d
+
+
 def _finding(snap: Snapshot, index: int) -> Detail:
     f = snap.findings[index]
     d = Detail(f"finding: {f.kind}")
@@ -448,4 +497,5 @@ _DESCRIBE = {
     "kernel": _kernel,
     "gap": _gap,
     "finding": _finding,
+    "streamed": _streamed,
 }

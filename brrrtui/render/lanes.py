@@ -1,8 +1,14 @@
-"""The timeline's lanes for one capture window: one per GPU stream, one per CPU thread.
+"""The timeline's pages and their lanes.
 
-GPU lanes hold kernels, copies and memsets classed by regime, over the GPU-idle gaps classed by cause. CPU
-lanes hold each thread's top-level operators; an operator that waited for the GPU (a synchronising runtime
-call somewhere inside it: `.item()`, `.cpu()`, `cudaStreamSynchronize`) is classed apart.
+A page is a capture window or the kernels streamed between two windows (`PageKey`), in time order::
+
+    stream before window 0 | window 0 | stream after 0 | window 1 | stream after 1 | ...
+
+A window page has one lane per GPU stream and one per CPU thread. GPU lanes hold kernels, copies and memsets
+classed by regime, over the GPU-idle gaps classed by cause. CPU lanes hold each thread's top-level operators;
+an operator that waited for the GPU (a synchronising runtime call somewhere inside it: `.item()`, `.cpu()`,
+`cudaStreamSynchronize`) is classed apart. A stream page has GPU lanes only, no gaps: each streamed kernel is
+classed by the regime inferred for it (analyzers.stream), or as "streamed" when no window has seen it.
 """
 
 from __future__ import annotations
@@ -13,15 +19,19 @@ import numpy as np
 
 from analyzers.model import Trace
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Analysis, GapCause, Regime
+from analyzers.stream import Segment, StreamView
 from brrrtui.render.timeline import IntervalIndex
 
 CPU_OP = 10
 CPU_SYNC = 11
+INFERRED = 20  # + regime code: a streamed kernel whose regime is inferred from a window
+STREAMED = 30  # a streamed kernel no window has seen
 
-ITEM_ROLES: dict[int, str] = {REGIME_CODES[r]: r.value for r in Regime} | {
-    CPU_OP: "cpu",
-    CPU_SYNC: "cpu-sync",
-}
+ITEM_ROLES: dict[int, str] = (
+    {REGIME_CODES[r]: r.value for r in Regime}
+    | {CPU_OP: "cpu", CPU_SYNC: "cpu-sync", STREAMED: "streamed"}
+    | {INFERRED + REGIME_CODES[r]: f"{r.value}-inferred" for r in Regime}
+)
 GAP_ROLES: dict[int, str] = {code: f"gap-{cause.value}" for cause, code in GAP_CAUSE_CODES.items()}
 GAP_LETTERS: dict[GapCause, str] = {
     GapCause.HOST: "H",
@@ -35,25 +45,39 @@ GAP_LABELS: dict[int, str] = {GAP_CAUSE_CODES[c]: letter for c, letter in GAP_LE
 _SYNC_WORDS = ("Synchronize", "cudaMemcpy2D", "cuMemcpyDtoH", "cuMemcpyHtoD")
 
 
+@dataclass(frozen=True, order=True)
+class PageKey:
+    """A page of the timeline: capture window `window`, or (`stream`) the kernels streamed after it
+    (window NONE: before the first window). Sorting keys puts the pages in time order."""
+
+    window: int
+    stream: bool = False
+
+
 @dataclass(frozen=True)
 class Lane:
     key: str  # "gpu:<device>:<stream>" | "cpu:<tid>"
     label: str
-    kind: str  # "gpu" | "cpu"
-    items: IntervalIndex  # rows: gpu rows (gpu lanes) or op rows (cpu lanes)
+    kind: str  # "gpu" | "cpu" | "stream"
+    items: IntervalIndex  # rows: gpu rows (gpu lanes), op rows (cpu lanes) or stream rows (stream lanes)
     gaps: IntervalIndex  # rows: rows of Analysis.gaps
 
 
 @dataclass(frozen=True)
 class WindowLanes:
-    window: int
+    window: int  # the capture window, or the one the streamed kernels came after (stream pages)
     start_ns: int
     end_ns: int
     lanes: tuple[Lane, ...]
+    stream: bool = False  # a page of streamed kernels
 
     @property
     def extent_ns(self) -> float:
         return float(max(self.end_ns - self.start_ns, 1))
+
+    @property
+    def key(self) -> PageKey:
+        return PageKey(self.window, self.stream)
 
 
 def window_ids(trace: Trace) -> list[int]:
@@ -161,14 +185,36 @@ def build_lanes(analysis: Analysis, window: int) -> WindowLanes:
     return WindowLanes(window, w0, w1, tuple(lanes))
 
 
+def stream_classes(view: StreamView, rows: np.ndarray) -> np.ndarray:
+    """Timeline class per stream row: INFERRED + the inferred regime code, or STREAMED when unmatched."""
+    regime = view.regime[rows].astype(np.int64)
+    return np.where(regime >= 0, INFERRED + regime, STREAMED)
+
+
+def build_stream_lanes(view: StreamView, segment: Segment) -> WindowLanes:
+    """A stream page: one lane per GPU stream, items are rows of `view.stream`."""
+    st, rows = view.stream, segment.rows
+    w0 = segment.start_ns
+    lanes: list[Lane] = []
+    dev, sid = st.device[rows], st.stream[rows]
+    keys = sorted({(int(d), int(s)) for d, s in zip(dev.tolist(), sid.tolist(), strict=True)})
+    for device, stream in keys:
+        r = rows[(dev == device) & (sid == stream)]
+        items = IntervalIndex.build(
+            st.start_ns[r], st.start_ns[r] + st.dur_ns[r], stream_classes(view, r), r, w0
+        )
+        label = f"GPU{device} s{stream}" if len(keys) < 10 else f"{device}:{stream}"
+        lanes.append(Lane(f"gpu:{device}:{stream}", label, "stream", items, IntervalIndex.empty(w0)))
+    return WindowLanes(segment.after_window, w0, max(segment.end_ns, w0 + 1), tuple(lanes), stream=True)
+
+
 def locate(wl: WindowLanes, kind: str, row: int, start_ns: int) -> tuple[int, int] | None:
-    """(lane index, position in the lane) of a gpu row (kind "gpu"), op row ("cpu") or gap row ("gap")."""
+    """(lane index, position in the lane) of a gpu row (kind "gpu"), op row ("cpu"), gap row ("gap") or
+    stream row ("stream")."""
     t = float(start_ns - wl.start_ns)
     for li, lane in enumerate(wl.lanes):
         idx = lane.gaps if kind == "gap" else lane.items
-        if (kind == "cpu") != (lane.kind == "cpu") and kind != "gap":
-            continue
-        if kind == "gap" and lane.kind != "gpu":
+        if lane.kind != ("gpu" if kind == "gap" else kind):
             continue
         k = int(np.searchsorted(idx.start, t, "left"))
         while k < len(idx) and idx.start[k] == t:

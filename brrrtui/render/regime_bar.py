@@ -28,13 +28,17 @@ def split_cells(fractions: list[float], cells: int) -> list[int]:
 
 
 def regime_bar(
-    label: str, b: Breakdown | None, cells: int, corrected_overhead: float | None = None
+    label: str,
+    b: Breakdown | None,
+    cells: int,
+    corrected_overhead: float | None = None,
+    placeholder: str = "waiting for the first window",
 ) -> list[Span]:
-    """`label` then a bar of `cells` cells then the three percentages. None -> a placeholder."""
+    """`label` then a bar of `cells` cells then the three percentages. None -> `placeholder`."""
     spans: list[Span] = [(label + " ", "label")]
     if b is None or b.span_ns <= 0:
         spans.append(("·" * cells, "muted"))
-        spans.append((" waiting for the first window", "muted"))
+        spans.append((" " + placeholder, "muted"))
         return spans
     regimes = [Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD]
     parts = split_cells([b.fraction(r) for r in regimes], cells)

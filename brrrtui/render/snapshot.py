@@ -1,20 +1,23 @@
 """Everything the screens draw from, built once per analysis off the UI thread.
 
 The UI never reads a live object: a `Snapshot` is immutable once built, and "pause" just means the app keeps
-showing the one it has.
+showing the one it has. The kernel stream between windows moves faster than the windows: `with_stream`
+derives a new snapshot that shares the analysis and replaces only the stream's rows, view and pages.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from analyzers.model import SourceLine, Trace
+from analyzers.model import SourceLine, Table, Trace
 from analyzers.results import Analysis, Finding, KernelStat, LineStat
+from analyzers.stream import StreamView, stream_view
 from analyzers.userfiles import is_user_file
-from brrrtui.render.lanes import WindowLanes, build_lanes, window_ids
+from brrrtui.render.lanes import PageKey, WindowLanes, build_lanes, build_stream_lanes, window_ids
 
 
 @dataclass
@@ -35,6 +38,12 @@ class Snapshot:
     version: int = 0
     cpu_only: bool = False  # the analysis holds no GPU work
     search_dirs: tuple[str, ...] = field(default=())
+    # the kernel stream between windows (lines and regimes inferred); None: the trace has none
+    stream: StreamView | None = None
+    stream_lanes: dict[int, WindowLanes] = field(default_factory=dict)  # after_window -> its page
+    stream_names: dict[int, str] = field(default_factory=dict)  # strings newer than the analysed trace's
+    stream_lines: dict[int, tuple[int, int]] = field(default_factory=dict)  # line id -> (kernels, GPU ns)
+    pages: list[PageKey] = field(default_factory=list)  # windows and stream pages, in time order
 
     @property
     def trace(self) -> Trace:
@@ -43,6 +52,37 @@ class Snapshot:
     @property
     def latest_window(self) -> int | None:
         return self.windows[-1] if self.windows else None
+
+    @property
+    def latest_page(self) -> PageKey | None:
+        return self.pages[-1] if self.pages else None
+
+    @property
+    def default_page(self) -> PageKey | None:
+        """The page to open on when not following: the newest capture window (else the newest page)."""
+        return PageKey(self.windows[-1]) if self.windows else self.latest_page
+
+    def page_lanes(self, page: PageKey | None) -> WindowLanes | None:
+        if page is None:
+            return None
+        return self.stream_lanes.get(page.window) if page.stream else self.lanes.get(page.window)
+
+    def stream_name(self, sid: int) -> str:
+        """The name of a streamed kernel (its string may be newer than the analysed trace)."""
+        strings = self.trace.strings
+        return strings[sid] if 0 <= sid < len(strings) else self.stream_names.get(sid, "?")
+
+    def stream_rowid(self, row: int) -> int:
+        """The recording's rowid of a row of `stream.stream` (the rows held are the newest, contiguous)."""
+        assert self.stream is not None
+        return self.stream.total_rows - len(self.stream.stream) + 1 + row
+
+    def stream_row(self, rowid: int) -> int | None:
+        """The row of `stream.stream` holding a rowid; None when it is not (or no longer) held."""
+        if self.stream is None:
+            return None
+        row = rowid - (self.stream.total_rows - len(self.stream.stream) + 1)
+        return row if 0 <= row < len(self.stream.stream) else None
 
     def kernel_name(self, row: int) -> str:
         return self.trace.name(int(self.trace.gpu.name[row]))
@@ -97,7 +137,7 @@ def build_snapshot(analysis: Analysis, script: str | None = None, version: int =
     if trace.source:
         dirs.append(os.path.dirname(os.path.abspath(trace.source)))
     dirs.append(os.getcwd())
-    return Snapshot(
+    snap = Snapshot(
         analysis=analysis,
         windows=windows,
         lanes=lanes,
@@ -112,4 +152,35 @@ def build_snapshot(analysis: Analysis, script: str | None = None, version: int =
         version=version,
         cpu_only=cpu_only,
         search_dirs=tuple(dict.fromkeys(dirs)),
+        pages=[PageKey(w) for w in windows],
+    )
+    if len(trace.stream):
+        snap = with_stream(snap, trace.stream, trace.stream_total)
+    return snap
+
+
+def with_stream(
+    snap: Snapshot, rows: Table, total_rows: int, names: dict[int, str] | None = None
+) -> Snapshot:
+    """`snap` with the stream replaced by `rows` (the newest of the recording's `total_rows`): lines and
+    regimes re-inferred, stream pages rebuilt; the analysis, windows and window pages are shared."""
+    view = stream_view(snap.analysis, rows, total_rows)
+    stream_lanes = {seg.after_window: build_stream_lanes(view, seg) for seg in view.segments}
+    pages = sorted([PageKey(w) for w in snap.windows] + [PageKey(w, True) for w in stream_lanes])
+    known = view.line >= 0
+    stream_lines: dict[int, tuple[int, int]] = {}
+    if known.any():
+        ids, inv, counts = np.unique(view.line[known], return_inverse=True, return_counts=True)
+        ns = np.bincount(inv.ravel(), weights=rows.dur_ns[known], minlength=len(ids))
+        stream_lines = {
+            int(i): (int(c), int(t))
+            for i, c, t in zip(ids.tolist(), counts.tolist(), ns.tolist(), strict=True)
+        }
+    return dataclasses.replace(
+        snap,
+        stream=view,
+        stream_lanes=stream_lanes,
+        stream_names=dict(names if names is not None else snap.stream_names),
+        stream_lines=stream_lines,
+        pages=pages,
     )

@@ -125,6 +125,15 @@ class MainScreen(Screen):
         else:
             self.query_one(Telemetry).mem_total = tr.device.total_memory_bytes
 
+    def show_stream(self, snap: Snapshot) -> None:
+        """A snapshot that differs from the shown one only in its kernel stream: redraw the timeline (following
+        the newest page if it was on the newest page) and the details; the other panes keep theirs."""
+        tl = self.timeline
+        follow = tl.on_latest_page
+        self.snapshot = snap
+        tl.set_snapshot(snap, follow)
+        self.details.set_snapshot(snap)
+
     def _update_regimes(self) -> None:
         snap = self.snapshot
         if snap is None:
@@ -132,10 +141,13 @@ class MainScreen(Screen):
         w = self.timeline.window
         wb = snap.analysis.window_breakdowns.get(w) if w is not None else None
         k = snap.windows.index(w) + 1 if w in snap.windows else 0
+        page = self.timeline.page
+        stream = page is not None and page.stream
         self.query_one(RegimeBars).set_breakdowns(
-            (f"window {k}", wb) if wb is not None else None,
+            ("stream", None) if stream else (f"window {k}", wb) if wb is not None else None,
             snap.analysis.breakdown,
             snap.analysis.overhead.corrected_overhead_fraction,
+            "regimes inferred per kernel, no breakdown" if stream else None,
         )
 
     # ------------------------------------------------------------------ pane messages
@@ -224,10 +236,12 @@ class MainScreen(Screen):
             return
         pane = self.focused_pane()
         node = self.details.node if pane == "details" else None
-        if pane == "timeline" or (node is not None and node.kind in ("kernel", "gap")):
+        if pane == "timeline" or (node is not None and node.kind in ("kernel", "gap", "streamed")):
             sel = self.timeline.selection
             row = node.key[0] if node is not None else (sel.row if sel else None)
             kind = node.kind if node is not None else (sel.kind if sel else None)
+            if node is None and kind == "streamed" and row is not None:
+                row = snap.stream_rowid(row)  # a selection holds a stream row, a node its rowid
             line = self._line_of(kind, row)
             if line is None:
                 self.notify("No source line is known for this item.", timeout=2)
@@ -279,6 +293,9 @@ class MainScreen(Screen):
             lid = int(links.op_line[row])
         elif kind == "gap":
             lid = int(snap.analysis.gaps.line[row])
+        elif kind == "streamed":  # row: the stream's rowid; its line is inferred
+            r = snap.stream_row(row)
+            lid = int(snap.stream.line[r]) if r is not None and snap.stream is not None else -1
         else:
             return None
         return lid if lid >= 0 else None

@@ -10,6 +10,7 @@ from rich.text import Text
 # Every role a renderer in brrrtui.render may emit. app.tcss styles `.role--<name>`.
 ROLES = (
     "compute", "memory", "overhead", "other", "cpu", "cpu-sync",
+    "compute-inferred", "memory-inferred", "overhead-inferred", "streamed",
     "gap-host", "gap-sync", "gap-h2d", "gap-data", "gap-other", "gap-label", "idle",
     "selected", "selected-gap", "cursor", "cursor-col", "axis", "lane-label", "lane-label-current",
     "title", "name", "label", "muted", "value", "spark", "path", "advice",

@@ -15,13 +15,16 @@ class RegimeBars(RoleStyles, Widget):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.window: tuple[str, Breakdown] | None = None
+        self.window: tuple[str, Breakdown | None] | None = None
         self.run: Breakdown | None = None
         self.corrected: float | None = None
+        self.placeholder = "waiting for the first window"
 
-    def set_breakdowns(self, window: tuple[str, Breakdown] | None, run: Breakdown | None,
-                       corrected_overhead: float | None) -> None:  # fmt: skip
+    def set_breakdowns(self, window: tuple[str, Breakdown | None] | None, run: Breakdown | None,
+                       corrected_overhead: float | None, placeholder: str | None = None) -> None:  # fmt: skip
+        """`placeholder`: what the window bar says when it has no breakdown."""
         self.window, self.run, self.corrected = window, run, corrected_overhead
+        self.placeholder = placeholder or "waiting for the first window"
         self.refresh()
 
     def render(self) -> Text:
@@ -31,8 +34,8 @@ class RegimeBars(RoleStyles, Widget):
         label, wb = self.window if self.window else ("window", None)
 
         def bar(label: str, b: Breakdown | None, room: int, corrected: float | None = None) -> list:
-            fixed = sum(len(t) for t, _ in regime_bar(label, b, 0, corrected))
-            return regime_bar(label, b, max(6, min(60, room - fixed)), corrected)
+            fixed = sum(len(t) for t, _ in regime_bar(label, b, 0, corrected, self.placeholder))
+            return regime_bar(label, b, max(6, min(60, room - fixed)), corrected, self.placeholder)
 
         if not two:
             return self.spans_text(bar(f"{label:<9}", wb, w))

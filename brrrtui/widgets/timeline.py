@@ -1,8 +1,9 @@
 """The timeline: a lane per GPU stream and CPU thread, drawn with the Line API from brrrtui.render.timeline.
 
 Only the visible window is ever binned (O(width · log n) per lane), so a key press costs the same at ten
-thousand and a million kernels. The widget keeps the view state (window, zoom, cursor, lane) and posts
-`Selected` when the cursor lands on a different kernel, op or gap.
+thousand and a million kernels. The widget keeps the view state (page, zoom, cursor, lane) and posts
+`Selected` when the cursor lands on a different kernel, op, gap or streamed kernel. Its pages are the capture
+windows and, between them, the kernels streamed after each (brrrtui.render.lanes.PageKey).
 """
 
 from __future__ import annotations
@@ -20,20 +21,21 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from brrrtui.render.details import Node
-from brrrtui.render.lanes import GAP_LABELS, GAP_ROLES, ITEM_ROLES, Lane, WindowLanes
+from brrrtui.render.lanes import GAP_LABELS, GAP_ROLES, ITEM_ROLES, Lane, PageKey, WindowLanes
 from brrrtui.render.snapshot import Snapshot
 from brrrtui.render.timeline import Cell, View, axis_text, bin_index, lane_cells, neighbour, pick
 from brrrtui.render.units import fmt_ns
 from brrrtui.widgets._roles import ROLE_CLASSES, RoleStyles
 
 LABEL_W = 9
+_ITEM_KIND = {"gpu": "kernel", "cpu": "op", "stream": "streamed"}  # lane kind -> Selection kind of its items
 
 
 @dataclass(frozen=True)
 class Selection:
-    kind: str  # "kernel" | "op" | "gap"
-    row: int
-    start: float  # ns relative to the window start
+    kind: str  # "kernel" | "op" | "gap" | "streamed"
+    row: int  # gpu, op, gap or stream row (of the snapshot's stream table)
+    start: float  # ns relative to the page start
     end: float
 
 
@@ -52,9 +54,19 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
         Binding("0", "fit", "Fit the window", show=False),
         Binding("left_square_bracket", "item(-1)", "Previous kernel or gap", show=False, key_display="["),
         Binding("right_square_bracket", "item(1)", "Next kernel or gap", show=False, key_display="]"),
-        Binding("comma,less_than_sign", "window(-1)", "Previous capture window", show=False, key_display=","),
         Binding(
-            "full_stop,greater_than_sign", "window(1)", "Next capture window", show=False, key_display="."
+            "comma,less_than_sign",
+            "window(-1)",
+            "Previous page (window or stream)",
+            show=False,
+            key_display=",",
+        ),
+        Binding(
+            "full_stop,greater_than_sign",
+            "window(1)",
+            "Next page (window or stream)",
+            show=False,
+            key_display=".",
         ),
         Binding("home", "edge(0)", "Start of the window", show=False),
         Binding("end", "edge(1)", "End of the window", show=False),
@@ -75,7 +87,7 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.snapshot: Snapshot | None = None
-        self.window: int | None = None
+        self.page: PageKey | None = None
         self.view = View.fit(1.0, 1)
         self.lane = 0
         self.selection: Selection | None = None
@@ -86,27 +98,45 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
     # ------------------------------------------------------------------ data
 
     @property
+    def window(self) -> int | None:
+        """The capture window shown; None on a stream page (or before the first snapshot)."""
+        return self.page.window if self.page is not None and not self.page.stream else None
+
+    @property
     def lanes(self) -> WindowLanes | None:
-        if self.snapshot is None or self.window is None:
+        if self.snapshot is None:
             return None
-        return self.snapshot.lanes.get(self.window)
+        return self.snapshot.page_lanes(self.page)
+
+    @property
+    def on_latest_page(self) -> bool:
+        return self.snapshot is not None and self.page == self.snapshot.latest_page
 
     def set_snapshot(self, snap: Snapshot, follow: bool) -> None:
-        """Show a new snapshot. `follow`: jump to its newest window; otherwise stay where we are."""
+        """Show a new snapshot. `follow`: jump to its newest page; otherwise stay where we are."""
         first = self.snapshot is None
+        old = self.lanes
         self.snapshot = snap
-        if follow or first or self.window not in snap.lanes:
-            new = snap.latest_window if (follow or self.window not in snap.lanes) else self.window
-            if new != self.window or first:
-                self._show_window(new)
-        else:
-            wl = self.lanes
-            if wl is not None:
+        gone = snap.page_lanes(self.page) is None
+        if follow or first or gone:
+            new = snap.latest_page if follow else snap.default_page if gone else self.page
+            if new != self.page or first:
+                self._show_page(new)
+                self._refresh_all()
+                return
+        wl = self.lanes
+        if wl is not None:
+            if old is not None and self.view.span >= self.view.extent:  # fitted: stay fitted as it grows
+                self.view = View.fit(wl.extent_ns, self._track_width())
+            else:
                 self.view = self.view.with_extent(wl.extent_ns)
+            if old is not None and old.stream and old is not wl:  # stream rows moved: select afresh
+                self.lane = min(self.lane, max(len(wl.lanes) - 1, 0))
+                self._select_at_cursor()
         self._refresh_all()
 
-    def _show_window(self, window: int | None) -> None:
-        self.window = window
+    def _show_page(self, page: PageKey | None) -> None:
+        self.page = page
         wl = self.lanes
         self.view = View.fit(wl.extent_ns if wl else 1.0, self._track_width())
         self.lane = min(self.lane, max(len(wl.lanes) - 1, 0)) if wl else 0
@@ -164,12 +194,13 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
             self.scroll_to(y=self.lane - self.size.height + 2, animate=False, immediate=True)
 
     def action_window(self, step: int) -> None:
+        """`,`/`.`: the previous/next page (a capture window or the kernels streamed between two)."""
         snap = self.snapshot
-        if snap is None or not snap.windows or self.window is None:
+        if snap is None or not snap.pages or self.page is None:
             return
-        k = snap.windows.index(self.window) if self.window in snap.windows else len(snap.windows) - 1
-        k = min(max(k + step, 0), len(snap.windows) - 1)
-        self._show_window(snap.windows[k])
+        k = snap.pages.index(self.page) if self.page in snap.pages else len(snap.pages) - 1
+        k = min(max(k + step, 0), len(snap.pages) - 1)
+        self._show_page(snap.pages[k])
         self._post_selection()
         self._refresh_all()
 
@@ -182,9 +213,7 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
         cands = []
         k = neighbour(lane.items, t, direction)
         if k is not None:
-            cands.append(
-                (float(lane.items.start[k]), "op" if lane.kind == "cpu" else "kernel", lane.items, k)
-            )
+            cands.append((float(lane.items.start[k]), _ITEM_KIND[lane.kind], lane.items, k))
         k = neighbour(lane.gaps, t, direction)
         if k is not None:
             cands.append((float(lane.gaps.start[k]), "gap", lane.gaps, k))
@@ -213,6 +242,8 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
         if s.kind == "gap":
             return Node("gap", (s.row,))
         snap = self.snapshot
+        if s.kind == "streamed":  # keyed by rowid: rows move as the stream's tail moves
+            return Node("streamed", (snap.stream_rowid(s.row),)) if snap is not None else None
         if snap is not None:  # a CPU op: its line
             lid = int(snap.analysis.links.op_line[s.row])
             if lid in snap.lines_by_id:
@@ -220,23 +251,29 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
         return None
 
     def go_to(self, kind: str, row: int) -> bool:
-        """Select a gpu row ("kernel") or gap row ("gap") and bring it into view; False if not in any window."""
+        """Select a gpu row ("kernel"), gap row ("gap") or stream row ("streamed") and bring it into view;
+        False if no page holds it."""
         from brrrtui.render.lanes import locate
 
         snap = self.snapshot
         if snap is None:
             return False
         if kind == "kernel":
-            window, start = int(snap.trace.gpu.window[row]), int(snap.trace.gpu.start_ns[row])
+            page, start = PageKey(int(snap.trace.gpu.window[row])), int(snap.trace.gpu.start_ns[row])
+        elif kind == "gap":
+            page, start = PageKey(int(snap.analysis.gaps.window[row])), int(snap.analysis.gaps.start_ns[row])
         else:
-            window, start = int(snap.analysis.gaps.window[row]), int(snap.analysis.gaps.start_ns[row])
-        if window != self.window:
-            if window not in snap.lanes:
+            if snap.stream is None:
                 return False
-            self._show_window(window)
+            st = snap.stream.stream
+            page, start = PageKey(int(st.after_window[row]), True), int(st.start_ns[row])
+        if page != self.page:
+            if snap.page_lanes(page) is None:
+                return False
+            self._show_page(page)
         wl = self.lanes
         assert wl is not None
-        found = locate(wl, "gpu" if kind == "kernel" else "gap", row, start)
+        found = locate(wl, {"kernel": "gpu", "gap": "gap", "streamed": "stream"}[kind], row, start)
         if found is None:
             return False
         self.lane, k = found
@@ -276,7 +313,7 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
         t = self.view.cursor_t
         k = pick(lane.items, a, b, t)
         if k is not None:
-            kind = "op" if lane.kind == "cpu" else "kernel"
+            kind = _ITEM_KIND[lane.kind]
             self._select(
                 Selection(kind, int(lane.items.rows[k]), float(lane.items.start[k]), float(lane.items.end[k]))
             )
@@ -308,17 +345,41 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
         n = len(snap.windows)
         k = snap.windows.index(wl.window) + 1 if wl.window in snap.windows else n
         v = self.view
+        view = f"{fmt_ns(wl.extent_ns)} · view +{fmt_ns(v.t0)}…+{fmt_ns(v.t1)} · zoom ×{v.zoom:.0f}"
+        if wl.stream:
+            self.border_title = f"timeline · {self._stream_page_title(snap, wl)} · {view}"
+            self.border_subtitle = escape(self.selection_text())
+            return
         steps = ""
         w = snap.trace.windows
         rows = (w.window == wl.window).nonzero()[0]
         if len(rows) and int(w.first_step[rows[0]]) >= 0:
             first, last = int(w.first_step[rows[0]]), int(w.last_step[rows[0]])
             steps = f" · step {first}" if first == last else f" · steps {first}–{last}"
-        self.border_title = (
-            f"timeline · window {k}/{n}{steps} · {fmt_ns(wl.extent_ns)} · view +{fmt_ns(v.t0)}…+{fmt_ns(v.t1)} "
-            f"· zoom ×{v.zoom:.0f}"
-        )
+        self.border_title = f"timeline · window {k}/{n}{steps} · {view}"
         self.border_subtitle = escape(self.selection_text())
+
+    @staticmethod
+    def _stream_page_title(snap: Snapshot, wl: WindowLanes) -> str:
+        """The title of a stream page: stream after window 3 · 12,345 kernels · lines inferred (87% matched)."""
+        where = (
+            f"after window {snap.windows.index(wl.window) + 1}"
+            if wl.window in snap.windows
+            else "before the first window"
+            if wl.window < 0
+            else f"after window {wl.window + 1}"
+        )
+        count = sum(len(lane.items) for lane in wl.lanes)
+        view = snap.stream
+        matched = 0
+        if view is not None and count:
+            rows = [lane.items.rows for lane in wl.lanes]
+            matched = sum(int((view.template_row[r] >= 0).sum()) for r in rows)
+        share = 100 * matched / count if count else None
+        pct = (
+            "–" if share is None else f"{share:.0f}%" if share < 99.5 or matched == count else f"{share:.1f}%"
+        )
+        return f"stream {where} · {count:,} kernels · lines inferred ({pct} matched)"
 
     def selection_text(self) -> str:
         s, snap = self.selection, self.snapshot
@@ -331,6 +392,14 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
             regime = REGIMES_BY_CODE.get(int(snap.analysis.kernel_regime[s.row]))
             name = snap.kernel_name(s.row)
             return f"{name[:60]} · {dur} · {regime.value if regime else '?'} · +{fmt_ns(s.start)}"
+        if s.kind == "streamed" and snap.stream is not None:
+            from analyzers.results import REGIMES_BY_CODE
+
+            st = snap.stream
+            regime = REGIMES_BY_CODE.get(int(st.regime[s.row]))
+            name = snap.stream_name(int(st.stream.name[s.row]))
+            verdict = f"{regime.value} (inferred)" if regime else "no window has seen it"
+            return f"{name[:60]} · {dur} · {verdict} · +{fmt_ns(s.start)}"
         if s.kind == "gap":
             from brrrtui.render.details import CAUSES_BY_CODE
 
@@ -362,7 +431,7 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
     def _all_cells(self) -> list[list[Cell]]:
         wl = self.lanes
         v = self.view
-        key = (id(self.snapshot), self.window, v.t0, v.span, v.width)
+        key = (id(self.snapshot), self.page, v.t0, v.span, v.width)
         if key != self._cells_key:
             out = []
             for lane in wl.lanes if wl else ():
