@@ -16,11 +16,21 @@ JSON schema 1 (`brrrtui report --json`). Times in ns, rates per second, unknown 
       "kernels": [{"name": str, "calls": int, "gpu_ns": int, "regime": str,
                    "achieved_flops_per_s": float|null, "achieved_bytes_per_s": float|null}],
       "findings": [{"kind": str, "lines": [{"file": str, "line": int}], "saving_ns": float|null,
-                    "message": str, "action": str}]
+                    "message": str, "action": str}],
+      "stream": {"records": int, "rows_analysed": int, "gpu_ns": int,     # only when the trace has a
+                 "matched_fraction": float, "confirmed_fraction": float, #   kernel stream
+                 "lines": [{"file": str, "line": int, "function": str, "gpu_ns": int, "kernels": int}]}
     }
 
 `peak_flops_per_s` is the tensor-core (bf16) roof. Lines are sorted by gpu_ns + idle_ns, kernels by gpu_ns,
 findings by saving_ns, all descending; `top` truncates lines and kernels (findings are never truncated).
+
+"stream" describes the GPU activity recorded continuously between the windows (kernels, copies, memsets with
+no CPU side), whose lines and regimes are inferred from the windows (analyzers.stream): `records` rows in the
+recording, of which the newest `rows_analysed` were analysed (`gpu_ns`: their summed GPU time);
+`matched_fraction` of those matched a kernel of a window's step, `confirmed_fraction` of those were matched
+and the next window agrees. `lines`: the inferred GPU time and kernel count per source line, by gpu_ns
+descending (truncated by `top`). It never changes the verdicts above.
 """
 
 from __future__ import annotations
@@ -29,7 +39,10 @@ import math
 import os
 from typing import Any
 
+import numpy as np
+
 from analyzers.results import GAP_CAUSE_CODES, Analysis, GapCause, Regime
+from analyzers.stream import StreamView, stream_view
 from analyzers.units import fmt_bw, fmt_bytes, fmt_flops, fmt_ns, fmt_pct, si
 
 SCHEMA = 1
@@ -50,7 +63,7 @@ def to_json(analysis: Analysis, top: int | None = None) -> dict[str, Any]:
     o = a.overhead
     lines = a.lines if top is None else a.lines[:top]
     kernels = a.kernels if top is None else a.kernels[:top]
-    return {
+    doc = {
         "schema": SCHEMA,
         "device": {
             "name": a.trace.device.name,
@@ -104,6 +117,45 @@ def to_json(analysis: Analysis, top: int | None = None) -> dict[str, Any]:
                 "action": f.action,
             }
             for f in a.findings
+        ],
+    }
+    if len(a.trace.stream):
+        doc["stream"] = _stream_json(a, stream_view(a), top)
+    return doc
+
+
+def _stream_lines(a: Analysis, view: StreamView) -> list[tuple[int, int, int]]:
+    """(line id, GPU ns, kernels) per inferred line, by GPU time descending."""
+    known = view.line >= 0
+    if not known.any():
+        return []
+    ids, inv, counts = np.unique(view.line[known], return_inverse=True, return_counts=True)
+    ns = np.bincount(inv.ravel(), weights=view.stream.dur_ns[known], minlength=len(ids))
+    out = [
+        (int(i), int(t), int(c)) for i, t, c in zip(ids.tolist(), ns.tolist(), counts.tolist(), strict=True)
+    ]
+    return sorted(out, key=lambda x: -x[1])
+
+
+def _stream_json(a: Analysis, view: StreamView, top: int | None) -> dict[str, Any]:
+    n = len(view.stream)
+    lines = _stream_lines(a, view)
+    tr = a.trace
+    return {
+        "records": int(max(view.total_rows, n)),
+        "rows_analysed": n,
+        "gpu_ns": int(view.stream.dur_ns.sum()),
+        "matched_fraction": view.matched / n,
+        "confirmed_fraction": int(view.confirmed.sum()) / n,
+        "lines": [
+            {
+                "file": tr.lines[i].file,
+                "line": int(tr.lines[i].line),
+                "function": tr.lines[i].function,
+                "gpu_ns": ns,
+                "kernels": k,
+            }
+            for i, ns, k in (lines if top is None else lines[:top])
         ],
     }
 
@@ -196,6 +248,24 @@ def render_text(analysis: Analysis, top: int = 15) -> str:
             out.append(f"     → {f.action}")
     else:
         out.append("findings: none above the reporting thresholds")
+    if len(t.stream):
+        out.append("")
+        out.extend(_stream_text(a, stream_view(a), min(top, 10)))
     for n in a.notes:
         out.append(f"note: {n}")
     return "\n".join(out)
+
+
+def _stream_text(a: Analysis, view: StreamView, top: int) -> list[str]:
+    n = len(view.stream)
+    total = max(view.total_rows, n)
+    held = f"{total:,} recorded" + (f", the newest {n:,} analysed" if n < total else "")
+    out = [
+        "kernel stream (GPU activity between windows; lines inferred from the windows)",
+        f"  {held} · {fmt_ns(float(view.stream.dur_ns.sum()))} GPU · {fmt_pct(view.matched / n)} matched to a"
+        f" window's kernel · {fmt_pct(int(view.confirmed.sum()) / n)} confirmed by the next window",
+    ]
+    for i, ns, k in _stream_lines(a, view)[:top]:
+        ln = a.trace.lines[i]
+        out.append(f"  {str(ln) + ' ' + ln.function:<40} gpu {fmt_ns(ns)}  {k:,} kernels (inferred)")
+    return out
