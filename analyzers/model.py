@@ -123,6 +123,14 @@ LINE_SAMPLE_SCHEMA = {"window": i32, "line": i32, "t_ns": i64}
 """Inside windows, the user line the main thread was executing, sampled every few ms (also lines that call no
 torch, such as `time.sleep` or a Python loop): it tells which line the CPU was busy on during a GPU gap."""
 
+STREAM_SCHEMA = {
+    "after_window": i32, "kind": np.int8, "name": i32, "start_ns": i64, "dur_ns": i64, "device": i32,
+    "stream": i32, "correlation": i64, "grid": i32, "block": i32, "bytes": i64,
+}  # fmt: skip
+"""GPU activity collected continuously between windows (CUPTI kernel, memcpy and memset records only: no CPU
+side, so no launch, op or line of its own). after_window: the last window closed before it (NONE: before the
+first). The other columns mean what GPU_SCHEMA's do; correlation orders launches like a window's."""
+
 STEP_SCHEMA = {"step": i64, "t_ns": i64}
 """One row per optimizer step of the whole run (profiled or not): the time the step finished."""
 
@@ -174,6 +182,8 @@ class Trace:
     source: str = ""  # the file it was loaded from
     capture_costs: Table = field(default_factory=lambda: empty_table(CAPTURE_COST_SCHEMA))
     line_samples: Table = field(default_factory=lambda: empty_table(LINE_SAMPLE_SCHEMA))
+    stream: Table = field(default_factory=lambda: empty_table(STREAM_SCHEMA))
+    stream_total: int = 0  # rows of the stream in the recording (`stream` may hold only the newest of them)
     _ids: dict[str, int] | None = field(default=None, repr=False)
 
     def name(self, sid: int) -> str:

@@ -24,6 +24,15 @@ class StepsAdded:
 
 
 @dataclass(frozen=True)
+class StreamAdded:
+    """The recording's kernel stream gained `count` rows (read them with analyzers.store.StreamReader)."""
+
+    count: int
+    total: int
+    last_end_ns: int
+
+
+@dataclass(frozen=True)
 class TelemetrySample:
     t_ns: int
     gpu_util_pct: float | None
@@ -43,7 +52,7 @@ class Exited:
     exit_code: int  # the script's exit code; negative: killed by that signal
 
 
-FeedEvent = WindowAdded | StepsAdded | TelemetrySample | LogLine | Exited
+FeedEvent = WindowAdded | StepsAdded | StreamAdded | TelemetrySample | LogLine | Exited
 
 
 class Feed:

@@ -20,12 +20,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
+import numpy as np
+
 from analyzers.errors import InputError
 from analyzers.store import RecordingWriter
 from brrrtui import __version__
 from brrrtui.capture.protocol import read_frames
 from brrrtui.capture.windows import WindowConfig
-from brrrtui.feed import Exited, Feed, LogLine, StepsAdded, TelemetrySample, WindowAdded
+from brrrtui.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
 from brrrtui.telemetry import TelemetrySampler
 
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "capture", "bootstrap.py")
@@ -86,6 +88,7 @@ class Recorder:
         self.exit_code: int | None = None
         self.sampler: TelemetrySampler | None = None
         self.interrupts = 0
+        self.stream = StreamLatency()
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -167,6 +170,8 @@ class Recorder:
             with self.write_lock:
                 assert self.writer is not None
                 self.writer.append(msg)
+            if msg.get("stream"):
+                self._on_stream(msg["stream"])
             if msg.get("steps"):
                 self.steps += len(msg["steps"])
                 if self.feed:
@@ -191,8 +196,23 @@ class Recorder:
             self._note(msg["text"])
         elif kind == "error":
             self._write_meta(capture_error=msg.get("traceback"))
+        elif kind == "stream_stats":
+            self._write_meta(stream={**self.stream.summary(), "child_flush_ms_max": msg["flush_ns_max"] / 1e6,
+                                     "child_decode_ms": msg.get("decode_ns", 0) / 1e6, "bytes": msg.get("bytes"),
+                                     "incomplete_dropped": msg.get("incomplete"),
+                                     "forced_flushes": msg.get("forced_flushes"),
+                                     "error": msg.get("error"), "cupti_api": msg.get("cupti_api")})  # fmt: skip
+            if msg.get("error"):
+                self._note(f"kernel stream stopped: {msg['error']}")
         elif kind == "bye":
             self.script_exit = msg.get("exit_code")
+
+    def _on_stream(self, rows: list[tuple]) -> None:
+        if not self.stream.records:
+            self.progress("kernel stream on: every kernel between windows is recorded (lines inferred)")
+        last_end = self.stream.add(rows, time.time_ns())
+        if self.feed:
+            self.feed.put(StreamAdded(len(rows), self.stream.records, last_end))
 
     def _note(self, text: str) -> None:
         self.notes.append(text)
@@ -260,6 +280,10 @@ class Recorder:
             status, code = f"{status} (stopped with Ctrl-C)", 130
         self.exit_code = returncode
         self._write_meta(status=status, exit_code=returncode, ended_at_ns=time.time_ns())
+        if self.stream.records:
+            self.progress(f"kernel stream: {self.stream.records:,} GPU activities between windows, delivered "
+                          f"p50 {self.stream.percentile(50):.0f} ms / p99 {self.stream.percentile(99):.0f} ms "
+                          "after they ended")  # fmt: skip
         if self.feed:
             self.feed.put(Exited(returncode))
         with self.write_lock:
@@ -267,3 +291,34 @@ class Recorder:
                 self.writer.close()
                 self.writer = None
         return code
+
+
+class StreamLatency:
+    """How late streamed kernels reach the recording: (committed - kernel end) in 1 ms bins, flat memory."""
+
+    BINS = 60_000  # 60 s; later lands in the last bin
+
+    def __init__(self) -> None:
+        self.hist = np.zeros(self.BINS, dtype=np.int64)
+        self.records = 0
+        self.batches = 0
+
+    def add(self, rows: list[tuple], now_ns: int) -> int:
+        """Count one batch of STREAM_SCHEMA rows delivered at now_ns; returns its last kernel end."""
+        ends = np.fromiter((r[3] + r[4] for r in rows), dtype=np.int64, count=len(rows))
+        ms = np.clip((now_ns - ends) // 1_000_000, 0, self.BINS - 1)
+        self.hist += np.bincount(ms, minlength=self.BINS)
+        self.records += len(rows)
+        self.batches += 1
+        return int(ends.max())
+
+    def percentile(self, q: float) -> float:
+        """ms; the upper edge of the bin holding the q-th percentile."""
+        if not self.records:
+            return float("nan")
+        k = int(np.searchsorted(np.cumsum(self.hist), q / 100 * self.records))
+        return float(min(k, self.BINS - 1) + 1)
+
+    def summary(self) -> dict[str, Any]:
+        return {"records": self.records, "batches": self.batches, "latency_p50_ms": self.percentile(50),
+                "latency_p99_ms": self.percentile(99)}  # fmt: skip

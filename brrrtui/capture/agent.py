@@ -85,6 +85,10 @@ class Agent:
         self._timer: threading.Thread | None = None
         self.user_frames: Any = None  # UserFrames, once torch is there
         self._armed: list[Any] = []  # user frames whose next line will tick
+        self.want_stream = config.stream
+        self.stream: Any = None  # KernelStream, once CUDA is up (brrrtui.capture.stream)
+        self.stream_lock = threading.Lock()  # the timer thread starts the stream; windows pause/resume it
+        self.window_open = False
 
     # ---------------------------------------------------------------- setup
     def install(self) -> None:
@@ -151,6 +155,8 @@ class Agent:
             time.sleep(TIMER_PERIOD_S)
             if self.stepped_aside or self.torch is None:
                 continue
+            if self.want_stream and self.stream is None:
+                self._guard(self._start_stream)()
             if self.sched.timer_decision(time.time_ns()) != Action.NONE:
                 if (
                     signal.getsignal(TICK_SIGNAL) != self._on_tick_signal
@@ -221,6 +227,56 @@ class Agent:
         elif action == Action.CLOSE:
             self.close_window(background=True)
 
+    # ---------------------------------------------------------------- the kernel stream
+    def _start_stream(self) -> None:
+        """Start streaming kernels once the script has initialised CUDA (never initialise it for the script)."""
+        if not self.torch.cuda.is_initialized():
+            return
+        with self.stream_lock:
+            if self.stream is not None or not self.want_stream or self.stepped_aside:
+                return
+            from brrrtui.capture import cupti_ffi
+            from brrrtui.capture.stream import KernelStream
+
+            cupti, why = cupti_ffi.load()
+            if cupti is None:
+                self.want_stream = False
+                self.note("stream", f"profiler windows only: {why}")
+                return
+            stream = KernelStream(cupti, self._send_stream, self.strings, self.strings.lock)
+            stream.after_window = self.window_id
+            if not self.window_open:
+                try:
+                    stream.start()
+                except Exception as e:  # noqa: BLE001 - an unsupported driver or CUDA: windows only
+                    self.want_stream = False
+                    self.note(
+                        "stream", f"profiler windows only: the CUPTI kernel stream failed to start ({e})"
+                    )
+                    return
+            self.stream = stream
+
+    def _send_stream(self, rows: list[tuple]) -> None:
+        self.channel.send({"type": "batch", "strings": self.strings.take_new(), "stream": rows})
+
+    def _pause_stream(self) -> None:
+        with self.stream_lock:
+            self.window_open = True
+            if self.stream is not None:
+                self.stream.pause()
+
+    def _resume_stream(self) -> None:
+        with self.stream_lock:
+            self.window_open = False
+            if self.stream is not None and not self.stepped_aside:
+                try:
+                    self.stream.resume(self.window_id)
+                except Exception as e:  # noqa: BLE001
+                    self.stream.stop()
+                    self.note(
+                        "stream", f"kernel stream stopped: CUPTI refused to resume it after a window ({e})"
+                    )
+
     # ---------------------------------------------------------------- windows
     def open_window(self, now: int) -> None:
         torch = self.torch
@@ -233,6 +289,7 @@ class Agent:
         self.cuda = bool(torch.cuda.is_available())
         if not self.cuda:
             self.note("nogpu", "no CUDA GPU: recording CPU ops and source lines only")
+        self._pause_stream()
         self.prof = ProfilerSession(torch, self.cuda)
         self.prof.start()
         self.tagger = LineTagger(self.lines, self.user_frames)
@@ -256,6 +313,10 @@ class Agent:
         session, self.prof, self.tagger = self.prof, None, None
         result = session.stop()
         closed_ns = session.stopped_ns or time.time_ns()
+        if self.stream is not None and self.cuda:
+            # Kineto finalizes CUPTI at the exit of the next CUDA call; make it happen before resuming
+            self.torch.cuda.synchronize()
+        self._resume_stream()
         stall = self.stall_ns + time.perf_counter_ns() - t0
         last_step = len(self.sched.step_times_ns) - 1
         steps = last_step - self.window_first_step + 1
@@ -279,21 +340,24 @@ class Agent:
 
         t0 = time.perf_counter_ns()
         events = result.events()
-        rows = convert_events(events, window[0], self.strings, SPAN_PREFIX)
-        del result, events  # free Kineto's copy before the next window
-        convert_ns = time.perf_counter_ns() - t0
-        n_events = sum(len(r) for r in rows.values())
-        cost = self.sched.settled(
-            window[2], window[3], time.time_ns(), window[6], convert_ns, n_events, steps
-        )
-        if not self.device_sent and self.cuda:
-            self.channel.send({"type": "device", **device_facts(self.torch)})
-            self.device_sent = True
-        self.channel.send({
-            "type": "batch", "windows": [(*window, n_events)], "strings": self.strings.take_new(),
-            "lines": self.lines.take_new(), "capture_costs": [(window[0], convert_ns, int(cost))],
-            "line_samples": [(window[0], lid, t) for lid, t in samples], **rows,
-        })  # fmt: skip
+        # The stream's thread interns and sends too: holding the lock from interning to sending keeps every
+        # string id in or before the first batch that uses it.
+        with self.strings.lock:
+            rows = convert_events(events, window[0], self.strings, SPAN_PREFIX)
+            del result, events  # free Kineto's copy before the next window
+            convert_ns = time.perf_counter_ns() - t0
+            n_events = sum(len(r) for r in rows.values())
+            cost = self.sched.settled(
+                window[2], window[3], time.time_ns(), window[6], convert_ns, n_events, steps
+            )
+            if not self.device_sent and self.cuda:
+                self.channel.send({"type": "device", **device_facts(self.torch)})
+                self.device_sent = True
+            self.channel.send({
+                "type": "batch", "windows": [(*window, n_events)], "strings": self.strings.take_new(),
+                "lines": self.lines.take_new(), "capture_costs": [(window[0], convert_ns, int(cost))],
+                "line_samples": [(window[0], lid, t) for lid, t in samples], **rows,
+            })  # fmt: skip
 
     # ---------------------------------------------------------------- the script's own profiler
     def _patch_user_profiler_entry_points(self) -> None:
@@ -317,6 +381,9 @@ class Agent:
         self.sched.disabled = True
         if self.prof is not None:
             self.close_window(background=False)
+        with self.stream_lock:
+            if self.stream is not None:
+                self.stream.stop()
         self.note("aside", "the script runs torch.profiler itself: brrrtui stepped aside (no more windows; "
                   "step times are still recorded)")  # fmt: skip
 
@@ -330,6 +397,15 @@ class Agent:
                 self.close_window(background=False)
             if self.converting is not None:
                 self.converting.join()
+            with self.stream_lock:
+                self.want_stream = False
+                if self.stream is not None:
+                    self.stream.stop()  # before calibration: its kernels are not the script's
+                    st = self.stream
+                    self.channel.send({"type": "stream_stats", "records": st.records, "bytes": st.bytes,
+                                       "flush_ns_max": st.flush_ns_max, "decode_ns": st.decode_ns,
+                                       "incomplete": st.incomplete, "forced_flushes": st.forced_flushes,
+                                       "error": st.error, "cupti_api": st.cupti.api_version})  # fmt: skip
             self.flush_steps()
             if self.cuda and self.calibrate_at_exit and os.environ.get("BRRRTUI_NO_CALIBRATE") != "1":
                 from brrrtui.capture.calibrate import measure_peaks

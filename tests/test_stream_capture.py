@@ -1,0 +1,219 @@
+"""The kernel stream's decoder and logic on a real CUPTI buffer recorded on the H200, and line inference on a
+real H200 recording made with `brrrtui record --stream` (examples/train_gpt.py)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from analyzers.analyze import analyze
+from analyzers.store import load_recording
+from analyzers.stream import stream_view
+from brrrtui.capture import records
+from brrrtui.capture.stream import KernelStream, clock_offset, demangle
+from brrrtui.capture.windows import Interner
+from brrrtui.recorder import StreamLatency
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+
+
+@pytest.fixture(scope="module")
+def buffer():
+    with gzip.open(os.path.join(FIXTURES, "cupti_buffer_h200.json.gz")) as f:
+        fx = json.load(f)
+    b = fx["buffers"][0]
+    data = gzip.decompress(bytes.fromhex(b["hex_gz"]))
+    sizes = {int(k): v for k, v in fx["sizes"].items()}
+    names = {int(k): v for k, v in fx["names"].items()}
+    return data, sizes, names, b["expected"]
+
+
+def test_walk_finds_every_record_at_nvidias_offsets(buffer):
+    data, sizes, _, expected = buffer
+    offsets = records.walk(data, sizes)
+    got = sorted((int(o), k) for k, offs in offsets.items() for o in offs)
+    assert got == sorted((e["offset"], e["kind"]) for e in expected)
+    assert records.walk(data, {10: 216}) is None  # a kind of unknown size: learn sizes first
+
+
+def test_decode_matches_nvidias_dtypes_field_by_field(buffer):
+    """`expected` was decoded on the H200 with cupti-python's own numpy dtypes (activity_kernel10_dtype, ...)."""
+    data, sizes, names, expected = buffer
+    d = records.decode(data, records.walk(data, sizes), names.__getitem__)
+    assert len(d) == len(expected) == 63
+    by_corr = {int(c): i for i, c in enumerate(d.correlation)}
+    for e in expected:
+        i = by_corr[e["correlation_id"]]
+        assert (d.start[i], d.end[i], d.device[i], d.stream[i]) == (
+            e["start"],
+            e["end"],
+            e["device_id"],
+            e["stream_id"],
+        )
+        if e["kind"] == records.CONCURRENT_KERNEL_KIND:
+            assert d.kind[i] == 0 and d.name[i] == names[e["name"]]
+            assert d.grid[i] == f"{e['grid_x']},{e['grid_y']},{e['grid_z']}"
+            assert d.block[i] == f"{e['block_x']},{e['block_y']},{e['block_z']}"
+        elif e["kind"] == records.MEMSET_KIND:
+            assert d.kind[i] == 2 and d.bytes[i] == e["bytes"] and d.name[i] == "Memset (Device)"
+        else:
+            assert d.kind[i] == 1 and d.bytes[i] == e["bytes"]
+            assert d.name[i] == "Memcpy DtoH (Device -> Pageable)"  # Kineto's name for the same copy
+    assert records.complete(d).all() and not records.malformed(d).any()
+
+
+def test_incomplete_and_malformed_records():
+    d = records.concat([])
+    assert len(d) == 0
+    e = np.array([0, 10, 5, 7], dtype=np.int64)
+    d = records.Decoded(np.zeros(4, np.int8), list("abcd"), np.array([5, 0, 9, 1]), np.array([9, 3, 0, 0]) + e * 0,
+                        np.zeros(4, np.int32), np.zeros(4, np.int32), np.arange(4), [None] * 4, [None] * 4, e)  # fmt: skip
+    assert records.complete(d).tolist() == [True, False, False, False]  # running kernels: no end yet
+    bad = records.Decoded(d.kind, d.name, np.array([9, 1, 1, 1]), np.array([5, 2, 2, 2]), d.device, d.stream,
+                          np.arange(4), d.grid, d.block, d.bytes)  # fmt: skip
+    assert records.malformed(bad).tolist() == [True, False, False, False]
+    t = records.take(d, records.complete(d))
+    assert t.name == ["a"] and t.start.tolist() == [5]
+
+
+class FakeCupti:
+    """Replays recorded buffers: what KernelStream asks of libcupti, without a GPU."""
+
+    api_version = 130001
+
+    def __init__(self, data: bytes, sizes: dict[int, int]):
+        self.data, self.sizes = data, sizes
+        self.enabled: set[int] = set()
+        self.calls: list[str] = []
+        self.on_buffer = None
+
+    def register(self):
+        self.calls.append("register")
+
+    def enable(self, k):
+        self.enabled.add(k)
+
+    def disable(self, k):
+        self.enabled.discard(k)
+
+    def flush_all(self, forced=True):
+        self.calls.append("flush")
+
+    def timestamp(self):
+        return 1_000
+
+    def record_sizes(self, data):
+        return dict(self.sizes)
+
+    def deliver(self):
+        self.on_buffer(self.data)
+
+
+def _stream(buffer):
+    data, sizes, names, _ = buffer
+    cupti = FakeCupti(data, sizes)
+    strings = Interner()
+    batches: list[list[tuple]] = []
+    s = KernelStream(cupti, batches.append, strings, strings.lock, period_s=3600, name_of=names.__getitem__)
+    return s, cupti, strings, batches
+
+
+def test_stream_segments_rows_and_strings(buffer):
+    s, cupti, strings, batches = _stream(buffer)
+    s.start()
+    assert cupti.enabled == set(records.KINDS) and cupti.calls[0] == "register"
+    cupti.deliver()
+    s.pause()  # flushes, hands CUPTI over to the window, sends what it holds
+    assert cupti.enabled == set() and len(batches) == 1 and len(batches[0]) == 63
+    s.resume(4)  # after window 4
+    cupti.deliver()
+    s.stop()
+    assert len(batches) == 2 and {r[0] for r in batches[0]} == {-1} and {r[0] for r in batches[1]} == {4}
+    row = batches[0][0]
+    names = {i: n for n, i in strings.ids.items()}
+    assert len(row) == 11 and names[row[2]].startswith("_ZN2at4cuda") and names[row[8]] == "1,1,1"
+    assert s.records == 126 and s.incomplete == 0 and s.error is None
+    # times move onto the wall clock: offset = wall - CUPTI clock
+    assert abs(row[3] - (1795971363909635067 + s.offset_ns)) < 10_000_000
+
+
+def test_stream_gives_up_on_garbage_and_stays_off(buffer):
+    s, cupti, _, batches = _stream(buffer)
+    cupti.data = bytes(len(cupti.data))  # kind 0 records: no known size
+    cupti.sizes = {}
+    s.start()
+    cupti.deliver()
+    s.pause()
+    assert batches == [] and s.error and s.stopped and cupti.enabled == set()
+
+
+def test_clock_offset_takes_the_tightest_read():
+    walls = iter([100, 110, 200, 202, 300, 340])
+    assert clock_offset(lambda: 50, lambda: next(walls), tries=3) == 201 - 50
+
+
+def test_demangle_matches_kineto_names():
+    assert demangle("nvjet_sm90_tst_256x128") == "nvjet_sm90_tst_256x128"
+    mangled = (
+        "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"
+    )
+    assert demangle(mangled).startswith(
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor"
+    )
+
+
+def test_latency_histogram():
+    lat = StreamLatency()
+    now = 10_000_000_000
+    rows = [(0, 0, 1, now - ms * 1_000_000 - 10, 10, 0, 0, 0, -1, -1, -1) for ms in range(100)]
+    assert lat.add(rows, now) == now
+    assert lat.records == 100 and lat.percentile(50) == 50 and lat.percentile(99) == 99
+
+
+@pytest.fixture(scope="module")
+def gpt_stream(tmp_path_factory):
+    path = tmp_path_factory.mktemp("s") / "gpt.brrr"
+    with gzip.open(os.path.join(FIXTURES, "h200_gpt_stream.brrr.gz")) as f:
+        path.write_bytes(f.read())
+    return load_recording(str(path))
+
+
+def test_h200_stream_kernels_get_the_windows_lines(gpt_stream):
+    """12,001 kernels streamed after window 1 (steps 3.. of GPT-2 small): aligned to window 1's last step,
+    every streamed kernel but the optimizer's first-step extras finds its line."""
+    a = analyze(gpt_stream)
+    v = stream_view(a)
+    after = np.nonzero(gpt_stream.stream.after_window == 1)[0]
+    assert len(after) == 12_001
+    assert (v.template_row[after] >= 0).mean() > 0.999
+    # each matched kernel has the same name as the window kernel it was matched to
+    hit = after[v.template_row[after] >= 0]
+    assert (gpt_stream.stream.name[hit] == a.trace.gpu.name[v.template_row[hit]]).all()
+    # a step's GEMMs and its LayerNorms land on the model's lines, not on one line per name
+    lines = {str(a.trace.lines[i]).rsplit("/", 1)[-1] for i in np.unique(v.line[hit]) if i >= 0}
+    assert len(lines) >= 5 and all(x.startswith("train_gpt.py:") for x in lines)
+    assert gpt_stream.meta["stream"]["latency_p99_ms"] < 2000
+
+
+def test_stream_threads_share_one_interner_safely():
+    strings = Interner()
+    seen: list[list[tuple[int, str]]] = []
+
+    def worker(prefix: str):
+        for i in range(200):
+            with strings.lock:
+                strings(f"{prefix}{i % 50}")
+                seen.append(strings.take_new())
+
+    ts = [threading.Thread(target=worker, args=(p,)) for p in "ab"]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    ids = [i for batch in seen for i, _ in batch]
+    assert sorted(ids) == list(range(100))  # every id sent exactly once
