@@ -127,6 +127,9 @@ class KernelStream:
             if self.stopped or self.active:
                 return
             self._enable()
+        self._ensure_thread()
+
+    def _ensure_thread(self) -> None:
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="brrrtui-stream", daemon=True)
             self._thread.start()
@@ -149,9 +152,7 @@ class KernelStream:
                 return
             self.after_window = after_window
             self._enable()
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="brrrtui-stream", daemon=True)
-            self._thread.start()
+        self._ensure_thread()
 
     def stop(self) -> None:
         self.pause()
