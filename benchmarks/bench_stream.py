@@ -6,6 +6,7 @@
 For each subject (examples/train_gpt.py, GPT-2 small; benchmarks/tiny_ops.py, an overhead-bound loop of tiny
 ops) and each round, three runs back to back:
   plain   python SCRIPT ...
+  cupti   python benchmarks/cupti_only.py SCRIPT ...   (CUPTI kernel activity on, buffers dropped: the floor)
   windows python -m brrrtui record -o FILE SCRIPT ...
   stream  python -m brrrtui record --stream -o FILE SCRIPT ...
 Slowdown = mean step time (after the script's warm-up, windows included) / plain's, the baseline measured in
@@ -32,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 from bench_overhead import parse_result, recording_stats  # noqa: E402
 
-VARIANTS = ("plain", "windows", "stream")
+VARIANTS = ("plain", "cupti", "windows", "stream")
 
 
 def rss_mb(pid: int) -> float | None:
@@ -57,6 +58,7 @@ def children(pid: int) -> list[int]:
 def run(cmd: list[str], timeout_s: float) -> dict[str, Any]:
     env = dict(os.environ)
     env.pop("OUT", None)
+    env["PYTHONFAULTHANDLER"] = "1"  # a crash in the script leaves its Python stack in stderr_tail
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     mem: list[tuple[float, float | None, float | None]] = []  # (t, parent MB, child MB)
@@ -76,7 +78,7 @@ def run(cmd: list[str], timeout_s: float) -> dict[str, Any]:
     wall = time.perf_counter() - t0
     result = parse_result(out) or parse_result(err) or {}
     return {"rc": proc.returncode, "wall_s": round(wall, 2), "mean_step_ms": result.get("mean_step_ms"),
-            "median_step_ms": result.get("median_step_ms"), "mem": mem, "stderr_tail": err[-600:]}  # fmt: skip
+            "median_step_ms": result.get("median_step_ms"), "mem": mem, "stderr_tail": err[-3000:]}  # fmt: skip
 
 
 def memory_growth(mem: list[tuple[float, float | None, float | None]]) -> dict[str, Any]:
@@ -104,6 +106,7 @@ def main() -> int:
     ap.add_argument("--gpt-steps", type=int, default=2500)
     ap.add_argument("--tiny-steps", type=int, default=20000)
     ap.add_argument("--subjects", default="gpt,tiny")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="a subset of " + ",".join(VARIANTS))
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--smoke", action="store_true", help="CPU: tiny sizes, checks the plumbing only")
     ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(ROOT, "bench_out"))
@@ -120,17 +123,23 @@ def main() -> int:
     for name in [s for s in a.subjects.split(",") if s in subjects]:
         script = subjects[name]
         for r in range(a.rounds):
-            for v in VARIANTS:
+            for v in [v for v in VARIANTS if v in a.variants.split(",")]:
                 rec = os.path.join(tmp, f"{name}_{r}_{v}.brrr")
-                extra = {"plain": None, "windows": [], "stream": ["--stream"]}[v]
-                cmd = [py, *script] if extra is None else [py, "-m", "brrrtui", "record", "--no-calibrate", *extra,
-                                                            "-o", rec, *script]  # fmt: skip
+                extra = {"plain": None, "cupti": None, "windows": [], "stream": ["--stream"]}[v]
+                if v == "cupti" and a.smoke:
+                    continue  # needs libcupti and a GPU
+                wrapper = ["benchmarks/cupti_only.py"] if v == "cupti" else []
+                cmd = [py, *wrapper, *script] if extra is None else [
+                    py, "-m", "brrrtui", "record", "--no-calibrate", *extra, "-o", rec, *script]  # fmt: skip
                 res = run(cmd, a.timeout)
                 res.update(variant=v, round=r, memory=memory_growth(res.pop("mem")))
                 if extra is not None and os.path.exists(rec):
                     res["recording"] = recording_stats(rec)
                     res["stream"] = stream_meta(rec)
                 results.setdefault(name, []).append(res)
+                os.makedirs(a.out, exist_ok=True)
+                with open(os.path.join(a.out, "bench_stream.partial.json"), "w") as f:  # kept if cut short
+                    json.dump({"results": results, "argv": sys.argv}, f, indent=1)
                 print(name, r, v, json.dumps({k: res.get(k) for k in ("rc", "wall_s", "mean_step_ms", "memory", "stream")}),
                       flush=True)  # fmt: skip
     table = ["| subject | variant | ms/step (mean) | slowdown vs plain | windows | longest stall ms | "
@@ -142,6 +151,10 @@ def main() -> int:
         for x in runs:
             m, st, rc, mem = x["mean_step_ms"], x.get("stream") or {}, x.get("recording") or {}, x["memory"]
             slow = f"{m / b:.3f}" if m and b else "—"
+            recorded = x["variant"] in (
+                "windows",
+                "stream",
+            )  # else the script is the process bench_stream started
             lat = f"{st['latency_p50_ms']:.0f} / {st['latency_p99_ms']:.0f}" if st.get("records") else "—"
 
             def pair(k: str, mem: dict[str, Any] = mem) -> str:
@@ -150,7 +163,8 @@ def main() -> int:
 
             table.append(f"| {name} | {x['variant']} | {m if m else '—'} | {slow} | {rc.get('windows', '—')} | "
                          f"{rc.get('longest_stall_ms', '—')} | {st.get('rows', '—')} | {lat} | "
-                         f"{pair('parent_mb') if x['variant'] != 'plain' else '—'} | {pair('child_mb')} |")  # fmt: skip
+                         f"{pair('parent_mb') if recorded else '—'} | "
+                         f"{pair('child_mb') if recorded else pair('parent_mb')} |")  # fmt: skip
     text = "\n".join(table)
     print(text)
     os.makedirs(a.out, exist_ok=True)

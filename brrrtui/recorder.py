@@ -26,6 +26,7 @@ from analyzers.errors import InputError
 from analyzers.store import RecordingWriter
 from brrrtui import __version__
 from brrrtui.capture.protocol import read_frames
+from brrrtui.capture.records import Scanned, rows_from_scan
 from brrrtui.capture.windows import WindowConfig
 from brrrtui.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
 from brrrtui.telemetry import TelemetrySampler
@@ -167,11 +168,14 @@ class Recorder:
     def _handle(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")
         if kind == "batch":
+            stream = self._stream_rows(msg.pop("stream_raw", None))
+            if stream is not None:
+                msg["stream"] = stream.tolist()
             with self.write_lock:
                 assert self.writer is not None
                 self.writer.append(msg)
-            if msg.get("stream"):
-                self._on_stream(msg["stream"])
+            if stream is not None and len(stream):
+                self._on_stream(stream, msg.get("sent_ns"))
             if msg.get("steps"):
                 self.steps += len(msg["steps"])
                 if self.feed:
@@ -199,18 +203,29 @@ class Recorder:
         elif kind == "stream_stats":
             self._write_meta(stream={**self.stream.summary(), "child_flush_ms_max": msg["flush_ns_max"] / 1e6,
                                      "child_decode_ms": msg.get("decode_ns", 0) / 1e6, "bytes": msg.get("bytes"),
-                                     "incomplete_dropped": msg.get("incomplete"),
+                                     "child_queue_ms_max": msg.get("queue_ns_max", 0) / 1e6,
+                                     "incomplete_dropped": self.stream.dropped,
                                      "forced_flushes": msg.get("forced_flushes"),
+                                     "late_buffers_dropped": msg.get("late_buffers"),
                                      "error": msg.get("error"), "cupti_api": msg.get("cupti_api")})  # fmt: skip
             if msg.get("error"):
                 self._note(f"kernel stream stopped: {msg['error']}")
         elif kind == "bye":
             self.script_exit = msg.get("exit_code")
 
-    def _on_stream(self, rows: list[tuple]) -> None:
+    def _stream_rows(self, raw: dict[str, Any] | None) -> np.ndarray | None:
+        """The kernel stream's raw CUPTI buffers -> STREAM_SCHEMA rows (decoded here, off the script's GIL)."""
+        if raw is None:
+            return None
+        found = Scanned(raw["offsets"], raw["names"], raw["shapes"])
+        rows, dropped = rows_from_scan(raw["data"], raw["parts"], found)
+        self.stream.dropped += dropped
+        return rows
+
+    def _on_stream(self, rows: np.ndarray, sent_ns: int | None) -> None:
         if not self.stream.records:
             self.progress("kernel stream on: every kernel between windows is recorded (lines inferred)")
-        last_end = self.stream.add(rows, time.time_ns())
+        last_end = self.stream.add(rows, time.time_ns(), sent_ns)
         if self.feed:
             self.feed.put(StreamAdded(len(rows), self.stream.records, last_end))
 
@@ -294,31 +309,44 @@ class Recorder:
 
 
 class StreamLatency:
-    """How late streamed kernels reach the recording: (committed - kernel end) in 1 ms bins, flat memory."""
+    """How late streamed kernels reach the recording: (committed - kernel end) in 1 ms bins, flat memory;
+    and the part of it spent before the script's process sent them (CUPTI's buffering and the flush thread),
+    so a slow p99 says which side to mend."""
 
     BINS = 60_000  # 60 s; later lands in the last bin
 
     def __init__(self) -> None:
         self.hist = np.zeros(self.BINS, dtype=np.int64)
+        self.hist_sent = np.zeros(self.BINS, dtype=np.int64)
         self.records = 0
         self.batches = 0
+        self.dropped = 0  # records of kernels still running when a forced flush returned them
 
-    def add(self, rows: list[tuple], now_ns: int) -> int:
-        """Count one batch of STREAM_SCHEMA rows delivered at now_ns; returns its last kernel end."""
-        ends = np.fromiter((r[3] + r[4] for r in rows), dtype=np.int64, count=len(rows))
-        ms = np.clip((now_ns - ends) // 1_000_000, 0, self.BINS - 1)
-        self.hist += np.bincount(ms, minlength=self.BINS)
+    def add(self, rows: np.ndarray, now_ns: int, sent_ns: int | None = None) -> int:
+        """Count one batch of STREAM_SCHEMA rows (an int64 array) committed at now_ns and sent by the script's
+        process at sent_ns; returns its last kernel end."""
+        ends = rows[:, 3] + rows[:, 4]
+        self.hist += self._bins(now_ns - ends)
+        if sent_ns is not None:
+            self.hist_sent += self._bins(sent_ns - ends)
         self.records += len(rows)
         self.batches += 1
         return int(ends.max())
 
-    def percentile(self, q: float) -> float:
+    def _bins(self, late_ns: np.ndarray) -> np.ndarray:
+        return np.bincount(np.clip(late_ns // 1_000_000, 0, self.BINS - 1), minlength=self.BINS)
+
+    def percentile(self, q: float, hist: np.ndarray | None = None) -> float:
         """ms; the upper edge of the bin holding the q-th percentile."""
-        if not self.records:
+        hist = self.hist if hist is None else hist
+        total = int(hist.sum())
+        if not total:
             return float("nan")
-        k = int(np.searchsorted(np.cumsum(self.hist), q / 100 * self.records))
+        k = int(np.searchsorted(np.cumsum(hist), q / 100 * total))
         return float(min(k, self.BINS - 1) + 1)
 
     def summary(self) -> dict[str, Any]:
         return {"records": self.records, "batches": self.batches, "latency_p50_ms": self.percentile(50),
-                "latency_p99_ms": self.percentile(99)}  # fmt: skip
+                "latency_p99_ms": self.percentile(99),
+                "until_sent_p50_ms": self.percentile(50, self.hist_sent),
+                "until_sent_p99_ms": self.percentile(99, self.hist_sent)}  # fmt: skip

@@ -256,8 +256,12 @@ class Agent:
                     return
             self.stream = stream
 
-    def _send_stream(self, rows: list[tuple]) -> None:
-        self.channel.send({"type": "batch", "strings": self.strings.take_new(), "stream": rows})
+    def _send_stream(self, data: bytes, parts: list[tuple[int, int, int]], found: Any) -> None:
+        """Raw CUPTI buffers and what the stream's scan found in them (brrrtui.capture.records.rows_from_scan
+        makes the rows in the recorder); sent_ns splits the recorder's delivery latency."""
+        self.channel.send({"type": "batch", "strings": self.strings.take_new(), "sent_ns": time.time_ns(),
+                           "stream_raw": {"data": data, "parts": parts, "offsets": found.offsets,
+                                          "names": found.names, "shapes": found.shapes}})  # fmt: skip
 
     def _pause_stream(self) -> None:
         with self.stream_lock:
@@ -404,7 +408,8 @@ class Agent:
                     st = self.stream
                     self.channel.send({"type": "stream_stats", "records": st.records, "bytes": st.bytes,
                                        "flush_ns_max": st.flush_ns_max, "decode_ns": st.decode_ns,
-                                       "incomplete": st.incomplete, "forced_flushes": st.forced_flushes,
+                                       "queue_ns_max": st.queue_ns_max,
+                                       "forced_flushes": st.forced_flushes, "late_buffers": st.late_buffers,
                                        "error": st.error, "cupti_api": st.cupti.api_version})  # fmt: skip
             self.flush_steps()
             if self.cuda and self.calibrate_at_exit and os.environ.get("BRRRTUI_NO_CALIBRATE") != "1":

@@ -2,8 +2,11 @@
 
 Facts measured on an H200 (../shared/DESIGN.md, and this module's own runs) shape it:
 - kernel-kind records only: runtime records outnumber kernels 14:1;
-- decoding in Python per record is too slow (cupti-python's record objects: ~30-40 us each, a tiny-op loop
-  ran 10x slower), so buffers are copied as bytes and decoded with numpy (brrrtui.capture.records);
+- the script's process must do little per record, beside a training loop that wants the GIL (cupti-python's
+  record objects: ~30-40 us each, a tiny-op loop ran 10x slower; numpy decoding with per-record strings:
+  3.7 us of wall time per record, 12 % on GPT-2; numpy decoding per buffer: 1.0 us): one plain-Python scan
+  per buffer notes offsets and string ids (0.7-0.8 us on GPT-2), the bytes go to the recorder as they are,
+  and the recorder reads the numbers with numpy (brrrtui.capture.records);
 - CUPTI's own flush period delivered records 7-9 s late, so one dedicated thread forces a flush every
   `period_s`, and nothing else flushes while it may (one lock);
 - one CUPTI subscriber below driver r610: a torch.profiler window takes the activity API over and, with
@@ -11,7 +14,7 @@ Facts measured on an H200 (../shared/DESIGN.md, and this module's own runs) shap
   before each window and re-registers after it, once that CUDA call has happened. The callback API is never
   used (it made torch.profiler return no GPU events for the rest of the process).
 
-Nothing accumulates in this process: each flush's records are sent to the recorder and dropped.
+Nothing accumulates in this process: each flush's buffers are sent to the recorder and dropped.
 """
 
 from __future__ import annotations
@@ -75,11 +78,12 @@ def c_string(pointer: int) -> str:
 class KernelStream:
     """start() once; pause() before each window, resume() after it; stop() when the script ends.
 
-    `cupti` is a brrrtui.capture.cupti_ffi.Cupti (or a test double with the same methods); `send` gets one
-    list of analyzers.model.STREAM_SCHEMA rows per flush, called with `intern_lock` held."""
+    `cupti` is a brrrtui.capture.cupti_ffi.Cupti (or a test double with the same methods). Per flush, `send`
+    gets the buffers joined, (after_window, offset_ns, record count) per buffer and what the scan found
+    (records.rows_from_scan turns them into rows, in the recorder), called with `intern_lock` held."""
 
-    def __init__(self, cupti: Any, send: Callable[[list[tuple]], None], intern: Callable[[str | None], int],
-                 intern_lock: threading.Lock, period_s: float = 1.0,
+    def __init__(self, cupti: Any, send: Callable[[bytes, list[tuple[int, int, int]], records.Scanned], None],
+                 intern: Callable[[str | None], int], intern_lock: threading.Lock, period_s: float = 1.0,
                  name_of: Callable[[int], str] = c_string):  # fmt: skip
         self.cupti = cupti
         self.send = send
@@ -93,16 +97,20 @@ class KernelStream:
         self.after_window = -1
         self.offset_ns = 0
         self.sizes: dict[int, int] = {}  # record size by kind, learnt from the first buffer
-        self._names: dict[int, str] = {}  # name pointer -> name, until CUPTI is finalized
-        self._pending: list[tuple[int, int, bytes]] = []  # (after_window, offset_ns, buffer)
+        self.ids = records.ScanIds(intern, name_of)
+        self.layout_checked = False
+        self.send_lock = threading.Lock()  # one scan at a time: pause() waits for the flush thread's
+        self.accepting = False  # True from enable to pause: buffers handed over outside it are dropped
+        self.late_buffers = 0
+        self._pending: list[tuple[int, int, bytes, int]] = []  # (after_window, offset_ns, buffer, arrived)
         self._pending_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.records = 0
-        self.incomplete = 0  # records a forced flush returned before their kernel ended (dropped)
         self.forced_flushes = 0
         self.bytes = 0
         self.flush_ns_max = 0  # longest forced flush (on the stream's thread)
         self.decode_ns = 0
+        self.queue_ns_max = 0  # longest a buffer waited in this process between CUPTI and the recorder
         self.last_buffer_s = time.monotonic()
         self.error: str | None = None  # set when the stream gave up (bad records): windows go on
         cupti.on_buffer = self._on_buffer
@@ -110,8 +118,11 @@ class KernelStream:
     # ------------------------------------------------------------------ CUPTI's buffer callback
     def _on_buffer(self, data: bytes) -> None:
         self.last_buffer_s = time.monotonic()
+        if not self.accepting:  # CUPTI handed a buffer over after pause(): its kernel names may be freed by
+            self.late_buffers += 1  # the time it could be scanned, so it is dropped (and counted)
+            return
         with self._pending_lock:
-            self._pending.append((self.after_window, self.offset_ns, data))
+            self._pending.append((self.after_window, self.offset_ns, data, time.perf_counter_ns()))
 
     # ------------------------------------------------------------------ control
     def _enable(self) -> None:
@@ -119,8 +130,9 @@ class KernelStream:
         for k in records.KINDS:
             self.cupti.enable(k)
         self.offset_ns = clock_offset(self.cupti.timestamp)
-        self._names.clear()
-        self.active = True
+        with self.send_lock:
+            self.ids.names.clear()  # name pointers are CUPTI's, freed when a window's profiler finalizes it
+        self.active = self.accepting = True
 
     def start(self) -> None:
         with self.lock:
@@ -139,10 +151,12 @@ class KernelStream:
         with self.lock:
             if not self.active:
                 return
-            self.cupti.flush_all()
-            for k in records.KINDS:
+            for k in records.KINDS:  # first, so that the flush returns every buffer CUPTI will fill
                 self.cupti.disable(k)
-            self.active = False
+            self.cupti.flush_all()
+            self.active = self.accepting = False
+        # Scan what CUPTI returned (waiting for a scan the flush thread may be in) before the window starts:
+        # the profiler finalizes CUPTI when it stops, which frees the kernel names the records point to.
         self._send()
 
     def resume(self, after_window: int) -> None:
@@ -184,43 +198,55 @@ class KernelStream:
             if self.active:
                 for k in records.KINDS:
                     self.cupti.disable(k)
-            self.active = False
+            self.active = self.accepting = False
             self.stopped = True
 
-    def _name(self, pointer: int) -> str:
-        name = self._names.get(pointer)
-        if name is None:
-            name = self._names[pointer] = self.name_of(pointer)
-        return name
+    def _check_layout(self, data: bytes) -> str | None:
+        """On the first buffer: learn the record sizes and check that the records decode as CUDA 13's
+        structs (timestamps in order) before any name pointer in them is followed."""
+        offsets = records.walk(data, self.sizes)
+        if offsets is None:
+            self.sizes.update(self.cupti.record_sizes(data))
+            offsets = records.walk(data, self.sizes)
+        if offsets is None:
+            return "CUPTI records of an unknown layout"
+        d = records.decode(data, offsets, lambda pointer: "")
+        bad = int(records.malformed(d).sum())
+        if bad and bad >= len(d) // 2:
+            return "CUPTI records that do not decode as CUDA 13's layout"
+        self.layout_checked = True
+        return None
 
     def _send(self) -> None:
+        with self.send_lock:
+            self._send_pending()
+
+    def _send_pending(self) -> None:
         with self._pending_lock:
             pending, self._pending = self._pending, []
         if not pending or self.error:
             return
         t0 = time.perf_counter_ns()
-        parts: list[tuple[int, int, records.Decoded]] = []
-        for after_window, offset_ns, data in pending:
-            offsets = records.walk(data, self.sizes)
-            if offsets is None:
-                self.sizes.update(self.cupti.record_sizes(data))
-                offsets = records.walk(data, self.sizes)
-            if offsets is None:
-                return self._give_up("CUPTI records of an unknown layout")
-            decoded = records.decode(data, offsets, self._name)
-            complete = records.complete(decoded)
-            bad = int(records.malformed(decoded).sum())
-            if bad and bad >= len(decoded) // 2:
-                return self._give_up("CUPTI records that do not decode as CUDA 13's layout")
-            self.incomplete += int(len(decoded) - complete.sum())
-            decoded = records.take(decoded, complete)
-            parts.append((after_window, offset_ns, decoded))
-            self.bytes += len(data)
         with self.intern_lock:
-            rows: list[tuple] = []
-            for after_window, offset_ns, decoded in parts:
-                rows += records.to_rows(decoded, after_window, offset_ns, self.intern)
+            found = records.Scanned.empty()
+            parts: list[tuple[int, int, int]] = []
+            buffers: list[bytes] = []
+            base = 0
+            for after_window, offset_ns, data, _ in pending:
+                if not self.layout_checked and (why := self._check_layout(data)):
+                    return self._give_up(why)
+                mark = len(found)
+                if not records.scan(data, self.sizes, base, found, self.ids):
+                    found.truncate(mark)  # a kind not met before: learn its size, once
+                    self.sizes.update(self.cupti.record_sizes(data))
+                    if not records.scan(data, self.sizes, base, found, self.ids):
+                        return self._give_up("CUPTI records of an unknown layout")
+                parts.append((after_window, offset_ns, len(found) - mark))
+                buffers.append(data)
+                base += len(data)
+            self.bytes += base
+            self.records += len(found)
             self.decode_ns += time.perf_counter_ns() - t0
-            if rows:
-                self.records += len(rows)
-                self.send(rows)
+            if len(found):
+                self.send(b"".join(buffers), parts, found)
+        self.queue_ns_max = max(self.queue_ns_max, time.perf_counter_ns() - pending[0][3])
