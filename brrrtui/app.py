@@ -155,13 +155,13 @@ class BrrrApp(App):
 
     def _set_state(self, **kw: Any) -> None:
         self.state = self.state.with_(**kw)
-        if self.is_mounted and self.screen_stack:
+        if self.is_mounted and self.screen_stack and self.is_screen_installed("main"):
             self.main.set_state(self.state)
 
     # ------------------------------------------------------------------ live feed
 
     def drain_feed(self) -> None:
-        if self.feed is None:
+        if self.feed is None or not self.is_screen_installed("main"):  # not yet, or the app is closing
             return
         new_window = False
         main = self.main
