@@ -297,19 +297,26 @@ def test_h200_stream_kernels_get_the_windows_lines(gpt_stream):
 
 
 def test_stream_threads_share_one_interner_safely():
+    """Two threads intern outside the lock and send under it (take_new + send): every id is sent exactly once,
+    and each batch's ids were sent in it or in a batch sent before it."""
     strings = Interner()
-    seen: list[list[tuple[int, str]]] = []
+    sent: list[tuple[list[tuple[int, str]], list[int]]] = []  # (new strings, ids used), in send order
 
     def worker(prefix: str):
-        for i in range(200):
+        for i in range(300):
+            used = [strings(f"{prefix}{i % 50}"), strings(f"shared{i % 70}")]
             with strings.lock:
-                strings(f"{prefix}{i % 50}")
-                seen.append(strings.take_new())
+                sent.append((strings.take_new(), used))
 
     ts = [threading.Thread(target=worker, args=(p,)) for p in "ab"]
     for t in ts:
         t.start()
     for t in ts:
         t.join()
-    ids = [i for batch in seen for i, _ in batch]
-    assert sorted(ids) == list(range(100))  # every id sent exactly once
+    ids = [i for new, _ in sent for i, _ in new]
+    assert sorted(ids) == list(range(170))  # every id sent exactly once
+    known: set[int] = set()
+    for new, used in sent:
+        known |= {i for i, _ in new}
+        assert set(used) <= known
+    assert {s: i for i, s in ((i, s) for new, _ in sent for i, s in new)} == strings.ids

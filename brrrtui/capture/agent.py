@@ -344,16 +344,16 @@ class Agent:
 
         t0 = time.perf_counter_ns()
         events = result.events()
-        # The stream's thread interns and sends too: holding the lock from interning to sending keeps every
-        # string id in or before the first batch that uses it.
+        rows = convert_events(events, window[0], self.strings, SPAN_PREFIX)
+        del result, events  # free Kineto's copy before the next window
+        convert_ns = time.perf_counter_ns() - t0
+        n_events = sum(len(r) for r in rows.values())
+        cost = self.sched.settled(
+            window[2], window[3], time.time_ns(), window[6], convert_ns, n_events, steps
+        )
+        # The stream's thread sends too: `lock` from take_new() to the send keeps every string id in or
+        # before the first batch that uses it (windows.Interner).
         with self.strings.lock:
-            rows = convert_events(events, window[0], self.strings, SPAN_PREFIX)
-            del result, events  # free Kineto's copy before the next window
-            convert_ns = time.perf_counter_ns() - t0
-            n_events = sum(len(r) for r in rows.values())
-            cost = self.sched.settled(
-                window[2], window[3], time.time_ns(), window[6], convert_ns, n_events, steps
-            )
             if not self.device_sent and self.cuda:
                 self.channel.send({"type": "device", **device_facts(self.torch)})
                 self.device_sent = True

@@ -80,7 +80,8 @@ class KernelStream:
 
     `cupti` is a brrrtui.capture.cupti_ffi.Cupti (or a test double with the same methods). Per flush, `send`
     gets the buffers joined, (after_window, offset_ns, record count) per buffer and what the scan found
-    (records.rows_from_scan turns them into rows, in the recorder), called with `intern_lock` held."""
+    (records.rows_from_scan turns them into rows, in the recorder), called with `intern_lock` held (see
+    brrrtui.capture.windows.Interner)."""
 
     def __init__(self, cupti: Any, send: Callable[[bytes, list[tuple[int, int, int]], records.Scanned], None],
                  intern: Callable[[str | None], int], intern_lock: threading.Lock, period_s: float = 1.0,
@@ -227,26 +228,26 @@ class KernelStream:
         if not pending or self.error:
             return
         t0 = time.perf_counter_ns()
-        with self.intern_lock:
-            found = records.Scanned.empty()
-            parts: list[tuple[int, int, int]] = []
-            buffers: list[bytes] = []
-            base = 0
-            for after_window, offset_ns, data, _ in pending:
-                if not self.layout_checked and (why := self._check_layout(data)):
-                    return self._give_up(why)
-                mark = len(found)
+        found = records.Scanned.empty()
+        parts: list[tuple[int, int, int]] = []
+        buffers: list[bytes] = []
+        base = 0
+        for after_window, offset_ns, data, _ in pending:
+            if not self.layout_checked and (why := self._check_layout(data)):
+                return self._give_up(why)
+            mark = len(found)
+            if not records.scan(data, self.sizes, base, found, self.ids):
+                found.truncate(mark)  # a kind not met before: learn its size, once
+                self.sizes.update(self.cupti.record_sizes(data))
                 if not records.scan(data, self.sizes, base, found, self.ids):
-                    found.truncate(mark)  # a kind not met before: learn its size, once
-                    self.sizes.update(self.cupti.record_sizes(data))
-                    if not records.scan(data, self.sizes, base, found, self.ids):
-                        return self._give_up("CUPTI records of an unknown layout")
-                parts.append((after_window, offset_ns, len(found) - mark))
-                buffers.append(data)
-                base += len(data)
-            self.bytes += base
-            self.records += len(found)
-            self.decode_ns += time.perf_counter_ns() - t0
-            if len(found):
+                    return self._give_up("CUPTI records of an unknown layout")
+            parts.append((after_window, offset_ns, len(found) - mark))
+            buffers.append(data)
+            base += len(data)
+        self.bytes += base
+        self.records += len(found)
+        self.decode_ns += time.perf_counter_ns() - t0
+        if len(found):
+            with self.intern_lock:  # strings interned above go out in this batch or one sent before it
                 self.send(b"".join(buffers), parts, found)
         self.queue_ns_max = max(self.queue_ns_max, time.perf_counter_ns() - pending[0][3])

@@ -203,25 +203,32 @@ class Scheduler:
 
 class Interner:
     """Child-side string interning: ids are the recording's `strings` ids. Two threads send rows (window
-    conversion, the kernel stream): each holds `lock` from interning a batch's names to sending it, so every
-    id reaches the recording in or before the batch that uses it."""
+    conversion, the kernel stream). Interning is thread-safe by itself; each thread interns all of a batch's
+    strings first, then holds `lock` from take_new() to the send of that batch. So a string another thread
+    took is sent before this batch, and every id reaches the recording in or before the batch that uses it,
+    while a long window conversion never holds up the stream (it interns outside `lock`)."""
 
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
         self.new: list[tuple[int, str]] = []
         self.lock = threading.Lock()
+        self._assign = threading.Lock()
 
     def __call__(self, s: str | None) -> int:
         if s is None:
             return -1
         i = self.ids.get(s)
         if i is None:
-            i = self.ids[s] = len(self.ids)
-            self.new.append((i, s))
+            with self._assign:
+                i = self.ids.get(s)
+                if i is None:
+                    i = self.ids[s] = len(self.ids)
+                    self.new.append((i, s))
         return i
 
     def take_new(self) -> list[tuple[int, str]]:
-        new, self.new = self.new, []
+        with self._assign:
+            new, self.new = self.new, []
         return new
 
 
