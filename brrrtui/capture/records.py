@@ -99,8 +99,8 @@ def columns(data: bytes, offsets: np.ndarray, kind: int) -> dict[str, np.ndarray
 
 @dataclass
 class Labels:
-    """A string column as its distinct values and one code per record: a buffer of ~1200 kernels has a few
-    dozen names and launch shapes, so strings are made and interned per distinct value, never per record."""
+    """A string column as its distinct values and one code per record: a buffer holds ~1200 records but few
+    distinct names and launch shapes, so strings are made per distinct value, never per record."""
 
     values: list[str | None]
     codes: np.ndarray  # index into values
