@@ -85,20 +85,19 @@ class KernelStream:
 
     def __init__(self, cupti: Any, send: Callable[[bytes, list[tuple[int, int, int]], records.Scanned], None],
                  intern: Callable[[str | None], int], intern_lock: threading.Lock, period_s: float = 1.0,
-                 name_of: Callable[[int], str] = c_string):  # fmt: skip
+                 name_of: Callable[[int], str] | None = None):  # fmt: skip
         self.cupti = cupti
         self.send = send
         self.intern = intern
         self.intern_lock = intern_lock
         self.period_s = period_s
-        self.name_of = name_of
         self.lock = threading.Lock()  # CUPTI enable/disable/flush: one thread at a time
         self.active = False
         self.stopped = False
         self.after_window = -1
         self.offset_ns = 0
         self.sizes: dict[int, int] = {}  # record size by kind, learnt from the first buffer
-        self.ids = records.ScanIds(intern, name_of)
+        self.ids = records.ScanIds(intern, name_of or c_string)
         self.layout_checked = False
         self.send_lock = threading.Lock()  # one scan at a time: pause() waits for the flush thread's
         self.accepting = False  # True from enable to pause: buffers handed over outside it are dropped
