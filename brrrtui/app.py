@@ -144,6 +144,7 @@ class BrrrApp(App):
         self.push_screen("main")
         if self.live:
             self.set_interval(self.poll_s, self.drain_feed)
+            self._tick()  # the header shows the elapsed time from the first frame, not after a second
             self.set_interval(1.0, self._tick)
             self.set_interval(self.stream_s, self._poll_stream)
         if self.path and (not self.live or os.path.exists(self.path)):
@@ -155,7 +156,7 @@ class BrrrApp(App):
 
     def _set_state(self, **kw: Any) -> None:
         self.state = self.state.with_(**kw)
-        if self.is_mounted and self.screen_stack and self.is_screen_installed("main"):
+        if self.screen_stack and self.is_screen_installed("main"):
             self.main.set_state(self.state)
 
     # ------------------------------------------------------------------ live feed
@@ -195,12 +196,11 @@ class BrrrApp(App):
         self.run_worker(self._analyse, thread=True, group="analysis", exit_on_error=False)
 
     def _analyse(self) -> None:
+        from analyzers.analyze import analyze as analyze_trace
         from analyzers.errors import InputError
         from analyzers.load import load_trace
 
-        analyze = self._analyze
-        if analyze is None:
-            from analyzers.analyze import analyze
+        analyze = self._analyze or analyze_trace
         worker = get_current_worker()
         try:
             assert self.path is not None
