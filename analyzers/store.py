@@ -221,7 +221,7 @@ def load_recording(path: str, stream_tail: int = STREAM_TAIL) -> Trace:
         meta=meta,
         source=path,
         stream_total=stream_total,
-        **tables,
+        **tables,  # type: ignore[arg-type]  # one Table per table name: mypy cannot match ** to fields
     )
 
 

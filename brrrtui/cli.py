@@ -12,6 +12,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from typing import NoReturn
 
 from brrrtui import __version__
 
@@ -35,7 +36,7 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, like every other user error
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other user error
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
@@ -176,8 +177,9 @@ def _run_headless(spec) -> int:  # noqa: ANN001
         code = recorder.wait()
     finally:
         signal.signal(signal.SIGTERM, old_term)
-    exit_text = f"exited with code {recorder.exit_code}" if (recorder.exit_code or 0) >= 0 else (
-        f"was killed by {signal.Signals(-recorder.exit_code).name}")  # fmt: skip
+    exit_code = recorder.exit_code or 0
+    exit_text = f"exited with code {recorder.exit_code}" if exit_code >= 0 else (
+        f"was killed by {signal.Signals(-exit_code).name}")  # fmt: skip
     _stderr_progress(f"script {exit_text}; {recorder.windows} windows, {recorder.steps} steps, "
                      f"{recorder.kernels:,} kernels -> {spec.out_path} (brrrtui view {spec.out_path})")  # fmt: skip
     return code

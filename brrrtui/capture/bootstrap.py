@@ -16,6 +16,7 @@ def _load_private(name: str, path: str):  # noqa: ANN202
     import importlib.util
 
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -50,10 +51,10 @@ def _run_file(path: str) -> None:
         source = f.read()
     main = types.ModuleType("__main__")
     main.__file__ = abspath
-    main.__builtins__ = builtins
+    main.__builtins__ = builtins  # type: ignore[attr-defined]
     main.__loader__ = importlib.machinery.SourceFileLoader("__main__", abspath)
     main.__spec__ = None
-    main.__cached__ = None
+    main.__cached__ = None  # type: ignore[attr-defined]
     sys.modules["__main__"] = main  # multiprocessing's spawn and pickle look the script up here
     code = compile(source, abspath, "exec", dont_inherit=True)
     exec(code, main.__dict__)
@@ -83,6 +84,9 @@ def main() -> None:
 
     args = sys.argv[1:]
     import runpy
+    from collections.abc import Callable
+
+    run: Callable[[], object]
 
     if args[0] == "-m":
         module, script_args = args[1], args[2:]

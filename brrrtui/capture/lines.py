@@ -89,7 +89,7 @@ class LineSampler:
         self.lines = lines
         self.user_frames = user_frames
         self.period_s = period_s
-        self.main_ident = threading.main_thread().ident
+        self.main_ident = threading.main_thread().ident or 0
         self.samples: list[tuple[int, int]] = []  # (line id, t_ns)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

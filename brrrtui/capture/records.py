@@ -92,7 +92,7 @@ def columns(data: bytes, offsets: np.ndarray, kind: int) -> dict[str, np.ndarray
     out = {}
     for name, (at, dtype) in FIELDS[kind].items():
         width = np.dtype(dtype).itemsize
-        view = np.frombuffer(data, dtype=dtype, count=len(data) // width)
+        view: np.ndarray = np.frombuffer(data, dtype=dtype, count=len(data) // width)
         out[name] = view[(offsets + at) // width]
     return out
 

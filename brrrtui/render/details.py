@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +39,7 @@ from brrrtui.render.verdicts import (
     FINDING_KINDS_BY_CAUSE,
     GAP_ADVICE,
     GAP_VERDICT,
+    finite,
     kernel_verdict,
     line_verdict,
 )
@@ -74,10 +76,6 @@ def display_path(snap: Snapshot, line: SourceLine) -> str:
         return f"{line.file}:{line.line}"
     rel = os.path.relpath(path)
     return f"{rel if not rel.startswith('..') else os.path.abspath(path)}:{line.line}"
-
-
-def _finite(x: float | None) -> bool:
-    return x is not None and not math.isnan(x)
 
 
 def _per(snap: Snapshot) -> str:
@@ -159,8 +157,8 @@ def _line(snap: Snapshot, line_id: int) -> Detail:
     if streamed is not None:
         d.body.append([(f"streamed: {streamed[0]:,} kernels, {fmt_ns(streamed[1])} (inferred)", "muted")])
     secs = s.gpu_ns / 1e9 if s.gpu_ns else None
-    d.body.append([(f"{fmt_flops(s.flops)} ({fmt_flop_rate(s.flops / secs if _finite(s.flops) and secs else None)})"
-                    f" · {fmt_bytes(s.bytes)} ({fmt_byte_rate(s.bytes / secs if _finite(s.bytes) and secs else None)})",
+    d.body.append([(f"{fmt_flops(s.flops)} ({fmt_flop_rate(s.flops / secs if finite(s.flops) and secs else None)})"
+                    f" · {fmt_bytes(s.bytes)} ({fmt_byte_rate(s.bytes / secs if finite(s.bytes) and secs else None)})",
                     "muted")])  # fmt: skip
     # ops that launched this line's kernels, grouped by name and input shapes
     rows = np.nonzero(a.links.kernel_line == line_id)[0]
@@ -266,7 +264,7 @@ def _kname(snap: Snapshot, name: int, line_id: int = -2, op_name: int = -2, shap
                                                                ks.calls, ks.uses_tensor_cores), ks.regime.value)])  # fmt: skip
         d.body.append([(f"{ks.calls} calls in the run, {fmt_ns(ks.gpu_ns)} ({fmt_ns(ks.gpu_ns / max(ks.calls, 1))} "
                         f"each); here {len(rows)} calls, {fmt_ns(gpu_ns)}", "")])  # fmt: skip
-        inten = ks.flops / ks.bytes if _finite(ks.flops) and _finite(ks.bytes) and ks.bytes else None
+        inten = ks.flops / ks.bytes if finite(ks.flops) and finite(ks.bytes) and ks.bytes else None
         p = a.peaks
         ridge = p.tensor_flops_per_s / p.bytes_per_s if p.tensor_flops_per_s and p.bytes_per_s else None
         d.body.append([(f"{fmt_flops(ks.flops)} · {fmt_bytes(ks.bytes)} · intensity "
@@ -331,8 +329,8 @@ def _kernel(snap: Snapshot, row: int) -> Detail:
     if grid or block:
         d.body.append([(f"grid [{grid}] block [{block}]", "muted")])
     secs = dur / 1e9 if dur > 0 else None
-    d.body.append([(f"{fmt_flops(f if _finite(f) else None)} ({fmt_flop_rate(f / secs if _finite(f) and secs else None)})"
-                    f" · {fmt_bytes(b if _finite(b) else None)} ({fmt_byte_rate(b / secs if _finite(b) and secs else None)})",
+    d.body.append([(f"{fmt_flops(f if finite(f) else None)} ({fmt_flop_rate(f / secs if finite(f) and secs else None)})"
+                    f" · {fmt_bytes(b if finite(b) else None)} ({fmt_byte_rate(b / secs if finite(b) and secs else None)})",
                     "")])  # fmt: skip
     p = a.peaks
     ach_f = _row_value(a, "kernel_achieved_flops_per_s", row)
@@ -489,7 +487,7 @@ def _finding(snap: Snapshot, index: int) -> Detail:
     return d
 
 
-_DESCRIBE = {
+_DESCRIBE: dict[str, Callable[..., Detail]] = {
     "summary": _summary,
     "line": _line,
     "op": _op,

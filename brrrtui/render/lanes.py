@@ -167,9 +167,10 @@ def build_lanes(analysis: Analysis, window: int) -> WindowLanes:
         op_top = _top_level(links.op_parent)
         sync = _sync_ops(trace, links.launch_op, op_top)
         top_rows = np.nonzero(omask & (links.op_parent < 0))[0]
-        tids = np.unique(ops.tid[top_rows])
         # the thread with most operators first (the training loop), autograd's thread after it
-        tids = sorted(tids.tolist(), key=lambda t: -int((ops.tid[top_rows] == t).sum()))
+        tids = sorted(
+            np.unique(ops.tid[top_rows]).tolist(), key=lambda t: -int((ops.tid[top_rows] == t).sum())
+        )
         for tid in tids:
             rows = top_rows[ops.tid[top_rows] == tid]
             backward = bool(np.mean(ops.fwd_tid[rows] > 0) > 0.5) if len(rows) else False

@@ -6,13 +6,15 @@ The regime itself comes from the analysis; these only put its numbers into words
 from __future__ import annotations
 
 import math
+from typing import TypeGuard
 
 from analyzers.results import GapCause, LineStat, Regime
 from brrrtui.render.snapshot import Snapshot
 from brrrtui.render.units import fmt_byte_rate, fmt_bytes, fmt_flop_rate, fmt_ns, fmt_pct
 
 
-def _finite(x: float | None) -> bool:
+def finite(x: float | None) -> TypeGuard[float]:
+    """A measured number (not missing, not NaN)."""
     return x is not None and not math.isnan(x)
 
 
@@ -22,14 +24,14 @@ def kernel_verdict(snap: Snapshot, regime: Regime, flops: float | None, nbytes: 
     secs = dur_ns / 1e9 if dur_ns > 0 else None
     if regime is Regime.COMPUTE:
         peak = p.tensor_flops_per_s if tensor is not False else p.fp32_flops_per_s
-        rate = flops / secs if _finite(flops) and secs else None
+        rate = flops / secs if finite(flops) and secs else None
         frac = f" ({fmt_pct(rate / peak)} of the roof)" if rate and peak else ""
         return (
             f"compute-bound: {fmt_flop_rate(rate)} of {fmt_flop_rate(peak)}{frac}; only more FLOP/s helps "
             "(tensor cores, lower precision), not fusion."
         )
     if regime is Regime.MEMORY:
-        rate = nbytes / secs if _finite(nbytes) and secs else None
+        rate = nbytes / secs if finite(nbytes) and secs else None
         peak = p.bytes_per_s
         frac = f" ({fmt_pct(rate / peak)} of peak)" if rate and peak else ""
         return (

@@ -20,7 +20,7 @@ ROLES = (
     "stdout", "stderr", "brrrtui",
 )  # fmt: skip
 
-ROLE_CLASSES = frozenset(f"role--{r}" for r in ROLES)
+ROLE_CLASSES: set[str] = {f"role--{r}" for r in ROLES}  # Textual's COMPONENT_CLASSES type; never mutated
 
 
 class RoleStyles:
