@@ -58,6 +58,8 @@ def test_record_passes_arguments_and_output_through(train_recording):
     assert f"argv ['{TRAIN}', '40', '--help', '-o', 'x'] __main__ True" in proc.stdout
     assert "brrrtui: no CUDA GPU: recording CPU ops and source lines only" in proc.stderr
     assert proc.stderr.count("no CUDA GPU") == 1
+    # Kineto's own log lines (USDT: ... profiler_start/stop, one pair per window) stay off the script's stderr
+    assert "USDT:" not in proc.stderr and "profiler_stop" not in proc.stderr
 
 
 def test_recording_holds_every_step_and_the_run_facts(train_recording):

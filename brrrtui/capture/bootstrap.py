@@ -75,6 +75,10 @@ def main() -> None:
     # first profiler session and slow the whole run (pytorch/pytorch#144455); torch.compile's CUDA-graph mode
     # sets it to "0" itself where teardown is unsafe. A user's own setting wins.
     os.environ.setdefault("TEARDOWN_CUPTI", "1")
+    # Kineto logs each profiler start and stop on stderr at its "USDT" level (torch 2.13's CPU build), which
+    # would land between the script's own lines at every window; 6 is above every Kineto level. brrrtui says
+    # what went wrong in its own words. A user's own setting wins.
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     fd = int(os.environ.pop("BRRRTUI_FD"))
     os.set_inheritable(fd, False)  # the script's own subprocesses must not hold the pipe open
     config = WindowConfig.from_json(os.environ.pop("BRRRTUI_CONFIG", None))
