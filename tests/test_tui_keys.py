@@ -153,6 +153,9 @@ async def test_search_jumps_to_a_kernel(resnet):
         tl = resnet.main.timeline
         assert "collect_statistics" in resnet.main.snapshot.kernel_name(tl.selection.row)
         assert resnet.main.focused_pane() == "timeline"
+        await pilot.press("enter")  # the timeline's Drill: that kernel, in the focused details pane
+        assert resnet.main.details.node == tl.selection_node()
+        assert resnet.main.focused_pane() == "details"
 
 
 @run_async

@@ -16,6 +16,7 @@ from brrrtui.render.snapshot import Snapshot
 from brrrtui.render.status import RunState
 from brrrtui.screens.search import Hit, SearchScreen
 from brrrtui.widgets.details import Details
+from brrrtui.widgets.drill import Drill
 from brrrtui.widgets.hot_lines import HotLines
 from brrrtui.widgets.log_pane import LogPane
 from brrrtui.widgets.regime_bars import RegimeBars
@@ -158,10 +159,7 @@ class MainScreen(Screen):
         if node is not None and self.focused_pane() in (None, "timeline"):
             self.details.show(node)
 
-    def on_timeline_drill(self, event: Timeline.Drill) -> None:
-        self._drill(event.node)
-
-    def on_source_view_drill(self, event: SourceView.Drill) -> None:
+    def on_drill(self, event: Drill) -> None:  # Enter in the timeline or the source view
         self._drill(event.node)
 
     def on_source_view_line_chosen(self, event: SourceView.LineChosen) -> None:

@@ -20,6 +20,7 @@ from brrrtui.render.gutter import gutter_spans
 from brrrtui.render.snapshot import Snapshot
 from brrrtui.render.source import read_highlighted
 from brrrtui.widgets._roles import ROLE_CLASSES, RoleStyles
+from brrrtui.widgets.drill import Drill
 
 Span = tuple[str, str]
 COMPACT_BELOW = 90  # columns: drop the share bar from the gutter
@@ -55,11 +56,6 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
             super().__init__()
             self.line = line
             self.stat = stat
-
-    class Drill(Message):
-        def __init__(self, node: Node) -> None:
-            super().__init__()
-            self.node = node
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -160,7 +156,7 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
     def action_drill(self) -> None:
         stat = self.current_stat()
         if stat is not None:
-            self.post_message(self.Drill(Node("line", (stat.line_id,))))
+            self.post_message(Drill(Node("line", (stat.line_id,))))
 
     def _set_cursor(self, k: int) -> None:
         k = min(max(k, 0), max(len(self.rows) - 1, 0))

@@ -26,6 +26,7 @@ from brrrtui.render.snapshot import Snapshot
 from brrrtui.render.timeline import Cell, View, axis_text, bin_index, lane_cells, neighbour, pick
 from brrrtui.render.units import fmt_ns
 from brrrtui.widgets._roles import ROLE_CLASSES, RoleStyles
+from brrrtui.widgets.drill import Drill
 
 LABEL_W = 9
 _ITEM_KIND = {"gpu": "kernel", "cpu": "op", "stream": "streamed"}  # lane kind -> Selection kind of its items
@@ -78,11 +79,6 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
             super().__init__()
             self.timeline = timeline
             self.selection = selection
-
-    class Drill(Message):
-        def __init__(self, node: Node) -> None:
-            super().__init__()
-            self.node = node
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -231,7 +227,7 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
     def action_drill(self) -> None:
         node = self.selection_node()
         if node is not None:
-            self.post_message(self.Drill(node))
+            self.post_message(Drill(node))
 
     def selection_node(self) -> Node | None:
         s = self.selection
