@@ -25,7 +25,7 @@ from analyzers.findings import Context, all_findings
 from analyzers.fusion import fusion_chains
 from analyzers.lines import line_stats
 from analyzers.links import link
-from analyzers.model import Peaks, Table, Trace, WindowMode
+from analyzers.model import Peaks, Table, Trace, WindowMode, flag_of
 from analyzers.peaks import resolve_peaks
 from analyzers.results import GAP_CAUSE_CODES, Analysis, GapCause
 from analyzers.roofline import kernel_stats, roofline
@@ -65,12 +65,8 @@ def trim_close_stalls(trace: Trace) -> tuple[Trace, list[str]]:
     w = trace.windows
     if not len(w) or not (w.stall_ns > 0).any():
         return trace, []
-    real_op = np.fromiter(("::" in s for s in trace.strings), bool, len(trace.strings))
     ops = trace.ops
-    is_real = np.zeros(len(ops), dtype=bool)
-    if len(ops):
-        ok = ops.name >= 0
-        is_real[ok] = real_op[ops.name[ok]]
+    is_real = flag_of(trace.string_flags(lambda s: "::" in s), ops.name)
     ends = np.concatenate(
         (trace.gpu.start_ns + trace.gpu.dur_ns, trace.runtime.start_ns + trace.runtime.dur_ns,
          ops.start_ns[is_real] + ops.dur_ns[is_real])

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from analyzers.arrays import distinct
-from analyzers.model import Trace
+from analyzers.model import Trace, flag_of
 from analyzers.results import REGIME_CODES, Breakdown, OverheadCorrection, Regime
 
 _C, _M, _O = (REGIME_CODES[r] for r in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD))
@@ -112,12 +112,8 @@ def profiled_step_ns(trace: Trace) -> float | None:
     interval lies mostly inside a window.
     """
     ops, w = trace.ops, trace.windows
-    names = np.fromiter((s.startswith(STEP_ANNOTATION) for s in trace.strings), bool, len(trace.strings))
     periods: list[np.ndarray] = []
-    is_step = np.zeros(len(ops), dtype=bool)
-    if len(ops):
-        ok = ops.name >= 0
-        is_step[ok] = names[ops.name[ok]]
+    is_step = flag_of(trace.string_flags(lambda s: s.startswith(STEP_ANNOTATION)), ops.name)
     for win in w.window.tolist():
         starts = np.sort(ops.start_ns[is_step & (ops.window == win)])
         if len(starts) >= 2:

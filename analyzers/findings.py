@@ -425,7 +425,7 @@ def optimizer_findings(ctx: Context) -> list[Finding]:
     trace, links, gpu = ctx.trace, ctx.links, ctx.trace.gpu
     if not len(trace.ops) or ctx.steps <= 0:
         return []
-    flag = np.fromiter((s.startswith("Optimizer.step#") for s in trace.strings), bool, len(trace.strings))
+    flag = trace.string_flags(lambda s: s.startswith("Optimizer.step#"))
     in_step = np.zeros(len(gpu), dtype=bool)
     cur = links.kernel_op.copy()
     for _ in range(MAX_DEPTH + 4):
@@ -440,7 +440,7 @@ def optimizer_findings(ctx: Context) -> list[Finding]:
     n = int(kern.sum())
     if n / ctx.per < OPTIMIZER_KERNELS_PER_STEP:
         return []
-    multi = np.fromiter(("multi_tensor_apply" in s for s in trace.strings), bool, len(trace.strings))
+    multi = trace.string_flags(lambda s: "multi_tensor_apply" in s)
     if multi[gpu.name[kern]].mean() > 0.5:
         return []  # already foreach / fused
     names = [s for s in trace.strings if s.startswith("Optimizer.step#")]

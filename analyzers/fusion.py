@@ -121,9 +121,7 @@ def fusion_chains(
     kop = links.kernel_op
     cost_idx = roof.op_costs.index
     costs = roof.op_costs.costs
-    name_ok = np.fromiter(
-        (bool(_ELEMENTWISE_NAME.search(s)) for s in trace.strings), bool, len(trace.strings)
-    )
+    name_ok = trace.string_flags(_ELEMENTWISE_NAME.search)
     fam_ok = np.isin(roof.family, list(_FUSIBLE)) | ((roof.family < 0) & name_ok[np.maximum(gpu.name, 0)])
     cand = (gpu.kind == GpuKind.KERNEL) & np.isin(roof.regime, [_MEM, _OVH]) & fam_ok
 

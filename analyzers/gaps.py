@@ -56,7 +56,7 @@ import numpy as np
 
 from analyzers.arrays import distinct
 from analyzers.links import Links, innermost_enclosing
-from analyzers.model import NONE, GpuKind, Table, Trace
+from analyzers.model import NONE, GpuKind, Table, Trace, flag_of
 from analyzers.results import GAP_CAUSE_CODES, GapCause
 
 SYNC_TOLERANCE_NS = 1_000  # CPU and GPU timestamps are aligned to ~1 us
@@ -82,17 +82,6 @@ GAP_SCHEMA = {
 """stream: NONE for device-wide gaps; line: line id or NONE; next_row: the gpu row whose start ends the gap."""
 
 QUEUE_SCHEMA = {"window": np.int32, "stream": np.int32, "t_ns": np.int64, "depth": np.int32}
-
-
-def _flags(trace: Trace, test) -> np.ndarray:  # type: ignore[no-untyped-def]
-    return np.fromiter((bool(test(s)) for s in trace.strings), dtype=bool, count=len(trace.strings))
-
-
-def _by_name(flags: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    ok = ids >= 0
-    out = np.zeros(len(ids), dtype=bool)
-    out[ok] = flags[ids[ok]]
-    return out
 
 
 def busy_mask(trace: Trace, host_copy: np.ndarray) -> np.ndarray:
@@ -236,27 +225,27 @@ class GapEvidence:
         op_end = ops.start_ns + ops.dur_ns
         rt_end = rt.start_ns + rt.dur_ns
 
-        d = _by_name(_flags(trace, lambda s: "DataLoader" in s), ops.name)
+        d = flag_of(trace.string_flags(lambda s: "DataLoader" in s), ops.name)
         self.data = _Marks(ops.start_ns[d], op_end[d], links.op_line[d])
 
         # HtoD copy rows on the GPU, the CPU memcpy calls that issued them, pinned-memory ops
-        h2d_gpu = host_copy & _by_name(_flags(trace, lambda s: any(k in s for k in _H2D_GPU)), gpu.name)
+        h2d_gpu = host_copy & flag_of(trace.string_flags(lambda s: any(k in s for k in _H2D_GPU)), gpu.name)
         h2d_rt = np.zeros(len(rt), dtype=bool)
         gpu_line = np.full(int(h2d_gpu.sum()), NONE, dtype=np.int64)
         if len(rt):
             launched = links.kernel_launch[h2d_gpu]
             h2d_rt[launched[launched >= 0]] = True
-            h2d_rt &= _by_name(_flags(trace, lambda s: bool(_MEMCPY_RUNTIME.match(s))), rt.name)
+            h2d_rt &= flag_of(trace.string_flags(lambda s: bool(_MEMCPY_RUNTIME.match(s))), rt.name)
             gpu_line = np.where(launched >= 0, links.launch_line[np.maximum(launched, 0)], NONE)
-        h2d_op = _by_name(_flags(trace, lambda s: s in _H2D_OPS), ops.name)
+        h2d_op = flag_of(trace.string_flags(lambda s: s in _H2D_OPS), ops.name)
         self.h2d = _Marks(
             np.concatenate((gpu.start_ns[h2d_gpu], rt.start_ns[h2d_rt], ops.start_ns[h2d_op])),
             np.concatenate((gpu.start_ns[h2d_gpu] + gpu.dur_ns[h2d_gpu], rt_end[h2d_rt], op_end[h2d_op])),
             np.concatenate((gpu_line, links.launch_line[h2d_rt], links.op_line[h2d_op])),
         )
 
-        sync_rt = _by_name(_flags(trace, lambda s: bool(_SYNC_RUNTIME.match(s))), rt.name)
-        sync_op = _by_name(_flags(trace, lambda s: s in _SYNC_OPS), ops.name)
+        sync_rt = flag_of(trace.string_flags(lambda s: bool(_SYNC_RUNTIME.match(s))), rt.name)
+        sync_op = flag_of(trace.string_flags(lambda s: s in _SYNC_OPS), ops.name)
         s_start = np.concatenate((rt.start_ns[sync_rt], ops.start_ns[sync_op]))
         s_end = np.concatenate((rt_end[sync_rt], op_end[sync_op]))
         s_line = np.concatenate((links.launch_line[sync_rt], links.op_line[sync_op])).astype(np.int64)
@@ -266,12 +255,12 @@ class GapEvidence:
 
         # CPU work: operators (aten::, autograd::) and runtime calls, not record_function scopes that merely
         # enclose (an `Optimizer.step#` annotation spanning the profiler's stop is not the CPU issuing work)
-        real = _by_name(_flags(trace, lambda s: "::" in s), ops.name)
+        real = flag_of(trace.string_flags(lambda s: "::" in s), ops.name)
         self.cpu = _Intervals(
             np.concatenate((ops.start_ns[real], rt.start_ns)), np.concatenate((op_end[real], rt_end))
         )
         self.main_tid = main_thread(trace)
-        lazy = _by_name(_flags(trace, lambda s: s == LAZY_LOADING), ops.name)
+        lazy = flag_of(trace.string_flags(lambda s: s == LAZY_LOADING), ops.name)
         self.lazy_start = np.sort(ops.start_ns[lazy])
 
 

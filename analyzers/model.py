@@ -10,6 +10,7 @@ integer columns and NaN in float columns, never 0; names and shapes are indices 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -17,6 +18,14 @@ from typing import Any
 import numpy as np
 
 NONE = -1  # "unknown / not linked" in integer columns
+
+
+def flag_of(flags: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """flags[ids] per row (flags from Trace.string_flags); False where the id is NONE."""
+    ok = ids >= 0
+    out = np.zeros(len(ids), dtype=bool)
+    out[ok] = flags[ids[ok]]
+    return out
 
 
 class GpuKind(IntEnum):
@@ -188,6 +197,10 @@ class Trace:
 
     def name(self, sid: int) -> str:
         return self.strings[sid] if sid >= 0 else ""
+
+    def string_flags(self, test: Callable[[str], object]) -> np.ndarray:
+        """Boolean per string id: test(string), evaluated once per distinct name, not once per row."""
+        return np.fromiter((bool(test(s)) for s in self.strings), dtype=bool, count=len(self.strings))
 
     def sid(self, s: str) -> int:
         """String id of `s`, or NONE if it never occurs."""

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.links import Links
-from analyzers.model import NONE, GpuKind, Peaks, Trace
+from analyzers.model import NONE, GpuKind, Peaks, Trace, flag_of
 from analyzers.opcost import MATMUL_FAMILIES, Family, OpCost, op_cost, parse_args
 from analyzers.results import REGIME_CODES, KernelStat, Regime
 
@@ -99,22 +99,8 @@ class Roofline:
     op_costs: OpCosts
 
 
-def name_flags(trace: Trace, pattern: re.Pattern[str]) -> np.ndarray:
-    """Boolean per string id: does the string match `pattern`? (evaluated once per distinct name)"""
-    return np.fromiter((bool(pattern.search(s)) for s in trace.strings), dtype=bool, count=len(trace.strings))
-
-
 def _lower_flags(trace: Trace, pattern: re.Pattern[str]) -> np.ndarray:
-    return np.fromiter(
-        (bool(pattern.search(s.lower())) for s in trace.strings), dtype=bool, count=len(trace.strings)
-    )
-
-
-def _flag(flags: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    ok = ids >= 0
-    out = np.zeros(len(ids), dtype=bool)
-    out[ok] = flags[ids[ok]]
-    return out
+    return trace.string_flags(lambda s: pattern.search(s.lower()))
 
 
 def _ancestors(links: Links, start: np.ndarray) -> np.ndarray:
@@ -355,10 +341,9 @@ def roofline(trace: Trace, links: Links, peaks: Peaks) -> Roofline:
     nbytes = _split(op_bytes, bytes_op, gpu.dur_ns, len(ops))
 
     # memcpy / memset: their own byte counts
-    names = trace.strings
-    host_flag = np.fromiter((any(h in s for h in _HOST_COPY) for s in names), dtype=bool, count=len(names))
+    host_flag = trace.string_flags(lambda s: any(h in s for h in _HOST_COPY))
     is_copy = kind == GpuKind.MEMCPY
-    host_copy = is_copy & _flag(host_flag, gpu.name)
+    host_copy = is_copy & flag_of(host_flag, gpu.name)
     known_b = gpu.bytes >= 0
     mem_rows = (kind != GpuKind.KERNEL) & known_b
     factor = np.where(is_copy & ~host_copy, 2.0, 1.0)  # device-to-device copies read and write
@@ -377,8 +362,12 @@ def roofline(trace: Trace, links: Links, peaks: Peaks) -> Roofline:
     is_mm = np.isin(family, [int(f) for f in MATMUL_FAMILIES])
     tc_name = _lower_flags(trace, _TC_NAME)
     simt_name = _lower_flags(trace, _SIMT_NAME)
-    gemm_name = name_flags(trace, _GEMM_NAME)
-    k_tc, k_simt, k_gemm = _flag(tc_name, gpu.name), _flag(simt_name, gpu.name), _flag(gemm_name, gpu.name)
+    gemm_name = trace.string_flags(_GEMM_NAME.search)
+    k_tc, k_simt, k_gemm = (
+        flag_of(tc_name, gpu.name),
+        flag_of(simt_name, gpu.name),
+        flag_of(gemm_name, gpu.name),
+    )
     tensor_cores = np.full(n, -1, dtype=np.int8)
     tensor_cores[~is_mm & (family >= 0)] = 0
     tensor_cores[kind != GpuKind.KERNEL] = 0
@@ -388,7 +377,7 @@ def roofline(trace: Trace, links: Links, peaks: Peaks) -> Roofline:
     unknown = (tensor_cores < 0) & k_gemm
     tensor_cores[unknown] = (k_tc[unknown] & ~k_simt[unknown]).astype(np.int8)
     tensor_cores[(tensor_cores < 0) & ~k_gemm & (kind == GpuKind.KERNEL)] = 0
-    k_low = _flag(_lower_flags(trace, _LOW_PRECISION_NAME), gpu.name)
+    k_low = flag_of(_lower_flags(trace, _LOW_PRECISION_NAME), gpu.name)
     tf32 = (tensor_cores == 1) & (low != 1) & ~((low == -1) & k_low)
 
     tensor_peak = np.nan if peaks.tensor_flops_per_s is None else peaks.tensor_flops_per_s
