@@ -359,7 +359,7 @@ class Agent:
                 self.device_sent = True
             self.channel.send({
                 "type": "batch", "windows": [(*window, n_events)], "strings": self.strings.take_new(),
-                "lines": self.lines.take_new(), "capture_costs": [(window[0], convert_ns, int(cost))],
+                "lines": self.lines.take_new_rows(), "capture_costs": [(window[0], convert_ns, int(cost))],
                 "line_samples": [(window[0], lid, t) for lid, t in samples], **rows,
             })  # fmt: skip
 

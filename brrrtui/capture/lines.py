@@ -23,6 +23,8 @@ from typing import Any
 
 from torch.overrides import TorchFunctionMode
 
+from brrrtui.capture.ids import IdTable
+
 SPAN_PREFIX = "brrr:"
 
 try:  # a C++ scope with no Python bookkeeping; ~1 us. Older torch: the public record_function.
@@ -52,29 +54,15 @@ class UserFrames:
         return frame
 
 
-class LineTable:
-    """Interns (file, line, function) -> id; remembers which ids are new since the last `take_new()`."""
-
-    def __init__(self) -> None:
-        self.ids: dict[tuple[str, int, str], int] = {}
-        self.new: list[tuple[int, str, int, str]] = []
-        self.lock = threading.Lock()  # the tagger (main thread) and the sampler thread both intern
+class LineTable(IdTable[tuple[str, int, str]]):
+    """Interns (file, line, function) -> id; the tagger (main thread) and the sampler thread both intern."""
 
     def intern(self, file: str, line: int, function: str) -> int:
-        key = (file, line, function)
-        i = self.ids.get(key)
-        if i is None:
-            with self.lock:
-                i = self.ids.get(key)
-                if i is None:
-                    i = self.ids[key] = len(self.ids)
-                    self.new.append((i, file, line, function))
-        return i
+        return self.id_of((file, line, function))
 
-    def take_new(self) -> list[tuple[int, str, int, str]]:
-        with self.lock:
-            new, self.new = self.new, []
-        return new
+    def take_new_rows(self) -> list[tuple[int, str, int, str]]:
+        """The new lines as rows of the recording's `lines` table."""
+        return [(i, *key) for i, key in self.take_new()]
 
 
 class LineSampler:

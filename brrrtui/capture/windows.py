@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from brrrtui.capture.ids import IdTable
+
 STEP_MODE, TIME_MODE = 0, 1  # = analyzers.model.WindowMode.STEPS / TIME
 NEVER = 1 << 62
 
@@ -201,7 +203,7 @@ class Scheduler:
 # Converting a finished profiler session into rows (analyzers.model schemas)
 
 
-class Interner:
+class Interner(IdTable[str]):
     """Child-side string interning: ids are the recording's `strings` ids. Two threads send rows (window
     conversion, the kernel stream). Interning is thread-safe by itself; each thread interns all of a batch's
     strings first, then holds `lock` from take_new() to the send of that batch. So a string another thread
@@ -209,27 +211,11 @@ class Interner:
     while a long window conversion never holds up the stream (it interns outside `lock`)."""
 
     def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-        self.new: list[tuple[int, str]] = []
+        super().__init__()
         self.lock = threading.Lock()
-        self._assign = threading.Lock()
 
     def __call__(self, s: str | None) -> int:
-        if s is None:
-            return -1
-        i = self.ids.get(s)
-        if i is None:
-            with self._assign:
-                i = self.ids.get(s)
-                if i is None:
-                    i = self.ids[s] = len(self.ids)
-                    self.new.append((i, s))
-        return i
-
-    def take_new(self) -> list[tuple[int, str]]:
-        with self._assign:
-            new, self.new = self.new, []
-        return new
+        return -1 if s is None else self.id_of(s)
 
 
 _GPU_KINDS = {"kernel": 0, "gpu_memcpy": 1, "gpu_memset": 2}
