@@ -44,71 +44,52 @@ def test_walk_finds_every_record_at_nvidias_offsets(buffer):
         assert all(at % np.dtype(t).itemsize == 0 for at, t in fields.values())
 
 
-def test_decode_matches_nvidias_dtypes_field_by_field(buffer):
-    """`expected` was decoded on the H200 with cupti-python's own numpy dtypes (activity_kernel10_dtype, ...)."""
+def test_scan_and_rows_match_nvidias_dtypes_field_by_field(buffer):
+    """`expected` was decoded on the H200 with cupti-python's own numpy dtypes (activity_kernel10_dtype, ...).
+    The split path (plain-Python scan in the script, numpy in the recorder) gives those records, in buffer
+    order, buffer by buffer, with their names and launch shapes interned once each."""
     data, sizes, names, expected = buffer
-    d = records.decode(data, records.walk(data, sizes), names.__getitem__)
-    assert len(d) == len(expected) == 63
-    by_corr = {int(c): i for i, c in enumerate(d.correlation)}
-    for e in expected:
-        i = by_corr[e["correlation_id"]]
-        assert (d.start[i], d.end[i], d.device[i], d.stream[i]) == (
-            e["start"],
-            e["end"],
-            e["device_id"],
-            e["stream_id"],
-        )
-        if e["kind"] == records.CONCURRENT_KERNEL_KIND:
-            assert d.kind[i] == 0 and d.name[i] == names[e["name"]]
-            assert d.grid[i] == f"{e['grid_x']},{e['grid_y']},{e['grid_z']}"
-            assert d.block[i] == f"{e['block_x']},{e['block_y']},{e['block_z']}"
-        elif e["kind"] == records.MEMSET_KIND:
-            assert d.kind[i] == 2 and d.bytes[i] == e["bytes"] and d.name[i] == "Memset (Device)"
-        else:
-            assert d.kind[i] == 1 and d.bytes[i] == e["bytes"]
-            assert d.name[i] == "Memcpy DtoH (Device -> Pageable)"  # Kineto's name for the same copy
-    assert records.complete(d).all() and not records.malformed(d).any()
-
-
-def test_incomplete_and_malformed_records():
-    d = records.concat([])
-    assert len(d) == 0
-    e = np.array([0, 10, 5, 7], dtype=np.int64)
-    names, none = records.Labels(list("abcd"), np.arange(4)), records.Labels.constant(None, 4)
-    d = records.Decoded(np.zeros(4, np.int8), names, np.array([5, 0, 9, 1]), np.array([9, 3, 0, 0]) + e * 0,
-                        np.zeros(4, np.int32), np.zeros(4, np.int32), np.arange(4), none, none, e)  # fmt: skip
-    assert records.complete(d).tolist() == [True, False, False, False]  # running kernels: no end yet
-    bad = records.Decoded(d.kind, d.name, np.array([9, 1, 1, 1]), np.array([5, 2, 2, 2]), d.device, d.stream,
-                          np.arange(4), d.grid, d.block, d.bytes)  # fmt: skip
-    assert records.malformed(bad).tolist() == [True, False, False, False]
-    t = records.take(d, records.complete(d))
-    assert t.name.tolist() == ["a"] and t.start.tolist() == [5]
-
-
-def test_scan_then_rows_from_scan_equal_the_whole_decode(buffer):
-    """The split path (plain-Python scan in the script, numpy in the recorder) gives the rows the whole
-    decode gives, buffer by buffer, on the recorded H200 buffer: same records, order, fields and strings."""
-    data, sizes, names, _ = buffer
     strings = Interner()
     ids = records.ScanIds(strings, names.__getitem__)
     found = records.Scanned.empty()
     assert records.scan(data, sizes, 0, found, ids) and records.scan(data, sizes, len(data), found, ids)
     rows, dropped = records.rows_from_scan(data + data, [(2, 100, 63), (5, -7, 63)], found)
-    assert dropped == 0 and rows.shape == (126, 11)
+    assert dropped == 0 and rows.shape == (126, 11) and len(expected) == 63
     text = {i: t for t, i in strings.ids.items()}
-    d = records.decode(data, records.walk(data, sizes), names.__getitem__)
+    want = sorted(expected, key=lambda e: e["offset"])
     for part, (window, shift) in enumerate([(2, 100), (5, -7)]):
-        r = rows[part * 63 : (part + 1) * 63]
-        assert (r[:, 0] == window).all()
-        assert r[:, 1].tolist() == d.kind.tolist() and r[:, 3].tolist() == (d.start + shift).tolist()
-        assert r[:, 4].tolist() == (d.end - d.start).tolist() and r[:, 7].tolist() == d.correlation.tolist()
-        assert r[:, 5].tolist() == d.device.tolist() and r[:, 6].tolist() == d.stream.tolist()
-        assert r[:, 10].tolist() == d.bytes.tolist()
-        assert [text[i] for i in r[:, 2].tolist()] == d.name.tolist()
-        assert [text.get(i) for i in r[:, 8].tolist()] == d.grid.tolist()
-        assert [text.get(i) for i in r[:, 9].tolist()] == d.block.tolist()
+        for r, e in zip(rows[part * 63 : (part + 1) * 63].tolist(), want, strict=True):
+            assert r[0] == window and r[7] == e["correlation_id"]
+            assert (r[3] - shift, r[3] - shift + r[4], r[5], r[6]) == (
+                e["start"], e["end"], e["device_id"], e["stream_id"])  # fmt: skip
+            if e["kind"] == records.CONCURRENT_KERNEL_KIND:
+                assert r[1] == 0 and text[r[2]] == names[e["name"]] and r[10] == -1
+                assert text[r[8]] == f"{e['grid_x']},{e['grid_y']},{e['grid_z']}"
+                assert text[r[9]] == f"{e['block_x']},{e['block_y']},{e['block_z']}"
+            elif e["kind"] == records.MEMSET_KIND:
+                assert r[1] == 2 and r[10] == e["bytes"] and text[r[2]] == "Memset (Device)"
+                assert r[8] == r[9] == -1
+            else:
+                assert r[1] == 1 and r[10] == e["bytes"] and r[8] == r[9] == -1
+                assert text[r[2]] == "Memcpy DtoH (Device -> Pageable)"  # Kineto's name for the same copy
     # each distinct string interned once, however many records carry it
-    assert len(strings.ids) == len(set(d.name.tolist()) | set(d.grid.tolist() + d.block.tolist()) - {None})
+    kernels = [e for e in expected if e["kind"] == records.CONCURRENT_KERNEL_KIND]
+    distinct = {names[e["name"]] for e in kernels} | {"Memset (Device)", "Memcpy DtoH (Device -> Pageable)"}
+    distinct |= {f"{e[f'{d}_x']},{e[f'{d}_y']},{e[f'{d}_z']}" for e in kernels for d in ("grid", "block")}
+    assert set(strings.ids) == distinct
+
+
+def test_malformed_records_betray_a_foreign_layout(buffer):
+    data, sizes, _, _ = buffer
+    offsets = records.walk(data, sizes)
+    flat = np.concatenate(list(offsets.values()))
+    assert len(records.malformed(data, flat)) == 63 and not records.malformed(data, flat).any()
+    first = int(offsets[records.CONCURRENT_KERNEL_KIND][0])
+    odd = bytearray(data)
+    start = int(np.frombuffer(data, np.uint64)[(first + 16) // 8])
+    odd[first + 24 : first + 32] = np.uint64(start - 1).tobytes()  # ends before it starts
+    odd[first + 16 + 216 : first + 32 + 216] = bytes(16)  # the next record: no timestamps yet (running)
+    assert records.malformed(bytes(odd), flat).sum() == 1
 
 
 def test_scan_drops_running_kernels_and_stops_at_unknown_kinds(buffer):

@@ -4,7 +4,8 @@ A buffer CUPTI hands back is a run of packed records, each starting with its kin
 aligned. Per-record Python objects cost ~30-40 us each on the H200 host (cupti-python's decoded records,
 measured: a tiny-op loop ran 10x slower), so brrrtui copies the bytes; the script's process scans them once
 for offsets and string ids (`scan`) and the recorder reads each kind's fields as numpy columns
-(`rows_from_scan`); `walk` + `decode` decode a buffer whole, to check its layout. Field offsets are those of CUDA 13's CUPTI structs
+(`rows_from_scan`); `walk` + `malformed` check the first buffer's layout. Field offsets are those of CUDA
+13's CUPTI structs
 (CUpti_ActivityKernel10, CUpti_ActivityMemcpy6, CUpti_ActivityMemset4, checked against cupti-python's
 dtypes on the H200); record sizes are learnt from the first buffer with cuptiActivityGetNextRecord.
 """
@@ -97,153 +98,32 @@ def columns(data: bytes, offsets: np.ndarray, kind: int) -> dict[str, np.ndarray
     return out
 
 
-@dataclass
-class Labels:
-    """A string column as its distinct values and one code per record: a buffer holds ~1200 records but few
-    distinct names and launch shapes, so strings are made per distinct value, never per record."""
-
-    values: list[str | None]
-    codes: np.ndarray  # index into values
-
-    @classmethod
-    def of(cls, keys: np.ndarray, label: Callable[[int], str | None]) -> Labels:
-        """keys: one integer per record; label(key) -> the string for one distinct key."""
-        if not len(keys):
-            return cls([], np.empty(0, dtype=np.int64))
-        uniq, codes = np.unique(keys, return_inverse=True)
-        return cls([label(k) for k in uniq.tolist()], codes.reshape(-1).astype(np.int64))
-
-    @classmethod
-    def constant(cls, value: str | None, n: int) -> Labels:
-        return cls([value], np.zeros(n, dtype=np.int64))
-
-    def __getitem__(self, i: int) -> str | None:
-        return self.values[int(self.codes[i])]
-
-    def __len__(self) -> int:
-        return len(self.codes)
-
-    def tolist(self) -> list[str | None]:
-        return [self.values[c] for c in self.codes.tolist()]
-
-    def take(self, mask: np.ndarray) -> Labels:
-        return Labels(self.values, self.codes[mask])
-
-    @staticmethod
-    def concat(parts: list[Labels]) -> Labels:
-        values: list[str | None] = []
-        codes = []
-        for p in parts:
-            codes.append(p.codes + len(values))
-            values += p.values
-        return Labels(values, np.concatenate(codes) if codes else np.empty(0, dtype=np.int64))
+def fields(data: bytes, offsets: np.ndarray) -> dict[str, np.ndarray]:
+    """The numeric fields of the records at `offsets` (any mix of kinds, in any order) as int64 columns:
+    kind (analyzers.model.GpuKind; -1 for a kind brrrtui did not enable), start, end, device, stream,
+    correlation, bytes (-1 where a kind has no such field: a kernel's bytes)."""
+    n = len(offsets)
+    kinds = np.frombuffer(data, dtype=np.uint32, count=len(data) // 4)[offsets >> 2]
+    cols = {name: np.full(n, -1, dtype=np.int64) for name in ("kind", "start", "end", "device", "stream",
+                                                             "correlation", "bytes")}  # fmt: skip
+    for kind in KINDS:
+        at = np.flatnonzero(kinds == kind)
+        if len(at):
+            cols["kind"][at] = GPU_KIND[kind]
+            for name, column in columns(data, offsets[at], kind).items():
+                if name in cols:
+                    cols[name][at] = column
+    return cols
 
 
-@dataclass
-class Decoded:
-    """Columns of the records of one or more buffers, kernels, copies and fills together, CUPTI clock."""
-
-    kind: np.ndarray  # analyzers.model.GpuKind
-    name: Labels
-    start: np.ndarray
-    end: np.ndarray
-    device: np.ndarray
-    stream: np.ndarray
-    correlation: np.ndarray
-    grid: Labels
-    block: Labels
-    bytes: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.kind)
-
-
-def _dims_key(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """One int64 per launch shape: x < 2^31, y and z < 2^16 (CUDA's grid and block limits)."""
-    return (x.astype(np.int64) << 32) | ((y.astype(np.int64) & 0xFFFF) << 16) | (z.astype(np.int64) & 0xFFFF)
-
-
-def _dims(key: int) -> str:
-    return f"{key >> 32},{(key >> 16) & 0xFFFF},{key & 0xFFFF}"
-
-
-def _memcpy_label(key: int) -> str:
-    return memcpy_name(key >> 16, (key >> 8) & 0xFF, key & 0xFF)
-
-
-def decode(data: bytes, offsets: dict[int, np.ndarray], name_of: Callable[[int], str]) -> Decoded:
-    """The records at `offsets` (from walk) as columns. `name_of(pointer)`: a kernel's name from its pointer,
-    called once per distinct pointer in the buffer."""
-    parts: list[Decoded] = []
-    for kind, offs in offsets.items():
-        if kind not in FIELDS or not len(offs):
-            continue
-        c = columns(data, offs, kind)
-        n = len(offs)
-        if kind == CONCURRENT_KERNEL_KIND:
-            names = Labels.of(c["name"], name_of)
-            grid = Labels.of(_dims_key(c["grid_x"], c["grid_y"], c["grid_z"]), _dims)
-            block = Labels.of(_dims_key(c["block_x"], c["block_y"], c["block_z"]), _dims)
-            nbytes = np.full(n, -1, dtype=np.int64)
-        else:
-            if kind == MEMCPY_KIND:
-                key = (
-                    (c["copy_kind"].astype(np.int64) << 16)
-                    | (c["src_kind"].astype(np.int64) << 8)
-                    | c["dst_kind"]
-                )
-                names = Labels.of(key, _memcpy_label)
-            else:
-                names = Labels.of(c["memory_kind"], memset_name)
-            grid = block = Labels.constant(None, n)
-            nbytes = c["bytes"].astype(np.int64)
-        parts.append(Decoded(np.full(n, GPU_KIND[kind], dtype=np.int8), names, c["start"].astype(np.int64),
-                             c["end"].astype(np.int64), c["device"].astype(np.int32), c["stream"].astype(np.int32),
-                             c["correlation"].astype(np.int64), grid, block, nbytes))  # fmt: skip
-    d = concat(parts)
-    if len(parts) > 1:  # back into buffer order (CUPTI's completion order), kinds interleaved as they ran
-        d = take(d, np.argsort(np.concatenate([o for k, o in offsets.items() if k in FIELDS]), kind="stable"))
-    return d
-
-
-def complete(d: Decoded) -> np.ndarray:
-    """Records whose activity had ended when CUPTI handed them over (a forced flush also returns running
-    kernels, with no end timestamp; a layout CUPTI changed would fail here too)."""
-    dur = d.end - d.start
-    return (d.start > 0) & (d.end > 0) & (dur >= 0) & (dur < 3_600_000_000_000) & (d.correlation >= 0)
-
-
-def malformed(d: Decoded) -> np.ndarray:
-    """Records no CUPTI writes (both timestamps set, end before start or an hour later): a layout mismatch."""
-    dur = d.end - d.start
-    both = (d.start > 0) & (d.end > 0)
-    return both & ((dur < 0) | (dur >= 3_600_000_000_000)) | (d.correlation < 0)
-
-
-def take(d: Decoded, mask: np.ndarray) -> Decoded:
-    """The records a boolean mask keeps, or those an index array lists, in its order."""
-    if mask.dtype == bool and mask.all():
-        return d
-    return Decoded(d.kind[mask], d.name.take(mask), d.start[mask], d.end[mask], d.device[mask], d.stream[mask],
-                   d.correlation[mask], d.grid.take(mask), d.block.take(mask), d.bytes[mask])  # fmt: skip
-
-
-def concat(parts: list[Decoded]) -> Decoded:
-    if not parts:
-        e = np.empty(0, dtype=np.int64)
-        none = Labels([], e)
-        return Decoded(
-            e.astype(np.int8), none, e, e, e.astype(np.int32), e.astype(np.int32), e, none, none, e
-        )
-    if len(parts) == 1:
-        return parts[0]
-    return Decoded(
-        np.concatenate([p.kind for p in parts]), Labels.concat([p.name for p in parts]),
-        np.concatenate([p.start for p in parts]), np.concatenate([p.end for p in parts]),
-        np.concatenate([p.device for p in parts]), np.concatenate([p.stream for p in parts]),
-        np.concatenate([p.correlation for p in parts]), Labels.concat([p.grid for p in parts]),
-        Labels.concat([p.block for p in parts]), np.concatenate([p.bytes for p in parts]),
-    )  # fmt: skip
+def malformed(data: bytes, offsets: np.ndarray) -> np.ndarray:
+    """Per record of an enabled kind: one no CUPTI writes (both timestamps set, end before start or an hour
+    later), the sign of a layout that is not CUDA 13's."""
+    c = fields(data, offsets)
+    c = {k: v[c["kind"] >= 0] for k, v in c.items()}
+    dur = c["end"] - c["start"]
+    both = (c["start"] > 0) & (c["end"] > 0)
+    return both & ((dur < 0) | (dur >= _HOUR_NS)) | (c["correlation"] < 0)
 
 
 # ---------------------------------------------------------------------------------------------- the scan
@@ -368,16 +248,7 @@ def rows_from_scan(data: bytes, parts: list[tuple[int, int, int]], found: Scanne
     record count) per buffer, in scan order."""
     offsets = np.asarray(found.offsets, dtype=np.int64)
     n = len(offsets)
-    kinds = np.frombuffer(data, dtype=np.uint32, count=len(data) // 4)[offsets >> 2]
-    cols = {name: np.full(n, -1, dtype=np.int64) for name in ("kind", "start", "end", "device", "stream",
-                                                             "correlation", "bytes")}  # fmt: skip
-    for kind in KINDS:
-        at = np.flatnonzero(kinds == kind)
-        if len(at):
-            cols["kind"][at] = GPU_KIND[kind]
-            for name, column in columns(data, offsets[at], kind).items():
-                if name in cols:
-                    cols[name][at] = column
+    cols = fields(data, offsets)
     counts = [p[2] for p in parts]
     start, end = cols["start"], cols["end"]
     shapes = np.asarray(found.shapes, dtype=np.int64)
