@@ -77,8 +77,11 @@ def run(cmd: list[str], timeout_s: float) -> dict[str, Any]:
                 break
     wall = time.perf_counter() - t0
     result = parse_result(out) or parse_result(err) or {}
+    timed = result.get("step_ms", [])[result.get("warmup", 0) :]  # train_gpt.py gives every step
+    longest = result.get("max_step_ms") or (round(max(timed), 1) if timed else None)
     return {"rc": proc.returncode, "wall_s": round(wall, 2), "mean_step_ms": result.get("mean_step_ms"),
-            "median_step_ms": result.get("median_step_ms"), "mem": mem, "stderr_tail": err[-3000:]}  # fmt: skip
+            "median_step_ms": result.get("median_step_ms"), "longest_step_ms": longest, "mem": mem,
+            "stderr_tail": err[-3000:]}  # fmt: skip
 
 
 def memory_growth(mem: list[tuple[float, float | None, float | None]]) -> dict[str, Any]:
@@ -140,11 +143,11 @@ def main() -> int:
                 os.makedirs(a.out, exist_ok=True)
                 with open(os.path.join(a.out, "bench_stream.partial.json"), "w") as f:  # kept if cut short
                     json.dump({"results": results, "argv": sys.argv}, f, indent=1)
-                print(name, r, v, json.dumps({k: res.get(k) for k in ("rc", "wall_s", "mean_step_ms", "memory", "stream")}),
+                print(name, r, v, json.dumps({k: res.get(k) for k in ("rc", "wall_s", "mean_step_ms", "longest_step_ms", "memory", "stream")}),
                       flush=True)  # fmt: skip
-    table = ["| subject | variant | ms/step (mean) | slowdown vs plain | windows | longest stall ms | "
-             "stream rows | latency p50 / p99 ms | recorder RSS MB (¼ → end) | script RSS MB (¼ → end) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    table = ["| subject | variant | ms/step (mean) | slowdown vs plain | longest step ms | windows | "
+             "longest stall ms | stream rows | latency p50 / p99 ms | recorder RSS MB (¼ → end) | "
+             "script RSS MB (¼ → end) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     for name, runs in results.items():
         base = [x["mean_step_ms"] for x in runs if x["variant"] == "plain" and x["mean_step_ms"]]
         b = statistics.median(base) if base else None
@@ -161,7 +164,8 @@ def main() -> int:
                 v = mem.get(k)
                 return f"{v[0]:.0f} → {v[1]:.0f}" if v and v[0] and v[1] else "—"
 
-            table.append(f"| {name} | {x['variant']} | {m if m else '—'} | {slow} | {rc.get('windows', '—')} | "
+            table.append(f"| {name} | {x['variant']} | {m if m else '—'} | {slow} | {x.get('longest_step_ms') or '—'} | "
+                         f"{rc.get('windows', '—')} | "
                          f"{rc.get('longest_stall_ms', '—')} | {st.get('rows', '—')} | {lat} | "
                          f"{pair('parent_mb') if recorded else '—'} | "
                          f"{pair('child_mb') if recorded else pair('parent_mb')} |")  # fmt: skip

@@ -32,4 +32,5 @@ for _step in range(args.steps):
     times.append((time.perf_counter() - t0) * 1e3)
 timed = times[args.warmup :] or times
 print("RESULT " + json.dumps({"steps": args.steps, "mean_step_ms": round(statistics.fmean(timed), 4),
-                              "median_step_ms": round(statistics.median(timed), 4)}), flush=True)  # fmt: skip
+                              "median_step_ms": round(statistics.median(timed), 4), "max_step_ms": round(max(timed), 1),
+                              "max_step_at": times.index(max(timed))}), flush=True)  # fmt: skip

@@ -20,6 +20,8 @@ Nothing accumulates in this process: each flush's buffers are sent to the record
 from __future__ import annotations
 
 import ctypes
+import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -115,7 +117,16 @@ class KernelStream:
         self.queue_ns_max = 0  # longest a buffer waited in this process between CUPTI and the recorder
         self.last_buffer_s = time.monotonic()
         self.error: str | None = None  # set when the stream gave up (bad records): windows go on
+        # BRRRTUI_STREAM_LOG=path: a JSON line per event (buffer handed over, flush thread's wake-up, batch
+        # phases, pause, resume), for benchmarks/stream_phases.py
+        self.log_path = os.environ.get("BRRRTUI_STREAM_LOG")
+        self._log = open(self.log_path, "w", buffering=1) if self.log_path else None  # noqa: SIM115
         cupti.on_buffer = self._on_buffer
+
+    def _note(self, event: str, **fields: Any) -> None:
+        if self._log:
+            self._log.write(json.dumps({"event": event, "t_ns": time.time_ns(),
+                                        "thread": threading.current_thread().name, **fields}) + "\n")  # fmt: skip
 
     # ------------------------------------------------------------------ CUPTI's buffer callback
     def _on_buffer(self, data: bytes) -> None:
@@ -125,6 +136,8 @@ class KernelStream:
             return
         with self._pending_lock:
             self._pending.append((self.after_window, self.offset_ns, data, time.perf_counter_ns()))
+        if self._log:
+            self._note("buffer", bytes=len(data))
 
     # ------------------------------------------------------------------ control
     def _enable(self) -> None:
@@ -157,6 +170,7 @@ class KernelStream:
                 self.cupti.disable(k)
             self.cupti.flush_all()
             self.active = self.accepting = False
+        self._note("pause")
         # Scan what CUPTI returned (waiting for a scan the flush thread may be in) before the window starts:
         # the profiler finalizes CUPTI when it stops, which frees the kernel names the records point to.
         self._send()
@@ -168,6 +182,7 @@ class KernelStream:
                 return
             self.after_window = after_window
             self._enable()
+        self._note("resume")
         self._ensure_thread()
 
     def stop(self) -> None:
@@ -181,8 +196,11 @@ class KernelStream:
         forced flush, which also returns records of kernels still running (with no end: dropped), is only
         for a buffer that has sat partly filled for `period_s` (a slow or idle GPU, few records lost)."""
         while True:
+            t_sleep = time.perf_counter_ns()
             time.sleep(self.period_s / 2)
+            t_woke = time.perf_counter_ns()
             with self.lock:
+                t_locked = time.perf_counter_ns()
                 if self.stopped:
                     return
                 if self.active:
@@ -192,6 +210,9 @@ class KernelStream:
                         self.cupti.flush_all(forced=True)
                         self.forced_flushes += 1
                     self.flush_ns_max = max(self.flush_ns_max, time.perf_counter_ns() - t0)
+            t_flushed = time.perf_counter_ns()
+            self._note("loop", late_wake_ms=(t_woke - t_sleep) / 1e6 - self.period_s * 500,
+                       lock_wait_ms=(t_locked - t_woke) / 1e6, flush_ms=(t_flushed - t_locked) / 1e6)  # fmt: skip
             self._send()
 
     def _give_up(self, reason: str) -> None:
@@ -219,7 +240,10 @@ class KernelStream:
         return None
 
     def _send(self) -> None:
+        t0 = time.perf_counter_ns()
         with self.send_lock:
+            if self._log:
+                self._note("send_lock", wait_ms=(time.perf_counter_ns() - t0) / 1e6)
             self._send_pending()
 
     def _send_pending(self) -> None:
@@ -228,6 +252,8 @@ class KernelStream:
         if not pending or self.error:
             return
         t0 = time.perf_counter_ns()
+        cpu0 = time.thread_time_ns()
+        names0 = len(self.ids.names)
         found = records.Scanned.empty()
         parts: list[tuple[int, int, int]] = []
         buffers: list[bytes] = []
@@ -246,8 +272,16 @@ class KernelStream:
             base += len(data)
         self.bytes += base
         self.records += len(found)
-        self.decode_ns += time.perf_counter_ns() - t0
+        t1 = time.perf_counter_ns()
+        cpu1 = time.thread_time_ns()
+        self.decode_ns += t1 - t0
         if len(found):
             with self.intern_lock:  # strings interned above go out in this batch or one sent before it
+                t2 = time.perf_counter_ns()
                 self.send(b"".join(buffers), parts, found)
-        self.queue_ns_max = max(self.queue_ns_max, time.perf_counter_ns() - pending[0][3])
+        t3 = time.perf_counter_ns()
+        self.queue_ns_max = max(self.queue_ns_max, t3 - pending[0][3])
+        if self._log:
+            self._note("batch", buffers=len(pending), records=len(found), new_names=len(self.ids.names) - names0,
+                       oldest_age_ms=(t0 - pending[0][3]) / 1e6, scan_ms=(t1 - t0) / 1e6, scan_cpu_ms=(cpu1 - cpu0) / 1e6,
+                       intern_wait_ms=(t2 - t1) / 1e6 if len(found) else 0, send_ms=(t3 - t1) / 1e6)  # fmt: skip
