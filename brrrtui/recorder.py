@@ -1,8 +1,8 @@
 """The recorder: runs the script in a child process, appends everything it captures to the recording as it
 arrives, samples GPU telemetry, and tells a live UI (UI-free itself; see brrrtui.feed).
 
-    user script (child) --frames over a pipe--> reader thread --> RecordingWriter (one transaction a batch)
-                                                              \\-> Feed (live UI) / progress lines (stderr)
+    user script (child) --frames over a pipe--> reader thread --queue--> writer thread --> RecordingWriter
+                                                        (one transaction a batch) \\-> Feed (live UI) / stderr
     pynvml sampler thread (5-10 Hz) --------------------------> RecordingWriter + Feed
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
 import sqlite3
 import subprocess
@@ -31,6 +32,7 @@ from brrrtui.capture.windows import WindowConfig
 from brrrtui.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
 from brrrtui.telemetry import TelemetrySampler
 
+INBOX_MESSAGES = 64  # frames read but not yet written: a stream batch is 1-10 MB
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "capture", "bootstrap.py")
 
 
@@ -90,6 +92,11 @@ class Recorder:
         self.sampler: TelemetrySampler | None = None
         self.interrupts = 0
         self.stream = StreamLatency()
+        # The reader only reads, so the script's sends (a window's, on its main thread) never wait for a commit
+        # (up to 80 ms for a stream batch on the H200 box); the writer appends in order.
+        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=INBOX_MESSAGES)
+        self.inbox_max = 0
+        self.write_ns_max = 0
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
@@ -115,6 +122,7 @@ class Recorder:
             os.close(write_fd)
         self._write_meta(pid=self.child.pid)
         self._thread(self._read_frames, read_fd, name="brrrtui-reader")
+        self._thread(self._write_frames, name="brrrtui-writer")
         if self.spec.capture_output:
             self._thread(self._read_output, self.child.stdout, "stdout", name="brrrtui-stdout")
             self._thread(self._read_output, self.child.stderr, "stderr", name="brrrtui-stderr")
@@ -158,12 +166,25 @@ class Recorder:
             self.writer.set_meta(**items)
 
     def _read_frames(self, fd: int) -> None:
-        for msg in read_frames(fd):
+        try:
+            for msg in read_frames(fd):
+                self.inbox.put(msg)  # waits only when INBOX_MESSAGES are queued: the disk has stalled that long
+                self.inbox_max = max(self.inbox_max, self.inbox.qsize())
+        finally:
+            self.inbox.put(None)
+
+    def _write_frames(self) -> None:
+        failed = False
+        while (msg := self.inbox.get()) is not None:
+            if failed:
+                continue  # drained and dropped: the script runs on
+            t0 = time.perf_counter_ns()
             try:
                 self._handle(msg)
             except sqlite3.Error as e:  # disk full, file removed: say so once, keep the script running
                 self._note(f"cannot append to the recording any more: {e}")
-                return
+                failed = True
+            self.write_ns_max = max(self.write_ns_max, time.perf_counter_ns() - t0)
 
     def _handle(self, msg: dict[str, Any]) -> None:
         kind = msg.get("type")
@@ -204,6 +225,9 @@ class Recorder:
             self._write_meta(stream={**self.stream.summary(), "child_flush_ms_max": msg["flush_ns_max"] / 1e6,
                                      "child_decode_ms": msg.get("decode_ns", 0) / 1e6, "bytes": msg.get("bytes"),
                                      "child_queue_ms_max": msg.get("queue_ns_max", 0) / 1e6,
+                                     "child_write_ms_max": msg.get("write_ns_max", 0) / 1e6,
+                                     "recorder_write_ms_max": self.write_ns_max / 1e6,
+                                     "recorder_queue_max": self.inbox_max,
                                      "incomplete_dropped": self.stream.dropped,
                                      "forced_flushes": msg.get("forced_flushes"),
                                      "late_buffers_dropped": msg.get("late_buffers"),

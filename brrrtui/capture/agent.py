@@ -409,6 +409,7 @@ class Agent:
                     self.channel.send({"type": "stream_stats", "records": st.records, "bytes": st.bytes,
                                        "flush_ns_max": st.flush_ns_max, "decode_ns": st.decode_ns,
                                        "queue_ns_max": st.queue_ns_max,
+                                       "write_ns_max": self.channel.blocked_ns_max,
                                        "forced_flushes": st.forced_flushes, "late_buffers": st.late_buffers,
                                        "error": st.error, "cupti_api": st.cupti.api_version})  # fmt: skip
             self.flush_steps()
@@ -434,5 +435,5 @@ def device_facts(torch: Any) -> dict[str, Any]:
             "l2_bytes": getattr(p, "L2_cache_size", None),
             "cuda": torch.version.cuda,
         },
-        "torch_version": torch.__version__,
+        "torch_version": str(torch.__version__),  # a TorchVersion would make the recorder import torch
     }
