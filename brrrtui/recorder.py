@@ -174,16 +174,22 @@ class Recorder:
             self.inbox.put(None)
 
     def _write_frames(self) -> None:
+        """Appends what the reader queued, in order. After a failure it drains the queue and drops what comes,
+        so the script is never left blocked on a full pipe."""
         failed = False
         while (msg := self.inbox.get()) is not None:
             if failed:
-                continue  # drained and dropped: the script runs on
+                continue
             t0 = time.perf_counter_ns()
             try:
                 self._handle(msg)
-            except sqlite3.Error as e:  # disk full, file removed: say so once, keep the script running
-                self._note(f"cannot append to the recording any more: {e}")
+            except Exception as e:  # noqa: BLE001 - disk full, file removed, a bug: say so once, the script runs on
                 failed = True
+                text = f"cannot append to the recording any more: {e if isinstance(e, sqlite3.Error) else repr(e)}"
+                try:
+                    self._note(text)
+                except sqlite3.Error:
+                    self.progress(text)
             self.write_ns_max = max(self.write_ns_max, time.perf_counter_ns() - t0)
 
     def _handle(self, msg: dict[str, Any]) -> None:

@@ -19,10 +19,16 @@ from brrrtui.capture.protocol import Channel, loads, read_frames
 from brrrtui.recorder import Recorder, RunSpec
 
 
-def _frames(*messages: object) -> list[dict]:
+def _frames(*messages: dict) -> list[dict]:
     r, w = os.pipe()
-    channel = Channel(w)
-    writer = threading.Thread(target=lambda: [channel.send(m) for m in messages] and os.close(w))  # type: ignore[func-returns-value]
+
+    def send_all() -> None:
+        channel = Channel(w)
+        for m in messages:
+            channel.send(m)
+        os.close(w)
+
+    writer = threading.Thread(target=send_all)
     writer.start()
     got = list(read_frames(r))
     writer.join()
@@ -67,6 +73,14 @@ def test_the_reader_does_not_import_torch_for_a_torch_object(tmp_path):
     assert out.stdout.strip() == "['note', 'bye'] False"
 
 
+def _start_reader_and_writer(recorder: Recorder, fd: int) -> list[threading.Thread]:
+    threads = [threading.Thread(target=recorder._read_frames, args=(fd,), daemon=True),
+               threading.Thread(target=recorder._write_frames, daemon=True)]  # fmt: skip
+    for t in threads:
+        t.start()
+    return threads
+
+
 def test_the_recorder_reads_on_while_its_writer_is_busy(tmp_path, monkeypatch):
     """A slow commit must not hold up the script's sends (a window's run on its main thread)."""
     recorder = Recorder(RunSpec(["x.py"], str(tmp_path / "r.brrr")))
@@ -79,13 +93,10 @@ def test_the_recorder_reads_on_while_its_writer_is_busy(tmp_path, monkeypatch):
 
     monkeypatch.setattr(recorder, "_handle", slow_handle)
     r, w = os.pipe()
-    threads = [threading.Thread(target=recorder._read_frames, args=(r,)),
-               threading.Thread(target=recorder._write_frames)]  # fmt: skip
-    for t in threads:
-        t.start()
+    threads = _start_reader_and_writer(recorder, r)
     channel = Channel(w)
     sender = threading.Thread(target=lambda: [channel.send({"type": f"batch{i}", "data": b"\x01" * 200_000})
-                                              for i in range(20)])  # 4 MB: 60 times what a pipe holds  # fmt: skip
+                                              for i in range(20)], daemon=True)  # 4 MB: 60 times what a pipe holds  # fmt: skip
     sender.start()
     sender.join(5)
     sent_while_stuck = not sender.is_alive()
@@ -96,3 +107,21 @@ def test_the_recorder_reads_on_while_its_writer_is_busy(tmp_path, monkeypatch):
     for t in threads:
         t.join(10)
     assert handled == [f"batch{i}" for i in range(20)]
+
+
+def test_a_writer_that_fails_keeps_draining_so_the_script_never_blocks(tmp_path, monkeypatch):
+    recorder = Recorder(RunSpec(["x.py"], str(tmp_path / "r.brrr")))
+    recorder._open_writer()
+    monkeypatch.setattr(recorder, "_handle", lambda message: 1 / 0)
+    r, w = os.pipe()
+    threads = _start_reader_and_writer(recorder, r)
+    channel = Channel(w)
+    sender = threading.Thread(target=lambda: [channel.send({"type": "batch", "data": b"\x01" * 200_000})
+                                              for _ in range(100)], daemon=True)  # more than the inbox holds  # fmt: skip
+    sender.start()
+    sender.join(10)
+    assert not sender.is_alive()
+    os.close(w)
+    for t in threads:
+        t.join(10)
+    assert recorder.notes == ["cannot append to the recording any more: ZeroDivisionError('division by zero')"]

@@ -119,8 +119,8 @@ class KernelStream:
         self.error: str | None = None  # set when the stream gave up (bad records): windows go on
         # BRRRTUI_STREAM_LOG=path: a JSON line per event (buffer handed over, flush thread's wake-up, batch
         # phases, pause, resume), for benchmarks/stream_phases.py
-        self.log_path = os.environ.get("BRRRTUI_STREAM_LOG")
-        self._log = open(self.log_path, "w", buffering=1) if self.log_path else None  # noqa: SIM115
+        log_path = os.environ.get("BRRRTUI_STREAM_LOG")
+        self._log = open(log_path, "w", buffering=1) if log_path else None  # noqa: SIM115 - open while the script runs
         cupti.on_buffer = self._on_buffer
 
     def _note(self, event: str, **fields: Any) -> None:
