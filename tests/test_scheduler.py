@@ -83,6 +83,31 @@ def test_time_windows_only_without_recent_steps():
     assert sched.timer_decision(4 * S) == Action.NONE  # a step 1 s ago: steps drive the windows
 
 
+def test_a_time_window_closes_once_its_torch_calls_add_up_to_the_event_budget():
+    """The H200 case: a first window in the set-up saw 1 k events in 0.47 s, so the next was sized to the 2 s
+    cap and caught 212 k events; counting torch calls closes it near the budget instead."""
+    sched = Scheduler(WindowConfig(target_events=25_000, window_max_s=2.0, duty=1.0, min_gap_s=0.0), now_ns=0)
+    sched.torch_seen_ns = 0
+    assert sched.on_timer(2 * S) == Action.OPEN
+    sched.opened(2 * S)
+    sched.closing()
+    sched.settled(2 * S, 2_470 * MS, 2_470 * MS, 0, 0, events=1_064, steps=0, calls=133)  # 8 events a call
+    assert sched.time_window_s == 2.0  # by the event rate alone: the cap
+    assert sched.on_timer(3 * S) == Action.OPEN
+    sched.opened(3 * S)
+    assert sched.timer_decision(3 * S + 100 * MS, calls=3_000) == Action.NONE
+    assert sched.on_timer(3 * S + 200 * MS, calls=3_125) == Action.CLOSE  # 25 k events' worth, long before 2 s
+    assert sched.timer_decision(3 * S + 200 * MS, calls=0) == Action.NONE  # no calls counted: time decides
+
+
+def test_step_windows_are_not_closed_by_torch_calls():
+    sched = Scheduler(WindowConfig(target_events=100), now_ns=0)
+    sched.settled(0, 10, 10, 0, 0, events=1_000, steps=1, calls=10)
+    assert sched.on_step(S) == Action.OPEN
+    sched.opened(S)
+    assert sched.timer_decision(S + 1, calls=1_000_000) == Action.NONE
+
+
 def test_max_windows_and_disabled():
     sched = Scheduler(WindowConfig(max_windows=1), now_ns=0)
     assert sched.on_step(1) == Action.OPEN

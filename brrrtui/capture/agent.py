@@ -157,7 +157,7 @@ class Agent:
                 continue
             if self.want_stream and self.stream is None:
                 self._guard(self._start_stream)()
-            if self.sched.timer_decision(time.time_ns()) != Action.NONE:
+            if self.sched.timer_decision(time.time_ns(), self._window_calls()) != Action.NONE:
                 if (
                     signal.getsignal(TICK_SIGNAL) != self._on_tick_signal
                 ):  # bound methods compare equal, not identical
@@ -217,7 +217,11 @@ class Agent:
         if self.stepped_aside:
             return
         now = time.time_ns()
-        self._act(self.sched.on_timer(now), now)
+        self._act(self.sched.on_timer(now, self._window_calls()), now)
+
+    def _window_calls(self) -> int:
+        tagger = self.tagger
+        return tagger.calls if tagger is not None else 0
 
     def _act(self, action: Action, now: int) -> None:
         if action == Action.OPEN:
@@ -314,6 +318,7 @@ class Agent:
         except Exception:  # noqa: BLE001 - the mode stack may have been left unbalanced by the script
             pass
         samples = self.sampler.stop()
+        calls = self.tagger.calls
         session, self.prof, self.tagger = self.prof, None, None
         result = session.stop()
         closed_ns = session.stopped_ns or time.time_ns()
@@ -331,14 +336,15 @@ class Agent:
         self.sched.closing()
         if background:
             self.converting = threading.Thread(target=self._guard(self._convert_and_send),
-                                               args=(result, window, max(0, steps), samples), name="brrrtui-convert",
+                                               args=(result, window, max(0, steps), samples, calls),
+                                               name="brrrtui-convert",
                                                daemon=True)  # fmt: skip
             self.converting.start()
         else:
-            self._convert_and_send(result, window, max(0, steps), samples)
+            self._convert_and_send(result, window, max(0, steps), samples, calls)
 
     def _convert_and_send(
-        self, result: Any, window: tuple, steps: int, samples: list[tuple[int, int]]
+        self, result: Any, window: tuple, steps: int, samples: list[tuple[int, int]], calls: int
     ) -> None:
         from brrrtui.capture.lines import SPAN_PREFIX
 
@@ -349,7 +355,7 @@ class Agent:
         convert_ns = time.perf_counter_ns() - t0
         n_events = sum(len(r) for r in rows.values())
         cost = self.sched.settled(
-            window[2], window[3], time.time_ns(), window[6], convert_ns, n_events, steps
+            window[2], window[3], time.time_ns(), window[6], convert_ns, n_events, steps, calls
         )
         # The stream's thread sends too: `lock` from take_new() to the send keeps every string id in or
         # before the first batch that uses it (windows.Interner).

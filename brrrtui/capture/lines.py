@@ -110,6 +110,7 @@ class LineTagger(TorchFunctionMode):
         self.lines = lines
         self.user_frames = user_frames
         self._names: dict[tuple[Any, int], str] = {}  # (code object, line) -> "brrr:<id>"
+        self.calls = 0  # torch calls seen: the scheduler closes a time window by them (windows.Scheduler)
 
     def _scope_name(self) -> str | None:
         frame = self.user_frames.innermost(sys._getframe(2))  # skip this method and __torch_function__
@@ -124,6 +125,7 @@ class LineTagger(TorchFunctionMode):
         return name
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        self.calls += 1
         kwargs = kwargs or {}
         name = self._scope_name()
         if name is None:
