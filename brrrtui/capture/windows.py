@@ -43,9 +43,7 @@ class WindowConfig:
     step_stale_s: float = 5.0  # no optimizer step for this long: fall back to time windows
     min_gap_s: float = 1.0  # at least this long between windows
     max_windows: int = 0  # 0 = unlimited
-    stream: bool = (
-        False  # every kernel between windows from CUPTI (brrrtui.capture.stream); opt-in: +12% on GPT-2
-    )
+    stream: bool = False  # every kernel between windows from CUPTI (brrrtui.capture.stream); opt-in (README)
 
     @classmethod
     def from_json(cls, text: str | None) -> WindowConfig:
