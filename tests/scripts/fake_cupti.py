@@ -34,6 +34,7 @@ class FakeCupti:
         self.on_buffer = None
         self.kinds: set[int] = set()
         self.handed_over = 0
+        self.lock = threading.Lock()  # as in CUPTI, no buffer is handed over once disable() has returned
         threading.Thread(target=self._worker, daemon=True).start()
 
     def register(self) -> None:
@@ -43,7 +44,8 @@ class FakeCupti:
         self.kinds.add(kind)
 
     def disable(self, kind: int) -> None:
-        self.kinds.discard(kind)
+        with self.lock:
+            self.kinds.discard(kind)
 
     def flush_all(self, forced: bool = True) -> None:
         pass
@@ -59,13 +61,14 @@ class FakeCupti:
         words = np.frombuffer(BUFFER, dtype=np.uint64)
         while True:
             time.sleep(period)
-            if not self.kinds or self.on_buffer is None:
-                continue
-            now = time.time_ns()
-            words[(OFFSETS + 16) // 8] = now - 2_000  # start
-            words[(OFFSETS + 24) // 8] = now - 1_000  # end
-            self.on_buffer(bytes(BUFFER))
-            self.handed_over += 1
+            with self.lock:
+                if not self.kinds or self.on_buffer is None:
+                    continue
+                now = time.time_ns()
+                words[(OFFSETS + 16) // 8] = now - 2_000  # start
+                words[(OFFSETS + 24) // 8] = now - 1_000  # end
+                self.on_buffer(bytes(BUFFER))
+                self.handed_over += 1
 
 
 cupti_ffi.load = lambda: (FakeCupti(), "")
