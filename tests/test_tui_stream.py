@@ -96,17 +96,21 @@ class Counter:
         return self.fn(*a, **kw)
 
 
+def _live_app(tmp_path, repeats: int):
+    """A live app on a stream recording of `repeats` x 250 rows, and a writer to append more to it."""
+    path = make_stream_recording(tmp_path, repeats=repeats, unknown=0)
+    feed = Feed()
+    app = make_app(path, feed, "train.py", analyze=fake_analyze, poll_s=0.02, stream_s=0.05)
+    return load_recording(path), feed, app, RecordingWriter(path)
+
+
 @run_async
 async def test_live_stream_is_followed_incrementally_without_reloading(tmp_path, monkeypatch):
-    path = make_stream_recording(tmp_path, repeats=1, unknown=0)
-    trace = load_recording(path)
     loads = Counter(analyzers.load.load_trace)
     monkeypatch.setattr(analyzers.load, "load_trace", loads)
     polls = Counter(analyzers.store.StreamReader.poll)
     monkeypatch.setattr(analyzers.store.StreamReader, "poll", lambda self, *a, **kw: polls(self, *a, **kw))
-    feed = Feed()
-    app = make_app(path, feed, "train.py", analyze=fake_analyze, poll_s=0.02, stream_s=0.05)
-    writer = RecordingWriter(path)
+    trace, feed, app, writer = _live_app(tmp_path, repeats=1)
     async with app.run_test(size=SIZE) as pilot:
         await analysed(pilot)
         tl = app.main.timeline
@@ -147,11 +151,8 @@ async def test_live_stream_is_followed_incrementally_without_reloading(tmp_path,
 async def test_live_stream_keeps_at_most_stream_tail_rows(tmp_path, monkeypatch):
     tail = 400
     monkeypatch.setattr(analyzers.store, "STREAM_TAIL", tail)
-    path = make_stream_recording(tmp_path, repeats=2, unknown=0)  # 500 rows: the load is trimmed to 400
-    trace = load_recording(path)
-    feed = Feed()
-    app = make_app(path, feed, "train.py", analyze=fake_analyze, poll_s=0.02, stream_s=0.05)
-    writer = RecordingWriter(path)
+    trace, feed, app, writer = _live_app(tmp_path, repeats=2)  # 500 rows: the load is trimmed to 400
+    path = writer.path
     sizes = []
     async with app.run_test(size=SIZE) as pilot:
         await analysed(pilot)
@@ -179,11 +180,7 @@ async def test_live_stream_keeps_at_most_stream_tail_rows(tmp_path, monkeypatch)
 
 @run_async
 async def test_pause_freezes_the_stream_too(tmp_path):
-    path = make_stream_recording(tmp_path, repeats=1, unknown=0)
-    trace = load_recording(path)
-    feed = Feed()
-    app = make_app(path, feed, "train.py", analyze=fake_analyze, poll_s=0.02, stream_s=0.05)
-    writer = RecordingWriter(path)
+    trace, feed, app, writer = _live_app(tmp_path, repeats=1)
     async with app.run_test(size=SIZE) as pilot:
         await analysed(pilot)
         tl = app.main.timeline
