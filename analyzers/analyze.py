@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from analyzers import breakdown as bd
-from analyzers import gaps as gp
+from analyzers import breakdown as bd, gaps as gp
 from analyzers.findings import Context, all_findings
 from analyzers.fusion import fusion_chains
 from analyzers.lines import line_stats
@@ -29,7 +28,7 @@ from analyzers.model import Peaks, Table, Trace, WindowMode, flag_of
 from analyzers.peaks import resolve_peaks
 from analyzers.results import GAP_CAUSE_CODES, Analysis, GapCause
 from analyzers.roofline import kernel_stats, roofline
-from analyzers.units import fmt_ns, fmt_pct
+from brrrtui.contract.units import fmt_ns, fmt_pct
 
 
 def select_windows(trace: Trace, windows: Iterable[int]) -> Trace:

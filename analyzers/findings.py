@@ -39,7 +39,7 @@ from analyzers.results import (
     Regime,
 )
 from analyzers.roofline import MAX_DEPTH, Roofline
-from analyzers.units import fmt_bw, fmt_bytes, fmt_flops, fmt_lines, fmt_ns, fmt_pct
+from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flops, fmt_lines, fmt_ns, fmt_pct
 
 OVERHEAD_SHARE = 0.20  # report overhead when idle-while-issuing is at least this share of the time
 MIN_SAVING_SHARE = 0.005  # drop findings saving less than this share of a step (or window)

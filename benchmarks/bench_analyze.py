@@ -208,7 +208,7 @@ def generate(n_kernels: int) -> Trace:
 
 
 def write_recording(trace: Trace, path: str) -> None:
-    from analyzers.store import TABLES, RecordingWriter
+    from brrrtui.recording.store import TABLES, RecordingWriter
 
     w = RecordingWriter(path)
     w.set_meta(device={"name": trace.device.name, "num_sms": trace.device.num_sms})
@@ -298,11 +298,11 @@ def child(mode: str, path: str) -> None:
         from analyzers.analyze import analyze
 
         if mode == "recording":
-            from analyzers.store import load_recording
+            from brrrtui.recording.store import load_recording
 
             trace = load_recording(path)
         else:
-            from analyzers.chrome import load_chrome
+            from brrrtui.recording.chrome import load_chrome
 
             trace = load_chrome(path)
         t1 = time.perf_counter()

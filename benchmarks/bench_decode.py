@@ -26,8 +26,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from brrrtui.capture import records  # noqa: E402
 from brrrtui.capture.windows import Interner  # noqa: E402
+from brrrtui.contract import cupti_records as records  # noqa: E402
 
 
 def load_buffer(target_bytes: int = 256 << 10) -> tuple[bytes, dict[int, int], dict[int, str]]:

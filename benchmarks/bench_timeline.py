@@ -43,8 +43,8 @@ from analyzers.results import (  # noqa: E402
     Breakdown,
     OverheadCorrection,
 )
-from brrrtui.render.lanes import GAP_LABELS, GAP_ROLES, ITEM_ROLES  # noqa: E402
-from brrrtui.render.timeline import IntervalIndex, bin_index, lane_cells  # noqa: E402
+from brrrtui.present.lanes import GAP_LABELS, GAP_ROLES, ITEM_ROLES  # noqa: E402
+from brrrtui.present.timeline import IntervalIndex, bin_index, lane_cells  # noqa: E402
 
 SIZES = (10_000, 1_000_000)
 ORIGIN = 1_795_962_644_000_000_000
@@ -146,15 +146,15 @@ def time_render(n: int, width: int, repeat: int) -> dict[str, float]:
 
 
 async def time_keys(n: int, repeat: int) -> dict[str, float]:
-    from brrrtui.app import make_app
+    from brrrtui.tui.app import make_app
 
     analysis = synthetic_analysis(n)
     app = make_app("synthetic.brrr", None, "synthetic", analyze=lambda trace: analysis)
     # the app loads `path` itself; hand it the synthetic trace instead
-    import analyzers.load
+    import brrrtui.recording.load
 
-    real_load = analyzers.load.load_trace
-    analyzers.load.load_trace = lambda path: analysis.trace  # type: ignore[assignment]
+    real_load = brrrtui.recording.load.load_trace
+    brrrtui.recording.load.load_trace = lambda path: analysis.trace  # type: ignore[assignment]
     try:
         async with app.run_test(size=(200, 60)) as pilot:
             while app.analyses < 1:
@@ -187,7 +187,7 @@ async def time_keys(n: int, repeat: int) -> dict[str, float]:
             out["timeline repaint"] = statistics.median(samples)
             return out
     finally:
-        analyzers.load.load_trace = real_load
+        brrrtui.recording.load.load_trace = real_load
 
 
 def report(title: str, results: dict[int, dict[str, float]]) -> None:

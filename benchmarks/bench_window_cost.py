@@ -40,10 +40,10 @@ def main() -> int:
 
     import torch
 
-    from analyzers.userfiles import is_user_file
     from brrrtui.capture.lines import SPAN_PREFIX, LineTable, LineTagger, UserFrames
     from brrrtui.capture.session import ProfilerSession
     from brrrtui.capture.windows import Interner, convert_events
+    from brrrtui.contract.userfiles import is_user_file
 
     tg = load_train_gpt()
     cuda = torch.cuda.is_available() and not args.smoke

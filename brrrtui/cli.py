@@ -41,7 +41,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def _capture_options(p: argparse.ArgumentParser) -> None:
-    from brrrtui.capture.windows import WindowConfig  # plain Python, no torch
+    from brrrtui.contract.config import WindowConfig  # plain Python, no torch
 
     d = WindowConfig()
     g = p.add_argument_group("capture")
@@ -119,7 +119,7 @@ def split_script(argv: list[str], parser: argparse.ArgumentParser) -> tuple[list
 
 
 def _window_config(ns: argparse.Namespace):  # noqa: ANN202
-    from brrrtui.capture.windows import WindowConfig
+    from brrrtui.contract.config import WindowConfig
 
     if not 0 < ns.duty <= 1:
         raise UsageError("--duty must be a fraction in (0, 1]")
@@ -141,7 +141,7 @@ def _stderr_progress(text: str) -> None:
 
 
 def cmd_run(argv: list[str], record: bool) -> int:
-    from brrrtui.recorder import RunSpec
+    from brrrtui.record.recorder import RunSpec
 
     parser = _run_parser("brrrtui record" if record else "brrrtui", record)
     own, target = split_script(argv, parser)
@@ -160,14 +160,14 @@ def _tui_available() -> bool:
     if not (sys.stdout.isatty() and sys.stdin.isatty()):
         return False
     try:
-        import brrrtui.app  # noqa: F401
+        import brrrtui.tui.app  # noqa: F401
     except ImportError:
         return False
     return True
 
 
 def _run_headless(spec) -> int:  # noqa: ANN001
-    from brrrtui.recorder import Recorder
+    from brrrtui.record.recorder import Recorder
 
     recorder = Recorder(spec, progress=_stderr_progress)
     recorder.start()
@@ -186,9 +186,9 @@ def _run_headless(spec) -> int:  # noqa: ANN001
 
 
 def _run_live(spec) -> int:  # noqa: ANN001
-    from brrrtui.app import make_app
-    from brrrtui.feed import Feed
-    from brrrtui.recorder import Recorder
+    from brrrtui.record.feed import Feed
+    from brrrtui.record.recorder import Recorder
+    from brrrtui.tui.app import make_app
 
     spec.capture_output = True
     feed = Feed()
@@ -208,10 +208,10 @@ def cmd_view(argv: list[str]) -> int:
     p = Parser(prog="brrrtui view", description="Browse a recording or a torch.profiler trace.")
     p.add_argument("file", help="a .brrr recording or a torch.profiler .json / .json.gz trace")
     ns = p.parse_args(argv)
-    from analyzers.load import load_trace
+    from brrrtui.recording.load import load_trace
 
     load_trace(ns.file)  # fail here, in one line, rather than inside the UI
-    from brrrtui.app import make_app
+    from brrrtui.tui.app import make_app
 
     make_app(ns.file, feed=None, script=None).run()
     return 0
@@ -227,11 +227,11 @@ def cmd_report(argv: list[str]) -> int:
     ns = p.parse_args(argv)
     import json
 
-    from analyzers.load import load_trace
+    from brrrtui.recording.load import load_trace
 
     trace = load_trace(ns.file)
     from analyzers.analyze import analyze
-    from analyzers.report import render_text, to_json
+    from brrrtui.present.report import render_text, to_json
 
     analysis = analyze(trace, peaks_override=ns.peaks)
     if ns.json:

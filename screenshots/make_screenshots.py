@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from textual.pilot import Pilot  # noqa: E402
 
-from brrrtui.app import BrrrApp, make_app  # noqa: E402
+from brrrtui.tui.app import BrrrApp, make_app  # noqa: E402
 
 Scene = tuple[str, tuple[int, int], Callable[[Pilot], Awaitable[None]]]
 

@@ -13,7 +13,7 @@ import numpy as np
 from tui_fakes import h200_recording
 
 from analyzers.model import NONE, GpuKind, Trace
-from analyzers.store import RecordingWriter, load_recording
+from brrrtui.recording.store import RecordingWriter, load_recording
 
 UNKNOWN = "brrrtui_test_kernel_no_window_has_seen_{}"
 GAP_NS = 1_000_000  # between a window's end and the stream after it, and between copies

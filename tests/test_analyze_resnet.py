@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from analyzers.analyze import analyze
-from analyzers.load import load_trace
 from analyzers.model import GpuKind
-from analyzers.report import render_text, to_json
 from analyzers.results import GAP_CAUSE_CODES, GapCause, Regime
+from brrrtui.present.report import render_text, to_json
+from brrrtui.recording.load import load_trace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixtures", "resnet50_h200_step.json.gz")

@@ -10,7 +10,7 @@ import pytest
 from conftest import SCRIPTS, line_of, run_brrrtui
 
 from analyzers.links import link
-from analyzers.load import load_trace
+from brrrtui.recording.load import load_trace
 
 TRAIN = os.path.join(SCRIPTS, "train_lines.py")
 SIBLING = os.path.join(SCRIPTS, "sibling.py")

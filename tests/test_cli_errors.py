@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from conftest import SCRIPTS, run_brrrtui
 
-from analyzers.store import RecordingWriter
+from brrrtui.recording.store import RecordingWriter
 
 
 def assert_one_line_error(proc, *fragments: str, code: int = 2) -> None:

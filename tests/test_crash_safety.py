@@ -10,7 +10,7 @@ import time
 
 from conftest import ROOT, SCRIPTS
 
-from analyzers.load import load_trace
+from brrrtui.recording.load import load_trace
 
 FAST_WINDOWS = ["--window-steps", "2", "--duty", "1", "--min-gap", "0"]
 

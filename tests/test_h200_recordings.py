@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from analyzers.links import link
-from analyzers.load import load_trace
 from analyzers.model import GpuKind
+from brrrtui.recording.load import load_trace
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 

@@ -15,8 +15,8 @@ import types
 import torch
 
 from brrrtui.capture.agent import device_facts
-from brrrtui.capture.protocol import Channel, loads, read_frames
-from brrrtui.recorder import Recorder, RunSpec
+from brrrtui.contract.protocol import Channel, loads, read_frames
+from brrrtui.record.recorder import Recorder, RunSpec
 
 
 def _frames(*messages: dict) -> list[dict]:
@@ -65,7 +65,7 @@ def test_the_reader_does_not_import_torch_for_a_torch_object(tmp_path):
             f.write(struct.pack("<I", len(payload)) + payload)
     code = (
         "import os, sys\n"
-        "from brrrtui.capture.protocol import read_frames\n"
+        "from brrrtui.contract.protocol import read_frames\n"
         f"print([m['type'] for m in read_frames(os.open({str(frames)!r}, os.O_RDONLY))], 'torch' in sys.modules)\n"
     )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

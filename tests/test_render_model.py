@@ -4,10 +4,10 @@ import numpy as np
 from tui_fakes import fixture_snapshot, recording_snapshot
 
 from analyzers.results import REGIME_CODES, Regime
-from brrrtui.render.details import SUMMARY, Node, describe, display_path
-from brrrtui.render.lanes import CPU_OP, CPU_SYNC, build_lanes
-from brrrtui.render.search import search
-from brrrtui.render.verdicts import kernel_verdict
+from brrrtui.present.details import SUMMARY, Node, describe, display_path
+from brrrtui.present.lanes import CPU_OP, CPU_SYNC, build_lanes
+from brrrtui.present.search import search
+from brrrtui.present.verdicts import kernel_verdict
 
 
 def test_fixture_lanes_hold_every_kernel_and_the_top_level_ops_of_each_thread():
@@ -104,7 +104,7 @@ def test_a_window_without_ops_or_gaps_still_builds(tmp_path):
 def test_without_gpu_work_hot_lines_rank_by_cpu_time(tmp_path):
     import dataclasses
 
-    from brrrtui.render.snapshot import build_snapshot
+    from brrrtui.present.snapshot import build_snapshot
 
     a = recording_snapshot(tmp_path, windows=1).analysis
     cpu = {4: 5_000, 5: 9_000, 6: 1_000, 7: 30_000}
@@ -123,8 +123,8 @@ def test_every_drill_step_describes_on_real_analyses(tmp_path):
     from tui_fakes import FIXTURE, H200_RECORDINGS, h200_recording
 
     from analyzers.analyze import analyze
-    from analyzers.load import load_trace
-    from brrrtui.render.snapshot import build_snapshot
+    from brrrtui.present.snapshot import build_snapshot
+    from brrrtui.recording.load import load_trace
 
     paths = [h200_recording(name, tmp_path) for name in H200_RECORDINGS] + [FIXTURE]
     for path in paths:

@@ -7,12 +7,12 @@ import pytest
 
 from analyzers.model import SourceLine
 from analyzers.results import Breakdown, LineStat, Regime
-from brrrtui.render.gutter import gutter_spans, share_bar
-from brrrtui.render.regime_bar import regime_bar, split_cells
-from brrrtui.render.source import highlight
-from brrrtui.render.sparkline import resample_max, spark
-from brrrtui.render.status import RunState, status_spans, telemetry_metrics, telemetry_spans
-from brrrtui.render.units import fmt_bytes, fmt_elapsed, fmt_flop_rate, fmt_ns, fmt_pct, fmt_tick, nice_step
+from brrrtui.present.gutter import gutter_spans, share_bar
+from brrrtui.present.regime_bar import regime_bar, split_cells
+from brrrtui.present.source import highlight
+from brrrtui.present.sparkline import resample_max, spark
+from brrrtui.present.status import RunState, status_spans, telemetry_metrics, telemetry_spans
+from brrrtui.present.units import fmt_bytes, fmt_elapsed, fmt_flop_rate, fmt_ns, fmt_pct, fmt_tick, nice_step
 
 
 def text(spans):
@@ -121,5 +121,5 @@ def test_renderers_never_import_textual(mod):
     import subprocess
     import sys
 
-    code = f"import sys, brrrtui.render.{mod}; sys.exit('textual' in sys.modules)"
+    code = f"import sys, brrrtui.present.{mod}; sys.exit('textual' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

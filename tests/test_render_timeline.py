@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from brrrtui.render.timeline import (
+from brrrtui.present.timeline import (
     IntervalIndex,
     View,
     axis_text,

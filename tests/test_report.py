@@ -10,8 +10,8 @@ import sys
 from fixtures.synthetic import BF16, TraceBuilder
 
 from analyzers.analyze import analyze
-from analyzers.report import render_text, short_kernel_name, to_json
-from analyzers.units import fmt_bytes, fmt_lines, fmt_ns, fmt_pct
+from brrrtui.contract.units import fmt_bytes, fmt_lines, fmt_ns, fmt_pct
+from brrrtui.present.report import render_text, short_kernel_name, to_json
 
 N = 1 << 24
 
@@ -134,8 +134,10 @@ def test_units():
 
 def test_analyzers_import_no_ui_and_no_torch():
     code = (
-        "import sys, analyzers.analyze, analyzers.report\n"
-        "bad = {'textual', 'rich', 'torch', 'brrrtui'} & {m.split('.')[0] for m in sys.modules}\n"
+        "import sys, analyzers.analyze, brrrtui.present.report\n"
+        "bad = {'textual', 'rich', 'torch'} & {m.split('.')[0] for m in sys.modules}\n"
         "assert not bad, bad\n"
+        "ours = {m for m in sys.modules if m.startswith('brrrtui.')}\n"
+        "assert ours <= {'brrrtui.contract', 'brrrtui.present'} | {m for m in ours if m.startswith(('brrrtui.contract.', 'brrrtui.present.'))}, ours\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,6 +1,7 @@
 """The window scheduler's decisions, on made-up clocks (no torch, no profiler)."""
 
-from brrrtui.capture.windows import NEVER, Action, Scheduler, WindowConfig
+from brrrtui.capture.windows import NEVER, Action, Scheduler
+from brrrtui.contract.config import WindowConfig
 
 MS = 1_000_000
 S = 1_000_000_000

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from analyzers.analyze import analyze
-from analyzers.store import load_recording
 from analyzers.stream import stream_view
-from brrrtui.capture import records
 from brrrtui.capture.stream import KernelStream, clock_offset, demangle
 from brrrtui.capture.windows import Interner
-from brrrtui.recorder import StreamLatency
+from brrrtui.contract import cupti_records as records
+from brrrtui.record.recorder import StreamLatency
+from brrrtui.recording.store import load_recording
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 
@@ -183,7 +183,7 @@ def test_recorder_turns_raw_stream_messages_into_rows(buffer, tmp_path):
     out, through a real message (pickled over the pipe as the agent sends it)."""
     import pickle
 
-    from brrrtui.recorder import Recorder, RunSpec
+    from brrrtui.record.recorder import Recorder, RunSpec
 
     data, sizes, names, _ = buffer
     strings = Interner()

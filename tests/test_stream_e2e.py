@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from analyzers.store import load_recording
+from brrrtui.recording.store import load_recording
 from tests.conftest import SCRIPTS, run_brrrtui
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "cupti_buffer_h200.json.gz")

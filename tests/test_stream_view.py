@@ -6,12 +6,12 @@ import pytest
 from stream_fixture import UNKNOWN, make_stream_recording, window_rows
 
 from analyzers.analyze import analyze
-from analyzers.load import load_trace
-from analyzers.report import render_text, to_json
 from analyzers.stream import stream_view
-from brrrtui.render.details import Node, describe
-from brrrtui.render.lanes import INFERRED, STREAMED, PageKey
-from brrrtui.render.snapshot import build_snapshot
+from brrrtui.present.details import Node, describe
+from brrrtui.present.lanes import INFERRED, STREAMED, PageKey
+from brrrtui.present.report import render_text, to_json
+from brrrtui.present.snapshot import build_snapshot
+from brrrtui.recording.load import load_trace
 
 REPEATS = 3
 

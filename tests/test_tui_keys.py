@@ -4,13 +4,13 @@ import pytest
 from textual.widgets import OptionList
 from tui_fakes import analysed, fake_analyze, resnet_copy, run_async, write_recording
 
-from brrrtui.app import make_app
-from brrrtui.screens.confirm_quit import ConfirmQuit
-from brrrtui.screens.help import HelpScreen, key_label
-from brrrtui.screens.main import MainScreen
-from brrrtui.screens.search import SearchScreen
-from brrrtui.widgets.source_view import SourceView
-from brrrtui.widgets.timeline import Timeline
+from brrrtui.tui.app import make_app
+from brrrtui.tui.screens.confirm_quit import ConfirmQuit
+from brrrtui.tui.screens.help import HelpScreen, key_label
+from brrrtui.tui.screens.main import MainScreen
+from brrrtui.tui.screens.search import SearchScreen
+from brrrtui.tui.widgets.source_view import SourceView
+from brrrtui.tui.widgets.timeline import Timeline
 
 SIZE = (120, 40)
 
@@ -267,7 +267,7 @@ async def test_details_enter_on_summary_child(resnet):
 
 @run_async
 async def test_quit_asks_while_the_script_runs(tmp_path):
-    from brrrtui.feed import Feed
+    from brrrtui.record.feed import Feed
 
     path = write_recording(str(tmp_path / "run.brrr"), windows=1)
     stopped = []
@@ -287,7 +287,7 @@ async def test_quit_asks_while_the_script_runs(tmp_path):
 
 @run_async
 async def test_mouse_click_moves_the_timeline_cursor_and_the_source_cursor(resnet):
-    from brrrtui.widgets.timeline import LABEL_W
+    from brrrtui.tui.widgets.timeline import LABEL_W
 
     async with resnet.run_test(size=SIZE) as pilot:
         await analysed(pilot)

@@ -2,9 +2,9 @@
 
 from tui_fakes import analysed, append_window, fake_analyze, run_async, wait_until, write_recording
 
-from analyzers.store import RecordingWriter
-from brrrtui.app import make_app
-from brrrtui.feed import Exited, Feed, LogLine, StepsAdded, TelemetrySample, WindowAdded
+from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, TelemetrySample, WindowAdded
+from brrrtui.recording.store import RecordingWriter
+from brrrtui.tui.app import make_app
 
 SIZE = (120, 36)
 

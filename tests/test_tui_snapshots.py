@@ -15,9 +15,9 @@ import os
 import pytest
 from tui_fakes import ROOT, analysed, fake_analyze, h200_recording, resnet_copy, wait_until, write_recording
 
-from brrrtui.app import make_app
-from brrrtui.feed import Feed, LogLine, StepsAdded, TelemetrySample
-from brrrtui.widgets.source_view import SourceView
+from brrrtui.record.feed import Feed, LogLine, StepsAdded, TelemetrySample
+from brrrtui.tui.app import make_app
+from brrrtui.tui.widgets.source_view import SourceView
 
 
 @pytest.fixture

@@ -5,12 +5,12 @@ import numpy as np
 from stream_fixture import copy_rows, make_stream_recording, window_rows
 from tui_fakes import analysed, fake_analyze, run_async, wait_until
 
-import analyzers.load
-import analyzers.store
-from analyzers.store import RecordingWriter, load_recording
-from brrrtui.app import make_app
-from brrrtui.feed import Feed, StreamAdded, WindowAdded
-from brrrtui.render.lanes import PageKey
+import brrrtui.recording.load
+import brrrtui.recording.store
+from brrrtui.present.lanes import PageKey
+from brrrtui.record.feed import Feed, StreamAdded, WindowAdded
+from brrrtui.recording.store import RecordingWriter, load_recording
+from brrrtui.tui.app import make_app
 
 SIZE = (120, 40)
 
@@ -106,10 +106,10 @@ def _live_app(tmp_path, repeats: int):
 
 @run_async
 async def test_live_stream_is_followed_incrementally_without_reloading(tmp_path, monkeypatch):
-    loads = Counter(analyzers.load.load_trace)
-    monkeypatch.setattr(analyzers.load, "load_trace", loads)
-    polls = Counter(analyzers.store.StreamReader.poll)
-    monkeypatch.setattr(analyzers.store.StreamReader, "poll", lambda self, *a, **kw: polls(self, *a, **kw))
+    loads = Counter(brrrtui.recording.load.load_trace)
+    monkeypatch.setattr(brrrtui.recording.load, "load_trace", loads)
+    polls = Counter(brrrtui.recording.store.StreamReader.poll)
+    monkeypatch.setattr(brrrtui.recording.store.StreamReader, "poll", lambda self, *a, **kw: polls(self, *a, **kw))
     trace, feed, app, writer = _live_app(tmp_path, repeats=1)
     async with app.run_test(size=SIZE) as pilot:
         await analysed(pilot)
@@ -150,7 +150,7 @@ async def test_live_stream_is_followed_incrementally_without_reloading(tmp_path,
 @run_async
 async def test_live_stream_keeps_at_most_stream_tail_rows(tmp_path, monkeypatch):
     tail = 400
-    monkeypatch.setattr(analyzers.store, "STREAM_TAIL", tail)
+    monkeypatch.setattr(brrrtui.recording.store, "STREAM_TAIL", tail)
     trace, feed, app, writer = _live_app(tmp_path, repeats=2)  # 500 rows: the load is trimmed to 400
     path = writer.path
     sizes = []

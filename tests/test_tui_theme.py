@@ -6,7 +6,7 @@ import re
 from rich.color import ColorSystem
 from tui_fakes import analysed, fake_analyze, resnet_copy, run_async
 
-from brrrtui.app import THEME_VARIABLES, make_app
+from brrrtui.tui.app import THEME_VARIABLES, make_app
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DISTINCT = ["compute", "memory", "overhead"], ["gap-host", "gap-sync", "gap-h2d", "gap-data", "gap-other"]
@@ -14,8 +14,8 @@ DISTINCT = ["compute", "memory", "overhead"], ["gap-host", "gap-sync", "gap-h2d"
 
 def test_no_hard_coded_colours_in_the_ui():
     hex_colour = re.compile(r"#[0-9a-fA-F]{3,8}\b")
-    ui = ["brrrtui/app.py", "brrrtui/app.tcss"]
-    for folder in ("brrrtui/widgets", "brrrtui/screens", "brrrtui/render"):
+    ui = ["brrrtui/tui/app.py", "brrrtui/tui/app.tcss"]
+    for folder in ("brrrtui/tui/widgets", "brrrtui/tui/screens", "brrrtui/present"):
         ui += [os.path.join(folder, f) for f in os.listdir(os.path.join(ROOT, folder)) if f.endswith(".py")]
     for rel in ui:
         with open(os.path.join(ROOT, rel)) as f:

@@ -27,7 +27,7 @@ from analyzers.results import (
     OverheadCorrection,
     Regime,
 )
-from analyzers.store import RecordingWriter
+from brrrtui.recording.store import RecordingWriter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixtures", "resnet50_h200_tui.json.gz")
@@ -271,15 +271,15 @@ def append_window(w: RecordingWriter, window: int, n: int) -> None:
 
 def fixture_snapshot():
     """Snapshot of the resnet fixture under the fake analysis (source resolved from tests/fixtures)."""
-    from analyzers.load import load_trace
-    from brrrtui.render.snapshot import build_snapshot
+    from brrrtui.present.snapshot import build_snapshot
+    from brrrtui.recording.load import load_trace
 
     return build_snapshot(fake_analyze(load_trace(FIXTURE)))
 
 
 def recording_snapshot(tmp_path, windows: int = 2):
-    from analyzers.load import load_trace
-    from brrrtui.render.snapshot import build_snapshot
+    from brrrtui.present.snapshot import build_snapshot
+    from brrrtui.recording.load import load_trace
 
     path = write_recording(str(tmp_path / "run.brrr"), windows=windows)
     return build_snapshot(fake_analyze(load_trace(path)))

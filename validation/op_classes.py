@@ -319,7 +319,7 @@ def load_rows(path: str) -> tuple[list[KernelRow], str]:
                 data = json.load(f)
             if isinstance(data, dict) and "kernels" in data:
                 return rows_from_report(data), "brrrtui report JSON (kernel names only)"
-    from analyzers.load import load_trace
+    from brrrtui.recording.load import load_trace
 
     return rows_from_trace(load_trace(path))
 

@@ -19,9 +19,10 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from brrrtui.capture.protocol import Channel
 from brrrtui.capture.session import ProfilerSession
-from brrrtui.capture.windows import Action, Interner, Scheduler, WindowConfig, convert_events
+from brrrtui.capture.windows import Action, Interner, Scheduler, convert_events
+from brrrtui.contract.config import WindowConfig
+from brrrtui.contract.protocol import Channel
 
 # The timer thread asks the main thread to tick by simulating this signal (_thread.interrupt_main): no OS
 # signal is sent, our handler just runs on the main thread between bytecodes. SIGURG is ignored by default,
@@ -261,7 +262,7 @@ class Agent:
             self.stream = stream
 
     def _send_stream(self, data: bytes, parts: list[tuple[int, int, int]], found: Any) -> None:
-        """Raw CUPTI buffers and what the stream's scan found in them (brrrtui.capture.records.rows_from_scan
+        """Raw CUPTI buffers and what the stream's scan found in them (brrrtui.contract.cupti_records.rows_from_scan
         makes the rows in the recorder); sent_ns splits the recorder's delivery latency."""
         self.channel.send({"type": "batch", "strings": self.strings.take_new(), "sent_ns": time.time_ns(),
                            "stream_raw": {"data": data, "parts": parts, "offsets": found.offsets,
@@ -330,7 +331,7 @@ class Agent:
         last_step = len(self.sched.step_times_ns) - 1
         steps = last_step - self.window_first_step + 1
         window = (
-            self.window_id, self.sched.open_mode, self.window_opened_ns, closed_ns,
+            self.window_id, int(self.sched.open_mode), self.window_opened_ns, closed_ns,
             self.window_first_step if steps > 0 else -1, last_step if steps > 0 else -1, stall,
         )  # fmt: skip
         self.sched.closing()

@@ -10,18 +10,6 @@ import os
 import sys
 
 
-def _load_private(name: str, path: str):  # noqa: ANN202
-    """Import one of brrrtui's files without putting a package called `analyzers` in sys.modules, where it
-    could shadow a package of the user's with the same name."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _strip_own_frames(tb):  # noqa: ANN001, ANN202
     """Drop the traceback entries of bootstrap and runpy, so the script's traceback reads as without us."""
     here = os.path.abspath(__file__)
@@ -65,11 +53,11 @@ def main() -> None:
     sys.path.insert(0, root)
     try:
         from brrrtui.capture.agent import Agent
-        from brrrtui.capture.protocol import Channel
-        from brrrtui.capture.windows import WindowConfig
+        from brrrtui.contract import userfiles
+        from brrrtui.contract.config import WindowConfig
+        from brrrtui.contract.protocol import Channel
     finally:
         sys.path.remove(root)
-    userfiles = _load_private("_brrrtui_userfiles", os.path.join(root, "analyzers", "userfiles.py"))
 
     # Tear CUPTI down after each window. Without it CUPTI's callbacks stay on every kernel launch after the
     # first profiler session and slow the whole run (pytorch/pytorch#144455); torch.compile's CUDA-graph mode

@@ -2,7 +2,7 @@
 
 Only the activity API: enable/disable a kind, register buffer callbacks, force a flush, read the clock. The
 callback API is never used (DESIGN.md: it made torch.profiler return no GPU events). Buffers are copied out
-as bytes in the completion callback and decoded later by brrrtui.capture.records.
+as bytes in the completion callback and decoded later by brrrtui.contract.cupti_records.
 """
 
 from __future__ import annotations

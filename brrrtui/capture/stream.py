@@ -6,7 +6,7 @@ Facts measured on an H200 (../shared/DESIGN.md, and this module's own runs) shap
   record objects: ~30-40 us each, a tiny-op loop ran 10x slower; numpy decoding with per-record strings:
   3.7 us of wall time per record, 12 % on GPT-2; numpy decoding per buffer: 1.0 us): one plain-Python scan
   per buffer notes offsets and string ids (0.7-0.8 us on GPT-2), the bytes go to the recorder as they are,
-  and the recorder reads the numbers with numpy (brrrtui.capture.records);
+  and the recorder reads the numbers with numpy (brrrtui.contract.cupti_records);
 - CUPTI's own flush period delivered records 7-9 s late, so one dedicated thread forces a flush every
   `period_s`, and nothing else flushes while it may (one lock);
 - one CUPTI subscriber below driver r610: a torch.profiler window takes the activity API over and, with
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from brrrtui.capture import records
+from brrrtui.contract import cupti_records as records
 
 
 def clock_offset(

@@ -19,35 +19,16 @@ runs the model, DESIGN.md).
 
 from __future__ import annotations
 
-import json
 import statistics
 import threading
-from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
 from brrrtui.capture.ids import IdTable
+from brrrtui.contract.config import WindowConfig
+from brrrtui.contract.schema import GpuKind, WindowMode
 
-STEP_MODE, TIME_MODE = 0, 1  # = analyzers.model.WindowMode.STEPS / TIME
 NEVER = 1 << 62
-
-
-@dataclass
-class WindowConfig:
-    duty: float = 0.02  # target share of run time spent on capture cost
-    window_steps: int = 2  # optimizer steps per step-aligned window (fewer when a step makes many events)
-    window_max_s: float = 2.0  # a step window never runs longer than this
-    time_window_s: float = 0.2  # length of the first time-based window (later ones sized by event rate)
-    target_events: int = 25_000  # aim for about this many events per window
-    first_time_window_after_s: float = 1.0  # time fallback: first window this long after torch appears
-    step_stale_s: float = 5.0  # no optimizer step for this long: fall back to time windows
-    min_gap_s: float = 1.0  # at least this long between windows
-    max_windows: int = 0  # 0 = unlimited
-    stream: bool = False  # every kernel between windows from CUPTI (brrrtui.capture.stream); opt-in (README)
-
-    @classmethod
-    def from_json(cls, text: str | None) -> WindowConfig:
-        return cls(**json.loads(text)) if text else cls()
 
 
 class Action(IntEnum):
@@ -65,7 +46,7 @@ class Scheduler:
         self.started_ns = now_ns
         self.torch_seen_ns: int | None = None
         self.open_since_ns: int | None = None
-        self.open_mode = STEP_MODE
+        self.open_mode = WindowMode.STEPS
         self.steps_in_window = 0
         self.next_open_ns = now_ns
         self.windows = 0
@@ -87,7 +68,7 @@ class Scheduler:
             self._charge_tail(now_ns)
         if self.open_since_ns is not None:
             self.steps_in_window += 1
-            if self.open_mode == TIME_MODE or self.steps_in_window >= self.steps_per_window:
+            if self.open_mode == WindowMode.TIME or self.steps_in_window >= self.steps_per_window:
                 return Action.CLOSE
             if now_ns - self.open_since_ns >= self.cfg.window_max_s * 1e9:
                 return Action.CLOSE
@@ -96,14 +77,14 @@ class Scheduler:
             return Action.NONE
         # the first step window of a run opens at once (short runs are never empty); later ones wait
         if (self.step_windows == 0 and self.next_open_ns != NEVER) or now_ns >= self.next_open_ns:
-            self.open_mode = STEP_MODE
+            self.open_mode = WindowMode.STEPS
             return Action.OPEN
         return Action.NONE
 
     def on_timer(self, now_ns: int, calls: int = 0) -> Action:
         action = self.timer_decision(now_ns, calls)
         if action == Action.OPEN:
-            self.open_mode = TIME_MODE
+            self.open_mode = WindowMode.TIME
         return action
 
     def timer_decision(self, now_ns: int, calls: int = 0) -> Action:
@@ -114,7 +95,7 @@ class Scheduler:
         if self.disabled:
             return Action.NONE
         if self.open_since_ns is not None:
-            if self.open_mode == TIME_MODE:
+            if self.open_mode == WindowMode.TIME:
                 if self.events_per_call and calls * self.events_per_call >= self.cfg.target_events:
                     return Action.CLOSE
                 limit = self.time_window_s
@@ -138,7 +119,7 @@ class Scheduler:
         self.open_since_ns = now_ns
         self.steps_in_window = 0
         self.windows += 1
-        self.step_windows += self.open_mode == STEP_MODE
+        self.step_windows += self.open_mode == WindowMode.STEPS
 
     def closing(self) -> None:
         """The window is stopped; no new one opens until its conversion has `settled`."""
@@ -228,7 +209,7 @@ class Interner(IdTable[str]):
         return -1 if s is None else self.id_of(s)
 
 
-_GPU_KINDS = {"kernel": 0, "gpu_memcpy": 1, "gpu_memset": 2}
+_GPU_KINDS = {"kernel": int(GpuKind.KERNEL), "gpu_memcpy": int(GpuKind.MEMCPY), "gpu_memset": int(GpuKind.MEMSET)}  # plain ints cross the pipe
 _RUNTIME_KINDS = {"cuda_runtime", "cuda_driver"}
 
 

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from brrrtui.capture import cupti_ffi, records  # noqa: E402
+from brrrtui.capture import cupti_ffi  # noqa: E402
+from brrrtui.contract import cupti_records as records  # noqa: E402
 from brrrtui.capture import stream as stream_module  # noqa: E402
 
 with gzip.open(os.path.join(ROOT, "tests", "fixtures", "cupti_buffer_h200.json.gz")) as f:

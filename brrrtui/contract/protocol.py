@@ -1,0 +1,93 @@
+"""Frames between the traced child and the recorder: a 4-byte little-endian length, then a pickled dict.
+
+Both ends are brrrtui processes started by the same user, so pickle is safe here and fast. Messages hold plain
+data only: unpickling a class from the script's libraries would import them into the recorder (a TorchVersion
+made it import torch on the H200 box: 3-4 s without reading the pipe, which stalled the script's sends, and
++450 MB), so the recorder drops such a frame and says so. Every message has a
+"type": "hello" (versions, device, peaks, notes), "batch" (rows for brrrtui.recording.store.RecordingWriter.append,
+plus summary counts), "note" (a one-line message for the user) or "bye" (the script finished).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+_HEADER = struct.Struct("<I")
+MAX_FRAME = 1 << 31
+
+
+class Channel:
+    """Child side: writes frames to an inherited pipe fd. Thread-safe; goes quiet if the recorder is gone."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.owner_pid = os.getpid()
+        self.lock = threading.Lock()
+        self.broken = False
+        self.blocked_ns_max = 0  # longest write: the recorder not reading (a full pipe) shows here
+
+    def send(self, message: dict[str, Any]) -> bool:
+        # A forked DataLoader worker inherits the fd: only the process that owns the channel writes to it.
+        if self.broken or os.getpid() != self.owner_pid:
+            return False
+        payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        data = _HEADER.pack(len(payload)) + payload
+        with self.lock:
+            t0 = time.perf_counter_ns()
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(self.fd, view)
+                    view = view[n:]
+            except OSError:  # the recorder died (kill -9): the script runs on, uncaptured
+                self.broken = True
+                return False
+            self.blocked_ns_max = max(self.blocked_ns_max, time.perf_counter_ns() - t0)
+        return True
+
+
+_ALLOWED_MODULES = {"builtins", "numpy", "numpy.core.multiarray", "numpy._core.multiarray"}
+
+
+class ForeignClass(pickle.UnpicklingError):
+    pass
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if module not in _ALLOWED_MODULES:
+            raise ForeignClass(f"{module}.{name}")
+        return super().find_class(module, name)
+
+
+def loads(payload: bytes) -> Any:
+    return _PlainUnpickler(io.BytesIO(payload)).load()
+
+
+def read_frames(fd: int) -> Iterator[dict[str, Any]]:
+    """Recorder side: yields messages until EOF. A torn last frame (child killed mid-write) is dropped; a frame
+    carrying a class of the script's libraries is dropped with a note (the frames after it still arrive)."""
+    with os.fdopen(fd, "rb", buffering=1 << 20) as f:
+        while True:
+            header = f.read(_HEADER.size)
+            if len(header) < _HEADER.size:
+                return
+            (n,) = _HEADER.unpack(header)
+            payload = f.read(n)
+            if len(payload) < n:
+                return
+            try:
+                message = loads(payload)
+            except ForeignClass as e:
+                yield {"type": "note", "text": f"brrrtui dropped a capture message that carried a {e} (a bug)"}
+                continue
+            except Exception:  # noqa: BLE001 - a corrupt frame ends the stream, it never crashes the recorder
+                return
+            yield message

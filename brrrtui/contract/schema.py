@@ -1,0 +1,84 @@
+"""The recording's columns and codes: what the capture writes, the recording stores and the analyzers read.
+
+Every layer imports these from here, so a column or a code has one definition. Times are integer nanoseconds
+on the capture's wall clock (Unix epoch); "unknown" is NONE in integer columns and NaN in float columns,
+never 0; names and shapes are ids into the recording's string table.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+import numpy as np
+
+NONE = -1  # "unknown / not linked" in integer columns
+
+
+class GpuKind(IntEnum):
+    KERNEL = 0
+    MEMCPY = 1
+    MEMSET = 2
+
+
+class WindowMode(IntEnum):
+    STEPS = 0  # opened and closed on optimizer steps
+    TIME = 1  # time-based fallback (no optimizer)
+    FOREIGN = 2  # a whole torch.profiler trace opened from a file
+
+
+
+i64, i32, f64 = np.int64, np.int32, np.float64
+
+# Column schemas. Every table carries `window`, the id of the window it was captured in.
+GPU_SCHEMA = {
+    "window": i32, "kind": np.int8, "name": i32, "start_ns": i64, "dur_ns": i64, "device": i32, "stream": i32,
+    "correlation": i64, "grid": i32, "block": i32, "bytes": i64,
+}  # fmt: skip
+"""grid/block: string ids of "x,y,z" (NONE when unknown); bytes: memcpy/memset size (NONE for kernels)."""
+
+RUNTIME_SCHEMA = {"window": i32, "name": i32, "start_ns": i64, "dur_ns": i64, "tid": i64, "correlation": i64}
+"""CUDA runtime and driver API calls on the CPU (launches, syncs, copies)."""
+
+OP_SCHEMA = {
+    "window": i32, "name": i32, "start_ns": i64, "dur_ns": i64, "tid": i64, "seq": i64, "fwd_tid": i64,
+    "shapes": i32, "dtypes": i32, "flops": f64,
+}  # fmt: skip
+"""CPU operators (aten::..., autograd nodes, record_function scopes). shapes/dtypes: string ids of JSON lists
+of the inputs' shapes / dtype names as torch.profiler records them (NONE without record_shapes)."""
+
+SPAN_SCHEMA = {"window": i32, "line": i32, "start_ns": i64, "dur_ns": i64, "tid": i64}
+"""Intervals during which the user's code at `line` (an index into Trace.lines) was calling into torch on
+thread `tid`. brrrtui's capture records one per torch call with the exact line; foreign traces give Python
+function frames, which resolve only to the function."""
+
+WINDOW_SCHEMA = {"window": i32, "mode": np.int8, "start_ns": i64, "end_ns": i64, "first_step": i64,
+                 "last_step": i64, "stall_ns": i64, "events": i64}  # fmt: skip
+"""first_step/last_step: optimizer steps completed inside the window (NONE when none); stall_ns: time the
+capture stopped the training thread to open, close and convert the window."""
+
+CAPTURE_COST_SCHEMA = {"window": i32, "convert_ns": i64, "cost_ns": i64}
+"""What each window cost the run: convert_ns, the time to turn its events into rows (on a background thread);
+cost_ns, stall + conversion + the extra time its steps took, the figure the duty cycle budgets."""
+
+LINE_SAMPLE_SCHEMA = {"window": i32, "line": i32, "t_ns": i64}
+"""Inside windows, the user line the main thread was executing, sampled every few ms (also lines that call no
+torch, such as `time.sleep` or a Python loop): it tells which line the CPU was busy on during a GPU gap."""
+
+STREAM_SCHEMA = {
+    "after_window": i32, "kind": np.int8, "name": i32, "start_ns": i64, "dur_ns": i64, "device": i32,
+    "stream": i32, "correlation": i64, "grid": i32, "block": i32, "bytes": i64,
+}  # fmt: skip
+"""GPU activity collected continuously between windows (CUPTI kernel, memcpy and memset records only: no CPU
+side, so no launch, op or line of its own). after_window: the last window closed before it (NONE: before the
+first). The other columns mean what GPU_SCHEMA's do; correlation orders launches like a window's."""
+
+STEP_SCHEMA = {"step": i64, "t_ns": i64}
+"""One row per optimizer step of the whole run (profiled or not): the time the step finished."""
+
+TELEMETRY_SCHEMA = {
+    "t_ns": i64,
+    "gpu_util_pct": f64,
+    "mem_used_bytes": f64,
+    "power_w": f64,
+    "sm_clock_mhz": f64,
+}

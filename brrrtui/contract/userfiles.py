@@ -1,0 +1,57 @@
+"""Which files are "the user's code" (shown with a gutter) and which are libraries (folded into the caller)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import sysconfig
+from functools import lru_cache
+
+# Path fragments that mark library code wherever it is installed (also in traces recorded on other machines).
+_LIBRARY_MARKERS = ("site-packages", "dist-packages", "/lib/python3")
+
+
+def _library_roots() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    roots = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # brrrtui's own checkout or install
+    roots |= {os.path.join(here, "brrrtui"), os.path.join(here, "analyzers")}
+    return tuple(sorted(r for r in roots if r))
+
+
+LIBRARY_ROOTS = _library_roots()
+
+# Kineto writes library frames relative to site-packages (`torch/nn/modules/conv.py`); these are always
+# libraries even when the trace is opened on a machine without them installed.
+_KNOWN_LIBRARIES = frozenset(
+    "torch torchvision torchaudio torchtext transformers triton numpy apex timm accelerate deepspeed "
+    "lightning pytorch_lightning xformers flash_attn einops datasets tokenizers scipy sklearn".split()
+)
+
+
+@lru_cache(maxsize=1024)
+def _is_installed_package(top: str) -> bool:
+    if top in _KNOWN_LIBRARIES:
+        return True
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return False
+    origin = (spec.origin or "") if spec else ""
+    return bool(origin) and any(origin.startswith(r + os.sep) for r in LIBRARY_ROOTS)
+
+
+def is_user_file(path: str) -> bool:
+    """True for the script's own files; False for torch, site-packages, the standard library, brrrtui itself,
+    and pseudo-files such as `<frozen runpy>` or `<string>`."""
+    if not path or path.startswith("<"):
+        return False
+    if any(m in path for m in _LIBRARY_MARKERS):
+        return False
+    if not os.path.isabs(path):
+        top, sep, _ = path.partition("/")
+        if not sep:
+            return path.removesuffix(".py") not in sys.stdlib_module_names
+        return not (top.isidentifier() and (top in sys.stdlib_module_names or _is_installed_package(top)))
+    return not any(path.startswith(r + os.sep) for r in LIBRARY_ROOTS)

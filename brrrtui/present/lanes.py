@@ -1,0 +1,225 @@
+"""The timeline's pages and their lanes.
+
+A page is a capture window or the kernels streamed between two windows (`PageKey`), in time order::
+
+    stream before window 0 | window 0 | stream after 0 | window 1 | stream after 1 | ...
+
+A window page has one lane per GPU stream and one per CPU thread. GPU lanes hold kernels, copies and memsets
+classed by regime, over the GPU-idle gaps classed by cause. CPU lanes hold each thread's top-level operators;
+an operator that waited for the GPU (a synchronising runtime call somewhere inside it: `.item()`, `.cpu()`,
+`cudaStreamSynchronize`) is classed apart. A stream page has GPU lanes only, no gaps: each streamed kernel is
+classed by the regime inferred for it (analyzers.stream), or as "streamed" when no window has seen it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analyzers.model import Trace
+from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Analysis, GapCause, Regime
+from analyzers.stream import Segment, StreamView
+from brrrtui.present.timeline import IntervalIndex
+
+CPU_OP = 10
+CPU_SYNC = 11
+INFERRED = 20  # + regime code: a streamed kernel whose regime is inferred from a window
+STREAMED = 30  # a streamed kernel no window has seen
+
+ITEM_ROLES: dict[int, str] = (
+    {REGIME_CODES[r]: r.value for r in Regime}
+    | {CPU_OP: "cpu", CPU_SYNC: "cpu-sync", STREAMED: "streamed"}
+    | {INFERRED + REGIME_CODES[r]: f"{r.value}-inferred" for r in Regime}
+)
+GAP_ROLES: dict[int, str] = {code: f"gap-{cause.value}" for cause, code in GAP_CAUSE_CODES.items()}
+GAP_LETTERS: dict[GapCause, str] = {
+    GapCause.HOST: "H",
+    GapCause.SYNC: "S",
+    GapCause.H2D: "C",
+    GapCause.DATA: "D",
+    GapCause.OTHER: "?",
+}
+GAP_LABELS: dict[int, str] = {GAP_CAUSE_CODES[c]: letter for c, letter in GAP_LETTERS.items()}
+
+_SYNC_WORDS = ("Synchronize", "cudaMemcpy2D", "cuMemcpyDtoH", "cuMemcpyHtoD")
+
+
+@dataclass(frozen=True, order=True)
+class PageKey:
+    """A page of the timeline: capture window `window`, or (`stream`) the kernels streamed after it
+    (window NONE: before the first window). Sorting keys puts the pages in time order."""
+
+    window: int
+    stream: bool = False
+
+
+@dataclass(frozen=True)
+class Lane:
+    key: str  # "gpu:<device>:<stream>" | "cpu:<tid>"
+    label: str
+    kind: str  # "gpu" | "cpu" | "stream"
+    items: IntervalIndex  # rows: gpu rows (gpu lanes), op rows (cpu lanes) or stream rows (stream lanes)
+    gaps: IntervalIndex  # rows: rows of Analysis.gaps
+
+
+@dataclass(frozen=True)
+class WindowLanes:
+    window: int  # the capture window, or the one the streamed kernels came after (stream pages)
+    start_ns: int
+    end_ns: int
+    lanes: tuple[Lane, ...]
+    stream: bool = False  # a page of streamed kernels
+
+    @property
+    def extent_ns(self) -> float:
+        return float(max(self.end_ns - self.start_ns, 1))
+
+    @property
+    def key(self) -> PageKey:
+        return PageKey(self.window, self.stream)
+
+
+def window_ids(trace: Trace) -> list[int]:
+    ids = set(trace.windows.window.tolist()) | set(np.unique(trace.gpu.window).tolist())
+    return sorted(int(w) for w in ids)
+
+
+def window_bounds(trace: Trace, window: int) -> tuple[int, int]:
+    """The window's recorded span, widened to cover the GPU work it launched (the GPU runs behind)."""
+    lo, hi = [], []
+    w = trace.windows
+    rows = np.nonzero(w.window == window)[0]
+    if len(rows):
+        lo.append(int(w.start_ns[rows].min()))
+        hi.append(int(w.end_ns[rows].max()))
+    for table in (trace.gpu, trace.ops):
+        m = table.window == window
+        if m.any():
+            lo.append(int(table.start_ns[m].min()))
+            hi.append(int((table.start_ns[m] + table.dur_ns[m]).max()))
+    if not lo:
+        return 0, 1
+    return min(lo), max(hi)
+
+
+def _top_level(op_parent: np.ndarray) -> np.ndarray:
+    top = np.arange(len(op_parent), dtype=np.int64)
+    for _ in range(256):
+        p = op_parent[top]
+        up = p >= 0
+        if not up.any():
+            break
+        top[up] = p[up]
+    return top
+
+
+def _sync_ops(trace: Trace, launch_op: np.ndarray, op_top: np.ndarray) -> np.ndarray:
+    """Boolean per op row: a top-level op with a synchronising runtime call inside it."""
+    out = np.zeros(len(trace.ops), dtype=bool)
+    if not len(trace.runtime) or not len(trace.ops):
+        return out
+    sync_ids = [
+        i for i, s in enumerate(trace.strings) if s.startswith("cu") and any(w in s for w in _SYNC_WORDS)
+    ]
+    if "cudaMemcpy" in trace.strings:
+        sync_ids.append(trace.sid("cudaMemcpy"))
+    rows = np.nonzero(np.isin(trace.runtime.name, sync_ids) & (launch_op >= 0))[0]
+    out[op_top[launch_op[rows]]] = True
+    return out
+
+
+def build_lanes(analysis: Analysis, window: int) -> WindowLanes:
+    trace, links, gaps = analysis.trace, analysis.links, analysis.gaps
+    w0, w1 = window_bounds(trace, window)
+    lanes: list[Lane] = []
+
+    gpu = trace.gpu
+    gmask = np.nonzero(gpu.window == window)[0]
+    gap_rows = np.nonzero(gaps.window == window)[0] if len(gaps) else np.empty(0, dtype=np.int64)
+    keys = sorted(
+        {
+            (int(d), int(s))
+            for d, s in zip(gpu.device[gmask].tolist(), gpu.stream[gmask].tolist(), strict=True)
+        }
+    )
+    for device, stream in keys:
+        rows = gmask[(gpu.device[gmask] == device) & (gpu.stream[gmask] == stream)]
+        items = IntervalIndex.build(
+            gpu.start_ns[rows], gpu.start_ns[rows] + gpu.dur_ns[rows], analysis.kernel_regime[rows], rows, w0
+        )
+        g = (
+            gap_rows[(gaps.stream[gap_rows] == stream) | (gaps.stream[gap_rows] < 0)]
+            if len(gap_rows)
+            else gap_rows
+        )
+        gap_index = (
+            IntervalIndex.build(gaps.start_ns[g], gaps.start_ns[g] + gaps.dur_ns[g], gaps.cause[g], g, w0)
+            if len(g)
+            else IntervalIndex.empty(w0)
+        )
+        label = f"GPU{device} s{stream}" if len(keys) < 10 else f"{device}:{stream}"
+        lanes.append(Lane(f"gpu:{device}:{stream}", label, "gpu", items, gap_index))
+
+    ops = trace.ops
+    omask = ops.window == window
+    if omask.any():
+        op_top = _top_level(links.op_parent)
+        sync = _sync_ops(trace, links.launch_op, op_top)
+        top_rows = np.nonzero(omask & (links.op_parent < 0))[0]
+        # the thread with most operators first (the training loop), autograd's thread after it
+        tids = sorted(
+            np.unique(ops.tid[top_rows]).tolist(), key=lambda t: -int((ops.tid[top_rows] == t).sum())
+        )
+        for tid in tids:
+            rows = top_rows[ops.tid[top_rows] == tid]
+            backward = bool(np.mean(ops.fwd_tid[rows] > 0) > 0.5) if len(rows) else False
+            items = IntervalIndex.build(
+                ops.start_ns[rows],
+                ops.start_ns[rows] + ops.dur_ns[rows],
+                np.where(sync[rows], CPU_SYNC, CPU_OP),
+                rows,
+                w0,
+            )
+            label = f"{'bwd' if backward else 'CPU'} {tid}"[:9]
+            lanes.append(Lane(f"cpu:{tid}", label, "cpu", items, IntervalIndex.empty(w0)))
+    return WindowLanes(window, w0, w1, tuple(lanes))
+
+
+def stream_classes(view: StreamView, rows: np.ndarray) -> np.ndarray:
+    """Timeline class per stream row: INFERRED + the inferred regime code, or STREAMED when unmatched."""
+    regime = view.regime[rows].astype(np.int64)
+    return np.where(regime >= 0, INFERRED + regime, STREAMED)
+
+
+def build_stream_lanes(view: StreamView, segment: Segment) -> WindowLanes:
+    """A stream page: one lane per GPU stream, items are rows of `view.stream`."""
+    st, rows = view.stream, segment.rows
+    w0 = segment.start_ns
+    lanes: list[Lane] = []
+    dev, sid = st.device[rows], st.stream[rows]
+    keys = sorted({(int(d), int(s)) for d, s in zip(dev.tolist(), sid.tolist(), strict=True)})
+    for device, stream in keys:
+        r = rows[(dev == device) & (sid == stream)]
+        items = IntervalIndex.build(
+            st.start_ns[r], st.start_ns[r] + st.dur_ns[r], stream_classes(view, r), r, w0
+        )
+        label = f"GPU{device} s{stream}" if len(keys) < 10 else f"{device}:{stream}"
+        lanes.append(Lane(f"gpu:{device}:{stream}", label, "stream", items, IntervalIndex.empty(w0)))
+    return WindowLanes(segment.after_window, w0, max(segment.end_ns, w0 + 1), tuple(lanes), stream=True)
+
+
+def locate(wl: WindowLanes, kind: str, row: int, start_ns: int) -> tuple[int, int] | None:
+    """(lane index, position in the lane) of a gpu row (kind "gpu"), op row ("cpu"), gap row ("gap") or
+    stream row ("stream")."""
+    t = float(start_ns - wl.start_ns)
+    for li, lane in enumerate(wl.lanes):
+        idx = lane.gaps if kind == "gap" else lane.items
+        if lane.kind != ("gpu" if kind == "gap" else kind):
+            continue
+        k = int(np.searchsorted(idx.start, t, "left"))
+        while k < len(idx) and idx.start[k] == t:
+            if idx.rows[k] == row:
+                return li, k
+            k += 1
+    return None

@@ -1,0 +1,271 @@
+"""The verdicts as text (`render_text`) and as a stable JSON document (`to_json`).
+
+JSON schema 1 (`brrrtui report --json`). Times in ns, rates per second, unknown numbers null; regimes are
+"compute" | "memory" | "overhead"::
+
+    {
+      "schema": 1,
+      "device": {"name": str|null, "peak_flops_per_s": float|null, "peak_bytes_per_s": float|null,
+                 "peaks_source": "measured" | "override" | "datasheet:<name>" | "unknown"},
+      "span_ns": int,                                   # wall time of the analysed windows
+      "breakdown_ns": {"compute": int, "memory": int, "overhead": int},   # sums to span_ns exactly
+      "overhead": {"raw_fraction": float, "corrected_fraction": float|null,
+                   "profiled_step_ns": float|null, "unprofiled_step_ns": float|null},
+      "lines": [{"file": str, "line": int, "function": str, "gpu_ns": int, "idle_ns": int,
+                 "regime": str, "flops": float|null, "bytes": float|null, "kernels": int}],
+      "kernels": [{"name": str, "calls": int, "gpu_ns": int, "regime": str,
+                   "achieved_flops_per_s": float|null, "achieved_bytes_per_s": float|null}],
+      "findings": [{"kind": str, "lines": [{"file": str, "line": int}], "saving_ns": float|null,
+                    "message": str, "action": str}],
+      "stream": {"records": int, "rows_analysed": int, "gpu_ns": int,     # only when the trace has a
+                 "matched_fraction": float, "confirmed_fraction": float, #   kernel stream
+                 "lines": [{"file": str, "line": int, "function": str, "gpu_ns": int, "kernels": int}]}
+    }
+
+`peak_flops_per_s` is the tensor-core (bf16) roof. Lines are sorted by gpu_ns + idle_ns, kernels by gpu_ns,
+findings by saving_ns, all descending; `top` truncates lines and kernels (findings are never truncated).
+
+"stream" describes the GPU activity recorded continuously between the windows (kernels, copies, memsets with
+no CPU side), whose lines and regimes are inferred from the windows (analyzers.stream): `records` rows in the
+recording, of which the newest `rows_analysed` were analysed (`gpu_ns`: their summed GPU time);
+`matched_fraction` of those matched a kernel of a window's step, `confirmed_fraction` of those were matched
+and the next window agrees. `lines`: the inferred GPU time and kernel count per source line, by gpu_ns
+descending (truncated by `top`). It never changes the verdicts above.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from analyzers.results import GAP_CAUSE_CODES, Analysis, GapCause, Regime
+from analyzers.stream import StreamView, stream_view
+from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flops, fmt_ns, fmt_pct, si
+
+SCHEMA = 1
+
+
+def _num(x: float | int | None) -> float | int | None:
+    if x is None:
+        return None
+    if isinstance(x, int):
+        return x
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def to_json(analysis: Analysis, top: int | None = None) -> dict[str, Any]:
+    a = analysis
+    b = a.breakdown
+    o = a.overhead
+    lines = a.lines if top is None else a.lines[:top]
+    kernels = a.kernels if top is None else a.kernels[:top]
+    doc = {
+        "schema": SCHEMA,
+        "device": {
+            "name": a.trace.device.name,
+            "peak_flops_per_s": _num(a.peaks.tensor_flops_per_s),
+            "peak_bytes_per_s": _num(a.peaks.bytes_per_s),
+            "peaks_source": a.peaks.source,
+        },
+        "span_ns": int(b.span_ns),
+        "breakdown_ns": {
+            "compute": int(b.compute_ns),
+            "memory": int(b.memory_ns),
+            "overhead": int(b.overhead_ns),
+        },
+        "overhead": {
+            "raw_fraction": _num(o.raw_overhead_fraction),
+            "corrected_fraction": _num(o.corrected_overhead_fraction),
+            "profiled_step_ns": _num(o.profiled_step_ns),
+            "unprofiled_step_ns": _num(o.unprofiled_step_ns),
+        },
+        "lines": [
+            {
+                "file": s.line.file,
+                "line": int(s.line.line),
+                "function": s.line.function,
+                "gpu_ns": int(s.gpu_ns),
+                "idle_ns": int(s.idle_ns),
+                "regime": s.regime.value,
+                "flops": _num(s.flops),
+                "bytes": _num(s.bytes),
+                "kernels": int(s.kernels),
+            }
+            for s in lines
+        ],
+        "kernels": [
+            {
+                "name": k.name,
+                "calls": int(k.calls),
+                "gpu_ns": int(k.gpu_ns),
+                "regime": k.regime.value,
+                "achieved_flops_per_s": _num(k.achieved_flops_per_s),
+                "achieved_bytes_per_s": _num(k.achieved_bytes_per_s),
+            }
+            for k in kernels
+        ],
+        "findings": [
+            {
+                "kind": f.kind,
+                "lines": [{"file": ln.file, "line": int(ln.line)} for ln in f.lines],
+                "saving_ns": _num(f.saving_ns),
+                "message": f.message,
+                "action": f.action,
+            }
+            for f in a.findings
+        ],
+    }
+    if len(a.trace.stream):
+        doc["stream"] = _stream_json(a, stream_view(a), top)
+    return doc
+
+
+def _stream_lines(a: Analysis, view: StreamView) -> list[tuple[int, int, int]]:
+    """(line id, GPU ns, kernels) per inferred line, by GPU time descending."""
+    known = view.line >= 0
+    if not known.any():
+        return []
+    ids, inv, counts = np.unique(view.line[known], return_inverse=True, return_counts=True)
+    ns = np.bincount(inv.ravel(), weights=view.stream.dur_ns[known], minlength=len(ids))
+    out = [
+        (int(i), int(t), int(c)) for i, t, c in zip(ids.tolist(), ns.tolist(), counts.tolist(), strict=True)
+    ]
+    return sorted(out, key=lambda x: -x[1])
+
+
+def _stream_json(a: Analysis, view: StreamView, top: int | None) -> dict[str, Any]:
+    n = len(view.stream)
+    lines = _stream_lines(a, view)
+    tr = a.trace
+    return {
+        "records": int(max(view.total_rows, n)),
+        "rows_analysed": n,
+        "gpu_ns": int(view.stream.dur_ns.sum()),
+        "matched_fraction": view.matched / n,
+        "confirmed_fraction": int(view.confirmed.sum()) / n,
+        "lines": [
+            {
+                "file": tr.lines[i].file,
+                "line": int(tr.lines[i].line),
+                "function": tr.lines[i].function,
+                "gpu_ns": ns,
+                "kernels": k,
+            }
+            for i, ns, k in (lines if top is None else lines[:top])
+        ],
+    }
+
+
+def short_kernel_name(name: str, width: int = 70) -> str:
+    """Demangled kernel names run to hundreds of characters; keep the recognisable head."""
+    s = name.removeprefix("void ").replace("(anonymous namespace)::", "").replace("at::native::", "")
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _bar(fraction: float, width: int = 24) -> str:
+    n = max(0, min(width, round(fraction * width)))
+    return "█" * n + "·" * (width - n)
+
+
+def render_text(analysis: Analysis, top: int = 15) -> str:
+    a = analysis
+    t = a.trace
+    b = a.breakdown
+    out: list[str] = []
+    src = os.path.basename(t.source) if t.source else "trace"
+    p = a.peaks
+    out.append(f"brrrtui report: {src}")
+    l2 = f", L2 {p.l2_bytes / 2**20:.0f} MiB" if p.l2_bytes else ""
+    out.append(
+        f"device   {t.device.name or 'unknown'} · peaks {p.source}: {fmt_flops(p.tensor_flops_per_s)} tensor,"
+        f" {fmt_flops(p.fp32_flops_per_s)} fp32, {fmt_bw(p.bytes_per_s)}{l2}"
+    )
+    busy = b.compute_ns + b.memory_ns + (b.overhead_ns - (b.idle_ns or 0))
+    nwin = len(t.windows)
+    steps = f", {a.steps_analysed} step{'s' if a.steps_analysed != 1 else ''}" if a.steps_analysed else ""
+    out.append(
+        f"analysed {nwin} window{'s' if nwin != 1 else ''}{steps}, {fmt_ns(b.span_ns)} ({fmt_ns(busy)} GPU busy)"
+    )
+    out.append("")
+    out.append("where the time goes")
+    idle = (
+        {c: int(a.gaps.dur_ns[a.gaps.cause == GAP_CAUSE_CODES[c]].sum()) for c in GapCause}
+        if len(a.gaps)
+        else {}
+    )
+    idle_txt = ", ".join(f"{c.value} {fmt_ns(v)}" for c, v in idle.items() if v)
+    for regime, ns in (
+        (Regime.COMPUTE, b.compute_ns),
+        (Regime.MEMORY, b.memory_ns),
+        (Regime.OVERHEAD, b.overhead_ns),
+    ):
+        frac = b.fraction(regime)
+        extra = f"  idle {fmt_ns(b.idle_ns)}: {idle_txt}" if regime == Regime.OVERHEAD and b.idle_ns else ""
+        out.append(f"  {regime.value:<9}{fmt_ns(ns):>10} {fmt_pct(frac):>5}  {_bar(frac)}{extra}")
+    o = a.overhead
+    corr = (
+        f"corrected {fmt_pct(o.corrected_overhead_fraction)} (unprofiled step {fmt_ns(o.unprofiled_step_ns)})"
+        if o.corrected_overhead_fraction is not None
+        else "corrected ? (no unprofiled steps to compare with)"
+    )
+    prof = f" · profiled step {fmt_ns(o.profiled_step_ns)}" if o.profiled_step_ns else ""
+    out.append(f"  overhead share: raw {fmt_pct(o.raw_overhead_fraction)} · {corr}{prof}")
+
+    if a.lines:
+        out.append("")
+        out.append(f"top lines (GPU + idle time{', per step' if a.steps_analysed else ''})")
+        per = a.steps_analysed or 1
+        for s in [s for s in a.lines if s.gpu_ns or s.idle_ns][:top]:
+            r = s.gpu_ns_by_regime
+            parts = "/".join(fmt_ns(r[x] / per) for x in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD))
+            out.append(
+                f"  {str(s.line) + ' ' + s.line.function:<40} {s.regime.value:<8}"
+                f" gpu {fmt_ns(s.gpu_ns / per)} (c/m/o {parts})  idle {fmt_ns(s.idle_ns / per)}"
+                f"  {s.kernels / per:.0f} kernels  {si(None if s.flops is None else s.flops / per, 'FLOP')}"
+                f"  {fmt_bytes(None if s.bytes is None else s.bytes / per)}"
+            )
+    if a.kernels:
+        out.append("")
+        out.append("top kernels")
+        out.append(
+            f"  {'calls':>6} {'gpu time':>10}  {'regime':<8} {'FLOP/s':>12} {'bytes/s':>11} {'roof':>5}  name"
+        )
+        for k in a.kernels[:top]:
+            out.append(
+                f"  {k.calls:>6} {fmt_ns(k.gpu_ns):>10}  {k.regime.value:<8} {fmt_flops(k.achieved_flops_per_s):>12}"
+                f" {fmt_bw(k.achieved_bytes_per_s):>11} {fmt_pct(k.roof_fraction):>5}  {short_kernel_name(k.name)}"
+            )
+    out.append("")
+    if a.findings:
+        out.append("findings (estimated saving first)")
+        for i, f in enumerate(a.findings, 1):
+            saving = f"  ~{fmt_ns(f.saving_ns)}" if f.saving_ns else ""
+            out.append(f"  {i}. [{f.kind}]{saving}  {f.message}")
+            out.append(f"     → {f.action}")
+    else:
+        out.append("findings: none above the reporting thresholds")
+    if len(t.stream):
+        out.append("")
+        out.extend(_stream_text(a, stream_view(a), min(top, 10)))
+    for n in a.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)
+
+
+def _stream_text(a: Analysis, view: StreamView, top: int) -> list[str]:
+    n = len(view.stream)
+    total = max(view.total_rows, n)
+    held = f"{total:,} recorded" + (f", the newest {n:,} analysed" if n < total else "")
+    out = [
+        "kernel stream (GPU activity between windows; lines inferred from the windows)",
+        f"  {held} · {fmt_ns(float(view.stream.dur_ns.sum()))} GPU · {fmt_pct(view.matched / n)} matched to a"
+        f" window's kernel · {fmt_pct(int(view.confirmed.sum()) / n)} confirmed by the next window",
+    ]
+    for i, ns, k in _stream_lines(a, view)[:top]:
+        ln = a.trace.lines[i]
+        out.append(f"  {str(ln) + ' ' + ln.function:<40} gpu {fmt_ns(ns)}  {k:,} kernels (inferred)")
+    return out

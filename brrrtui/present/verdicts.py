@@ -1,0 +1,82 @@
+"""The verdict sentences: one per kernel, line and idle gap, naming the roof that applies and the remedy.
+
+The regime itself comes from the analysis; these only put its numbers into words the user can act on.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TypeGuard
+
+from analyzers.results import GapCause, LineStat, Regime
+from brrrtui.present.snapshot import Snapshot
+from brrrtui.present.units import fmt_byte_rate, fmt_bytes, fmt_flop_rate, fmt_ns, fmt_pct
+
+
+def finite(x: float | None) -> TypeGuard[float]:
+    """A measured number (not missing, not NaN)."""
+    return x is not None and not math.isnan(x)
+
+
+def kernel_verdict(snap: Snapshot, regime: Regime, flops: float | None, nbytes: float | None, dur_ns: float,
+                   calls: int = 1, tensor: bool | None = None) -> str:  # fmt: skip
+    p = snap.analysis.peaks
+    secs = dur_ns / 1e9 if dur_ns > 0 else None
+    if regime is Regime.COMPUTE:
+        peak = p.tensor_flops_per_s if tensor is not False else p.fp32_flops_per_s
+        rate = flops / secs if finite(flops) and secs else None
+        frac = f" ({fmt_pct(rate / peak)} of the roof)" if rate and peak else ""
+        return (
+            f"compute-bound: {fmt_flop_rate(rate)} of {fmt_flop_rate(peak)}{frac}; only more FLOP/s helps "
+            "(tensor cores, lower precision), not fusion."
+        )
+    if regime is Regime.MEMORY:
+        rate = nbytes / secs if finite(nbytes) and secs else None
+        peak = p.bytes_per_s
+        frac = f" ({fmt_pct(rate / peak)} of peak)" if rate and peak else ""
+        return (
+            f"memory-bound: moves {fmt_bytes(nbytes)} at {fmt_byte_rate(rate)} of {fmt_byte_rate(peak)}{frac}; "
+            "fusing it with its neighbours saves the DRAM round trips."
+        )
+    mean = dur_ns / calls if calls else dur_ns
+    return (
+        f"overhead-bound: {fmt_ns(mean)} per call is too short to pay for its launch; fewer, larger kernels "
+        "(CUDA graphs, torch.compile) help, faster kernels do not."
+    )
+
+
+GAP_VERDICT = {
+    GapCause.HOST: "the GPU waited {d} for the CPU to issue the next kernel (Python, dispatch, launches).",
+    GapCause.SYNC: "the CPU waited for the GPU (a sync such as .item() or .cpu()), then the GPU waited {d} "
+    "for it to refill the queue.",
+    GapCause.H2D: "a host-to-device copy kept the GPU waiting {d}.",
+    GapCause.DATA: "data loading kept the GPU waiting {d}.",
+    GapCause.OTHER: "nothing recorded on the CPU explains these {d} of idle GPU (profiler, GC, code outside torch).",
+}
+GAP_ADVICE = {
+    GapCause.HOST: "Launch fewer kernels: torch.compile, CUDA graphs, or larger batches per launch.",
+    GapCause.SYNC: "Keep values on the GPU: drop .item()/.cpu()/print of tensors from the loop, or do them "
+    "every N steps.",
+    GapCause.H2D: "Use pin_memory=True and .to(device, non_blocking=True), or move the data once up front.",
+    GapCause.DATA: "Give the DataLoader more workers, persistent_workers=True and prefetching.",
+    GapCause.OTHER: "Check for garbage collection, logging or the profiler itself around this point.",
+}
+FINDING_KINDS_BY_CAUSE = {
+    GapCause.HOST: {"overhead", "small_kernels"},
+    GapCause.SYNC: {"sync"},
+    GapCause.H2D: {"h2d"},
+    GapCause.DATA: {"data"},
+    GapCause.OTHER: set(),
+}
+
+
+def line_verdict(stat: LineStat) -> str:
+    busy = sum(stat.gpu_ns_by_regime.values()) + stat.idle_ns
+    if busy <= 0:
+        return "no GPU time recorded for this line."
+    share = {r: stat.gpu_ns_by_regime.get(r, 0) for r in Regime}
+    share[Regime.OVERHEAD] += stat.idle_ns
+    dom = stat.regime
+    return f"{dom.value}-bound: {fmt_pct(share[dom] / busy)} of its time is {dom.value}" + (
+        f", including {fmt_ns(stat.idle_ns)} of GPU idle it caused." if stat.idle_ns else "."
+    )

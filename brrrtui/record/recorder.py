@@ -1,0 +1,382 @@
+"""The recorder: runs the script in a child process, appends everything it captures to the recording as it
+arrives, samples GPU telemetry, and tells a live UI (UI-free itself; see brrrtui.record.feed).
+
+    user script (child) --frames over a pipe--> reader thread --queue--> writer thread --> RecordingWriter
+                                                        (one transaction a batch) \\-> Feed (live UI) / stderr
+    pynvml sampler thread (5-10 Hz) --------------------------> RecordingWriter + Feed
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import IO, Any
+
+import numpy as np
+
+from analyzers.errors import InputError
+from brrrtui import __version__
+from brrrtui.contract.config import WindowConfig
+from brrrtui.contract.cupti_records import Scanned, rows_from_scan
+from brrrtui.contract.protocol import read_frames
+from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
+from brrrtui.record.telemetry import TelemetrySampler
+from brrrtui.recording.store import RecordingWriter
+
+INBOX_MESSAGES = 64  # frames read but not yet written: a stream batch is 1-10 MB
+BOOTSTRAP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "capture", "bootstrap.py")
+
+
+@dataclass
+class RunSpec:
+    target: list[str]  # [SCRIPT, *ARGS] or ["-m", MODULE, *ARGS]
+    out_path: str
+    python: str = sys.executable
+    window: WindowConfig = field(default_factory=WindowConfig)
+    calibrate: bool = True
+    capture_output: bool = False  # True under the TUI: the script's stdout/stderr become LogLines
+
+
+def check_target(target: list[str]) -> None:
+    """Reject what `python` would reject, with one clear line instead of Python's own complaint."""
+    if not target:
+        raise InputError("no script given; usage: brrrtui [record -o FILE] SCRIPT [ARGS...]")
+    if target[0] == "-m":
+        if len(target) < 2:
+            raise InputError("-m needs a module name, e.g. brrrtui -m mypkg.train")
+        return
+    script = target[0]
+    if not os.path.exists(script):
+        raise InputError(f"{script}: no such file")
+    if os.path.isdir(script) and not os.path.exists(os.path.join(script, "__main__.py")):
+        raise InputError(f"{script} is a directory without __main__.py; give a Python script")
+    if os.path.isfile(script):
+        with open(script, "rb") as f:
+            head = f.read(4096)
+        if b"\x00" in head or head.startswith((b"\x7fELF", b"SQLite format 3", b"\x1f\x8b", b"PK\x03\x04")):
+            raise InputError(f"{script} is not a Python script (binary file)")
+        try:
+            compile(open(script, "rb").read(), script, "exec")
+        except SyntaxError as e:
+            raise InputError(f"{script}:{e.lineno}: not valid Python ({e.msg})") from None
+        except ValueError:
+            raise InputError(f"{script} is not a Python script") from None
+
+
+class Recorder:
+    def __init__(
+        self, spec: RunSpec, feed: Feed | None = None, progress: Callable[[str], None] | None = None
+    ):
+        self.spec = spec
+        self.feed = feed
+        self.progress = progress or (lambda text: None)
+        self.writer: RecordingWriter | None = None
+        self.write_lock = threading.Lock()
+        self.child: subprocess.Popen[bytes] | None = None
+        self.threads: list[threading.Thread] = []
+        self.windows = 0
+        self.kernels = 0
+        self.steps = 0
+        self.notes: list[str] = []
+        self.script_exit: int | None = None
+        self.exit_code: int | None = None
+        self.sampler: TelemetrySampler | None = None
+        self.interrupts = 0
+        self.stream = StreamLatency()
+        # The reader only reads, so the script's sends (a window's, on its main thread) never wait for a commit
+        # (up to 80 ms for a stream batch on the H200 box); the writer appends in order.
+        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=INBOX_MESSAGES)
+        self.inbox_max = 0
+        self.write_ns_max = 0
+
+    # ------------------------------------------------------------------ start
+    def start(self) -> None:
+        check_target(self.spec.target)
+        self._open_writer()
+        read_fd, write_fd = os.pipe()
+        env = dict(os.environ)
+        env["BRRRTUI_FD"] = str(write_fd)
+        env["BRRRTUI_CONFIG"] = json.dumps(asdict(self.spec.window))
+        env["BRRRTUI_CALIBRATE"] = "1" if self.spec.calibrate else "0"
+        if self.spec.capture_output:
+            env["PYTHONUNBUFFERED"] = "1"  # so the log pane shows lines as they are printed
+        out = subprocess.PIPE if self.spec.capture_output else None
+        try:
+            self.child = subprocess.Popen(
+                [self.spec.python, BOOTSTRAP, *self.spec.target],
+                env=env, pass_fds=(write_fd,), stdout=out, stderr=out, stdin=None if not out else subprocess.DEVNULL,
+            )  # fmt: skip
+        except OSError as e:
+            os.close(read_fd)
+            raise InputError(f"cannot start {self.spec.python}: {e.strerror}") from None
+        finally:
+            os.close(write_fd)
+        self._write_meta(pid=self.child.pid)
+        self._thread(self._read_frames, read_fd, name="brrrtui-reader")
+        self._thread(self._write_frames, name="brrrtui-writer")
+        if self.spec.capture_output:
+            self._thread(self._read_output, self.child.stdout, "stdout", name="brrrtui-stdout")
+            self._thread(self._read_output, self.child.stderr, "stderr", name="brrrtui-stderr")
+        self.sampler = TelemetrySampler(self._on_telemetry)
+        if self.sampler.available:
+            self._write_meta(driver=self.sampler.driver, nvml_device=self.sampler.device_name)
+            self.sampler.start()
+        else:
+            self._write_meta(telemetry=f"unavailable: {self.sampler.reason}")
+
+    def _open_writer(self) -> None:
+        path = self.spec.out_path
+        parent = os.path.dirname(os.path.abspath(path))
+        if os.path.isdir(path):
+            raise InputError(f"{path} is a directory; give a file name for the recording (-o run.brrr)")
+        if not os.path.isdir(parent):
+            raise InputError(f"cannot write {path}: folder {parent} does not exist")
+        if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+            raise InputError(f"cannot write {path}: permission denied; choose another path with -o")
+        try:
+            for suffix in ("", "-journal"):
+                if os.path.exists(path + suffix):
+                    os.remove(path + suffix)
+            self.writer = RecordingWriter(path)
+        except (OSError, sqlite3.Error) as e:
+            raise InputError(f"cannot write {path}: {e}; choose another path with -o") from None
+        self._write_meta(
+            argv=self.spec.target, cwd=os.getcwd(), python=self.spec.python, brrrtui_version=__version__,
+            started_at_ns=time.time_ns(), status="running", window_config=asdict(self.spec.window),
+        )  # fmt: skip
+
+    def _thread(self, target: Callable[..., Any], *args: Any, name: str) -> None:
+        t = threading.Thread(target=target, args=args, name=name, daemon=True)
+        t.start()
+        self.threads.append(t)
+
+    # ------------------------------------------------------------------ inputs
+    def _write_meta(self, **items: Any) -> None:
+        with self.write_lock:
+            assert self.writer is not None
+            self.writer.set_meta(**items)
+
+    def _read_frames(self, fd: int) -> None:
+        try:
+            for msg in read_frames(fd):
+                self.inbox.put(msg)  # waits only when INBOX_MESSAGES are queued: the disk has stalled that long
+                self.inbox_max = max(self.inbox_max, self.inbox.qsize())
+        finally:
+            self.inbox.put(None)
+
+    def _write_frames(self) -> None:
+        """Appends what the reader queued, in order. After a failure it drains the queue and drops what comes,
+        so the script is never left blocked on a full pipe."""
+        failed = False
+        while (msg := self.inbox.get()) is not None:
+            if failed:
+                continue
+            t0 = time.perf_counter_ns()
+            try:
+                self._handle(msg)
+            except Exception as e:  # noqa: BLE001 - disk full, file removed, a bug: say so once, the script runs on
+                failed = True
+                text = f"cannot append to the recording any more: {e if isinstance(e, sqlite3.Error) else repr(e)}"
+                try:
+                    self._note(text)
+                except sqlite3.Error:
+                    self.progress(text)
+            self.write_ns_max = max(self.write_ns_max, time.perf_counter_ns() - t0)
+
+    def _handle(self, msg: dict[str, Any]) -> None:
+        kind = msg.get("type")
+        if kind == "batch":
+            stream = self._stream_rows(msg.pop("stream_raw", None))
+            if stream is not None:
+                msg["stream"] = stream.tolist()
+            with self.write_lock:
+                assert self.writer is not None
+                self.writer.append(msg)
+            if stream is not None and len(stream):
+                self._on_stream(stream, msg.get("sent_ns"))
+            if msg.get("steps"):
+                self.steps += len(msg["steps"])
+                if self.feed:
+                    self.feed.put(StepsAdded(msg["steps"][-1][0], len(msg["steps"])))
+            for w in msg.get("windows") or ():
+                self.windows += 1
+                n_kernels = sum(1 for r in msg.get("gpu", ()) if r[1] == 0)
+                self.kernels += n_kernels
+                mode, first, last, stall_ns = w[1], w[4], w[5], w[6]
+                steps = f"steps {first}–{last}" if first >= 0 else "no step" if mode == 0 else "time-based"
+                self.progress(f"window {w[0] + 1}: {steps}, {n_kernels:,} kernels, {len(msg.get('ops', ())):,} ops, "
+                              f"stall {stall_ns / 1e6:.0f} ms")  # fmt: skip
+                if self.feed:
+                    self.feed.put(WindowAdded(w[0], n_kernels, len(msg.get("ops", ()))))
+        elif kind == "device":
+            self._write_meta(device=msg["device"], torch_version=msg.get("torch_version"))
+        elif kind == "peaks":
+            self._write_meta(peaks=msg["peaks"])
+        elif kind == "hello":
+            self._write_meta(child_python=msg.get("python"))
+        elif kind == "note":
+            self._note(msg["text"])
+        elif kind == "error":
+            self._write_meta(capture_error=msg.get("traceback"))
+        elif kind == "stream_stats":
+            self._write_meta(stream={**self.stream.summary(), "child_flush_ms_max": msg["flush_ns_max"] / 1e6,
+                                     "child_decode_ms": msg.get("decode_ns", 0) / 1e6, "bytes": msg.get("bytes"),
+                                     "child_queue_ms_max": msg.get("queue_ns_max", 0) / 1e6,
+                                     "child_write_ms_max": msg.get("write_ns_max", 0) / 1e6,
+                                     "recorder_write_ms_max": self.write_ns_max / 1e6,
+                                     "recorder_queue_max": self.inbox_max,
+                                     "incomplete_dropped": self.stream.dropped,
+                                     "forced_flushes": msg.get("forced_flushes"),
+                                     "late_buffers_dropped": msg.get("late_buffers"),
+                                     "error": msg.get("error"), "cupti_api": msg.get("cupti_api")})  # fmt: skip
+            if msg.get("error"):
+                self._note(f"kernel stream stopped: {msg['error']}")
+        elif kind == "bye":
+            self.script_exit = msg.get("exit_code")
+
+    def _stream_rows(self, raw: dict[str, Any] | None) -> np.ndarray | None:
+        """The kernel stream's raw CUPTI buffers -> STREAM_SCHEMA rows (decoded here, off the script's GIL)."""
+        if raw is None:
+            return None
+        found = Scanned(raw["offsets"], raw["names"], raw["shapes"])
+        rows, dropped = rows_from_scan(raw["data"], raw["parts"], found)
+        self.stream.dropped += dropped
+        return rows
+
+    def _on_stream(self, rows: np.ndarray, sent_ns: int | None) -> None:
+        if not self.stream.records:
+            self.progress("kernel stream on: every kernel between windows is recorded (lines inferred)")
+        last_end = self.stream.add(rows, time.time_ns(), sent_ns)
+        if self.feed:
+            self.feed.put(StreamAdded(len(rows), self.stream.records, last_end))
+
+    def _note(self, text: str) -> None:
+        self.notes.append(text)
+        self._write_meta(notes=self.notes)
+        self.progress(text)
+        if self.feed:
+            self.feed.put(LogLine("brrrtui", text))
+
+    def _read_output(self, stream: IO[bytes], name: str) -> None:
+        for raw in iter(stream.readline, b""):
+            if self.feed:
+                self.feed.put(LogLine(name, raw.decode("utf-8", "replace").rstrip("\n")))
+
+    def _on_telemetry(self, rows: list[tuple]) -> None:
+        with self.write_lock:
+            if self.writer is not None:
+                self.writer.append({"telemetry": rows})
+        if self.feed and rows:
+            self.feed.put(TelemetrySample(*rows[-1]))
+
+    # ------------------------------------------------------------------ stop
+    def interrupt(self) -> None:
+        """Ctrl-C: the first stops the script (the terminal already sent it SIGINT; forward it in case the
+        signal reached only us), the second kills it."""
+        self.interrupts += 1
+        if self.child is None or self.child.poll() is not None:
+            return
+        if self.interrupts == 1:
+            self.progress("stopping the script; Ctrl-C again to stop brrrtui now (the recording is kept)")
+            threading.Timer(2.0, self._forward_sigint).start()
+        else:
+            self.child.kill()
+
+    def _forward_sigint(self) -> None:
+        if self.child is not None and self.child.poll() is None and self.interrupts == 1:
+            self.child.send_signal(signal.SIGINT)
+
+    def terminate(self) -> None:
+        if self.child is not None and self.child.poll() is None:
+            self.child.terminate()
+            try:
+                self.child.wait(5)
+            except subprocess.TimeoutExpired:
+                self.child.kill()
+
+    def wait(self) -> int:
+        """Wait for the script, finish the recording, and return the exit code brrrtui should exit with."""
+        assert self.child is not None
+        while True:
+            try:
+                returncode = self.child.wait()
+                break
+            except KeyboardInterrupt:
+                self.interrupt()
+        for t in self.threads:
+            t.join(timeout=30)
+        if self.sampler:
+            self.sampler.stop()
+        if returncode < 0:
+            sig = signal.Signals(-returncode).name
+            status, code = f"killed by {sig}", 128 - returncode
+        else:
+            status, code = "finished", returncode
+        if self.interrupts >= 2:  # the user stopped brrrtui itself
+            status, code = f"{status} (stopped with Ctrl-C)", 130
+        self.exit_code = returncode
+        self._write_meta(status=status, exit_code=returncode, ended_at_ns=time.time_ns())
+        if self.stream.records:
+            self.progress(f"kernel stream: {self.stream.records:,} GPU activities between windows, delivered "
+                          f"p50 {self.stream.percentile(50):.0f} ms / p99 {self.stream.percentile(99):.0f} ms "
+                          "after they ended")  # fmt: skip
+        if self.feed:
+            self.feed.put(Exited(returncode))
+        with self.write_lock:
+            if self.writer:
+                self.writer.close()
+                self.writer = None
+        return code
+
+
+class StreamLatency:
+    """How late streamed kernels reach the recording: (committed - kernel end) in 1 ms bins, flat memory;
+    and the part of it spent before the script's process sent them (CUPTI's buffering and the flush thread),
+    so a slow p99 says which side to mend."""
+
+    BINS = 60_000  # 60 s; later lands in the last bin
+
+    def __init__(self) -> None:
+        self.hist = np.zeros(self.BINS, dtype=np.int64)
+        self.hist_sent = np.zeros(self.BINS, dtype=np.int64)
+        self.records = 0
+        self.batches = 0
+        self.dropped = 0  # records of kernels still running when a forced flush returned them
+
+    def add(self, rows: np.ndarray, now_ns: int, sent_ns: int | None = None) -> int:
+        """Count one batch of STREAM_SCHEMA rows (an int64 array) committed at now_ns and sent by the script's
+        process at sent_ns; returns its last kernel end."""
+        ends = rows[:, 3] + rows[:, 4]
+        self.hist += self._bins(now_ns - ends)
+        if sent_ns is not None:
+            self.hist_sent += self._bins(sent_ns - ends)
+        self.records += len(rows)
+        self.batches += 1
+        return int(ends.max())
+
+    def _bins(self, late_ns: np.ndarray) -> np.ndarray:
+        return np.bincount(np.clip(late_ns // 1_000_000, 0, self.BINS - 1), minlength=self.BINS)
+
+    def percentile(self, q: float, hist: np.ndarray | None = None) -> float:
+        """ms; the upper edge of the bin holding the q-th percentile."""
+        hist = self.hist if hist is None else hist
+        total = int(hist.sum())
+        if not total:
+            return float("nan")
+        k = int(np.searchsorted(np.cumsum(hist), q / 100 * total))
+        return float(min(k, self.BINS - 1) + 1)
+
+    def summary(self) -> dict[str, Any]:
+        return {"records": self.records, "batches": self.batches, "latency_p50_ms": self.percentile(50),
+                "latency_p99_ms": self.percentile(99),
+                "until_sent_p50_ms": self.percentile(50, self.hist_sent),
+                "until_sent_p99_ms": self.percentile(99, self.hist_sent)}  # fmt: skip

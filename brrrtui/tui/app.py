@@ -1,0 +1,406 @@
+"""The Textual app: wiring only. Loads and analyses off the UI thread, drains the live feed, pauses, quits.
+
+    make_app(path, feed, script) -> BrrrApp
+
+- View mode (feed None): `path` is a finished recording or a torch.profiler trace; it is loaded and analysed
+  once, in a thread worker.
+- Live mode: a recorder writes the recording at `path` and puts events on `feed`. A timer drains the feed
+  every `poll_s`; a WindowAdded re-reads and re-analyses the recording in a thread worker (one at a time; a
+  window that arrives meanwhile triggers one more run), and the new snapshot replaces the old one unless the
+  user paused.
+- The kernel stream between windows (StreamAdded, about once a second) is followed without re-reading the
+  recording: at most every `stream_s`, a thread worker polls an `brrrtui.recording.store.StreamReader` for the rows
+  added since, keeps the newest `STREAM_TAIL` rows, re-infers their lines (`analyzers.stream.stream_view`,
+  against the analysis it has) and rebuilds the stream pages only. A full analysis resets the reader to where
+  its load ended; a stream update started before it is dropped (the reader re-reads those rows).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from textual.app import App
+from textual.binding import Binding
+from textual.message import Message
+from textual.worker import get_current_worker
+
+from brrrtui.present.snapshot import Snapshot, build_snapshot, with_stream
+from brrrtui.present.status import RunState
+from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
+from brrrtui.tui.screens.confirm_quit import ConfirmQuit
+from brrrtui.tui.screens.help import HelpScreen
+from brrrtui.tui.screens.main import MainScreen
+
+AnalyzeFn = Callable[..., Any]
+
+# Colours of the regimes, gap causes and CPU lanes, as theme variables derived from the active theme (a theme
+# may override any of them in its `variables`). The regime -> colour map lives here, in the UI.
+THEME_VARIABLES = {
+    "regime-compute": "success",
+    "regime-memory": "primary-lighten-1",
+    "regime-overhead": "warning",
+    "inferred-compute": "success-darken-2",
+    "inferred-memory": "primary-darken-1",
+    "inferred-overhead": "warning-darken-2",
+    "streamed": "foreground-darken-2",
+    "gap-host": "error-muted",
+    "gap-sync": "warning-muted",
+    "gap-h2d": "primary-muted",
+    "gap-data": "success-muted",
+    "gap-other": "surface-lighten-2",
+    "lane-cpu": "foreground-darken-3",
+    "lane-cpu-sync": "error",
+}
+
+
+class SnapshotReady(Message):
+    def __init__(self, snapshot: Snapshot) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+
+
+class StreamReady(Message):
+    """A stream update: `snapshot` None when nothing new arrived (or reading failed: `error`)."""
+
+    def __init__(self, snapshot: Snapshot | None, generation: int, error: str | None = None) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+        self.generation = generation
+        self.error = error
+
+
+class AnalysisFailed(Message):
+    def __init__(self, error: str) -> None:
+        super().__init__()
+        self.error = error
+
+
+class BrrrApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "brrrtui"
+    BINDINGS = [
+        Binding("q", "request_quit", "Quit"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("p", "toggle_pause", "Pause"),
+    ]
+
+    def __init__(
+        self,
+        path: str | None,
+        feed: Feed | None,
+        script: str | None,
+        on_quit_confirm: Callable[[], None] | None = None,
+        analyze: AnalyzeFn | None = None,
+        poll_s: float = 0.15,
+        clock: Callable[[], float] = time.monotonic,
+        stream_s: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.path = path
+        self.feed = feed
+        self.script = script
+        self.on_quit_confirm = on_quit_confirm
+        self._analyze = analyze
+        self.poll_s = poll_s
+        self.clock = clock
+        self.live = feed is not None
+        self.started = clock()
+        name = script or (os.path.basename(path) if path else "brrrtui")
+        self.state = RunState(name=name, live=self.live, running=self.live)
+        self.snapshot: Snapshot | None = None
+        self.pending: Snapshot | None = None  # arrived while paused
+        self.analyses = 0  # finished analyses (tests wait on it)
+        self._busy = False
+        self._again = False
+        self._version = 0
+        # following the kernel stream (live mode)
+        self.stream_s = stream_s
+        self.stream_updates = 0  # stream updates applied or pending (tests wait on it)
+        self._latest: Snapshot | None = None  # the newest snapshot, shown or pending
+        self._reader: Any = None  # brrrtui.recording.store.StreamReader, positioned where _latest's rows end
+        self._generation = 0  # bumped by every full analysis: older stream updates are dropped
+        self._stream_dirty = False
+        self._stream_busy = False
+        self._stream_error: str | None = None
+
+    # ------------------------------------------------------------------ theme
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        colors = self.current_theme.to_color_system().generate()
+        return {name: colors[source] for name, source in THEME_VARIABLES.items()}
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def main(self) -> MainScreen:
+        return self.get_screen("main")  # type: ignore[return-value]
+
+    def on_mount(self) -> None:
+        self.install_screen(MainScreen(self.state), "main")
+        self.push_screen("main")
+        if self.live:
+            self.set_interval(self.poll_s, self.drain_feed)
+            self._tick()  # the header shows the elapsed time from the first frame, not after a second
+            self.set_interval(1.0, self._tick)
+            self.set_interval(self.stream_s, self._poll_stream)
+        if self.path and (not self.live or os.path.exists(self.path)):
+            self.request_analysis()
+
+    def _tick(self) -> None:
+        if self.state.running:
+            self._set_state(elapsed_s=self.clock() - self.started)
+
+    def _set_state(self, **kw: Any) -> None:
+        self.state = self.state.with_(**kw)
+        if self.screen_stack and self.is_screen_installed("main"):
+            self.main.set_state(self.state)
+
+    # ------------------------------------------------------------------ live feed
+
+    def drain_feed(self) -> None:
+        if self.feed is None or not self.is_screen_installed("main"):  # not yet, or the app is closing
+            return
+        new_window = False
+        main = self.main
+        for ev in self.feed.drain():
+            if isinstance(ev, WindowAdded):
+                self._set_state(windows=max(self.state.windows, ev.window + 1))
+                new_window = True
+            elif isinstance(ev, StreamAdded):
+                self._stream_dirty = True
+            elif isinstance(ev, StepsAdded):
+                self._set_state(steps=ev.last_step + 1)
+            elif isinstance(ev, TelemetrySample):
+                main.query_one("#telemetry").add(ev.t_ns, ev.gpu_util_pct, ev.mem_used_bytes, ev.power_w,  # type: ignore[attr-defined]
+                                                 ev.sm_clock_mhz)  # fmt: skip
+            elif isinstance(ev, LogLine):
+                main.log_pane.add(ev.stream, ev.text)
+            elif isinstance(ev, Exited):
+                self._set_state(running=False, exit_code=ev.exit_code, elapsed_s=self.clock() - self.started)
+                new_window = True  # the recorder's final batch (and calibrated peaks) may have landed
+        if new_window:
+            self.request_analysis()
+
+    # ------------------------------------------------------------------ analysis (thread worker)
+
+    def request_analysis(self) -> None:
+        if self._busy:
+            self._again = True
+            return
+        self._busy = True
+        self._set_state(analysing=True)
+        self.run_worker(self._analyse, thread=True, group="analysis", exit_on_error=False)
+
+    def _analyse(self) -> None:
+        from analyzers.analyze import analyze as analyze_trace
+        from analyzers.errors import InputError
+        from brrrtui.recording.load import load_trace
+
+        analyze = self._analyze or analyze_trace
+        worker = get_current_worker()
+        try:
+            assert self.path is not None
+            trace = load_trace(self.path)
+            _keep_stream_tail(trace)
+            snap = build_snapshot(analyze(trace), self.script, self._version + 1)
+        except InputError as e:
+            self.post_message(AnalysisFailed(str(e)))
+            return
+        except Exception as e:  # noqa: BLE001 - shown to the user; the next window retries
+            self.post_message(AnalysisFailed(f"analysis failed: {type(e).__name__}: {e}"))
+            return
+        if not worker.is_cancelled:
+            self.post_message(SnapshotReady(snap))
+
+    def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        self._version = message.snapshot.version
+        self.analyses += 1
+        self._generation += 1
+        self._latest = message.snapshot
+        if self.live and self.path:
+            from brrrtui.recording.store import StreamReader
+
+            tr = message.snapshot.trace
+            self._reader = StreamReader(self.path, tr.stream_total, len(tr.strings) - 1)
+        self._finish_analysis()
+        if self.state.paused:
+            self.pending = message.snapshot
+        else:
+            self._apply(message.snapshot)
+
+    def on_analysis_failed(self, message: AnalysisFailed) -> None:
+        self.analyses += 1
+        self._set_state(error=message.error)
+        self.main.log_pane.add("brrrtui", message.error)
+        self._finish_analysis()
+
+    def _finish_analysis(self) -> None:
+        self._busy = False
+        self._set_state(analysing=False)
+        if self._again:
+            self._again = False
+            self.request_analysis()
+
+    # ------------------------------------------------------------------ kernel stream (thread worker)
+
+    def _poll_stream(self) -> None:
+        """Every `stream_s`: read what the stream gained, unless nothing did or a worker is already at it (a
+        full analysis reads it too)."""
+        if not self._stream_dirty or self._stream_busy or self._busy:
+            return
+        if self._reader is None or self._latest is None:
+            return
+        self._stream_dirty = False
+        self._stream_busy = True
+        base, reader, gen = self._latest, self._reader, self._generation
+        self.run_worker(lambda: self._follow_stream(base, reader, gen), thread=True, group="stream",
+                        exit_on_error=False)  # fmt: skip
+
+    def _follow_stream(self, base: Snapshot, reader: Any, generation: int) -> None:
+        from analyzers.model import STREAM_SCHEMA, Table
+        from brrrtui.recording import store
+
+        tail = store.STREAM_TAIL
+        try:
+            rows, strings = reader.poll(limit=tail)
+            if not len(rows) and not strings:
+                self.post_message(StreamReady(None, generation))
+                return
+            old = base.stream.stream if base.stream is not None else base.trace.stream
+            keep = max(tail - len(rows), 0)
+            old = old.take(np.arange(max(len(old) - keep, 0), len(old)))
+            table = Table.concat([old, rows], STREAM_SCHEMA)
+            names = dict(base.stream_names)
+            n = len(base.trace.strings)
+            names.update((i, s) for i, s in strings if i >= n)
+            snap = with_stream(base, table, reader.rowid, names)
+        except Exception as e:  # noqa: BLE001 - shown once in the log; the next window's analysis reloads it
+            self.post_message(StreamReady(None, generation, f"kernel stream: {type(e).__name__}: {e}"))
+            return
+        self.post_message(StreamReady(snap, generation))
+
+    def on_stream_ready(self, message: StreamReady) -> None:
+        self._stream_busy = False
+        if message.error and message.error != self._stream_error:
+            self._stream_error = message.error
+            self.main.log_pane.add("brrrtui", message.error)
+        snap = message.snapshot
+        if snap is None or message.generation != self._generation:
+            return
+        self.stream_updates += 1
+        self._latest = snap
+        if self.state.paused:
+            self.pending = snap
+        elif self.pending is None:
+            self.snapshot = snap
+            self.main.show_stream(snap)
+
+    def _apply(self, snap: Snapshot) -> None:
+        first = self.snapshot is None
+        self.snapshot = snap
+        trace = snap.trace
+        kw: dict[str, Any] = {"error": None, "device": trace.device.name}
+        if not self.live:
+            meta = trace.meta
+            kw["windows"] = len(snap.windows)
+            kw["steps"] = len(trace.steps) if len(trace.steps) else (snap.analysis.steps_analysed or None)
+            kw["exit_code"] = meta.get("exit_code")
+            t0, t1 = meta.get("started_at_ns"), meta.get("ended_at_ns")
+            if isinstance(t0, int) and isinstance(t1, int):
+                kw["elapsed_s"] = (t1 - t0) / 1e9
+        else:
+            kw["windows"] = max(self.state.windows, len(snap.windows))
+            if self.state.steps is None and len(trace.steps):
+                kw["steps"] = len(trace.steps)
+        self._set_state(**kw)
+        self.main.show_snapshot(snap, follow=self.live)
+        if first:
+            a = snap.analysis
+            self.main.log_pane.add(
+                "brrrtui",
+                f"{os.path.basename(trace.source or self.path or '')}: {len(trace.gpu):,} GPU activities in {len(snap.windows)} window(s), "
+                f"{a.steps_analysed} step(s) analysed; roofs from {a.peaks.source}",
+            )
+            for note in a.notes:
+                self.main.log_pane.add("brrrtui", note)
+
+    # ------------------------------------------------------------------ actions
+
+    def action_toggle_pause(self) -> None:
+        paused = not self.state.paused
+        self._set_state(paused=paused)
+        if not paused and self.pending is not None:
+            snap, self.pending = self.pending, None
+            self._apply(snap)
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        from brrrtui.tui.widgets.details import Details
+        from brrrtui.tui.widgets.source_view import SourceView
+        from brrrtui.tui.widgets.timeline import Timeline
+
+        self.push_screen(
+            HelpScreen(
+                [
+                    ("everywhere", type(self).BINDINGS),
+                    ("everywhere", MainScreen.BINDINGS),
+                    ("timeline", Timeline.BINDINGS),
+                    ("source", SourceView.BINDINGS),
+                    ("details", Details.BINDINGS + [Binding("enter", "", "Drill into the highlighted item")]),
+                    (
+                        "hot lines",
+                        [
+                            Binding("up,down", "", "Move (the source follows)"),
+                            Binding("enter", "", "Details of the line"),
+                        ],
+                    ),  # fmt: skip
+                    ("quit dialog", ConfirmQuit.BINDINGS),
+                ]
+            )
+        )
+
+    def action_request_quit(self) -> None:
+        if self.live and self.state.running:
+
+            def answered(yes: bool | None) -> None:
+                if yes:
+                    if self.on_quit_confirm is not None:
+                        self.on_quit_confirm()
+                    self.exit()
+
+            self.push_screen(ConfirmQuit(), answered)
+        else:
+            self.exit()
+
+
+def _keep_stream_tail(trace: Any) -> None:
+    """Hold at most STREAM_TAIL streamed rows, the newest (a load may have been given a larger tail)."""
+    from brrrtui.recording import store
+
+    n, tail = len(trace.stream), store.STREAM_TAIL
+    if n > tail:
+        trace.stream = trace.stream.take(np.arange(n - tail, n))
+
+
+def make_app(
+    path: str | None,
+    feed: Feed | None = None,
+    script: str | None = None,
+    on_quit_confirm: Callable[[], None] | None = None,
+    *,
+    analyze: AnalyzeFn | None = None,
+    poll_s: float = 0.15,
+    clock: Callable[[], float] = time.monotonic,
+    stream_s: float = 1.0,
+) -> BrrrApp:
+    """The app the CLI runs. `on_quit_confirm` is called (on the UI thread) when the user confirms quitting
+    while the script still runs, before the app exits; the CLI stops the recorder after `run()` returns
+    anyway. `analyze` replaces `analyzers.analyze.analyze` (tests). `stream_s`: the least time between two
+    reads of the kernel stream while it runs."""
+    return BrrrApp(path, feed, script, on_quit_confirm, analyze=analyze, poll_s=poll_s, clock=clock,
+                   stream_s=stream_s)  # fmt: skip

@@ -1,0 +1,349 @@
+"""The main screen: header, timeline, source + hot lines + details, log. Routes messages between panes."""
+
+from __future__ import annotations
+
+import numpy as np
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer, OptionList
+
+from analyzers.model import SourceLine
+from brrrtui.present.details import SUMMARY, Node
+from brrrtui.present.snapshot import Snapshot
+from brrrtui.present.status import RunState
+from brrrtui.tui.screens.search import Hit, SearchScreen
+from brrrtui.tui.widgets.details import Details
+from brrrtui.tui.widgets.drill import Drill
+from brrrtui.tui.widgets.hot_lines import HotLines
+from brrrtui.tui.widgets.log_pane import LogPane
+from brrrtui.tui.widgets.regime_bars import RegimeBars
+from brrrtui.tui.widgets.source_view import SourceView
+from brrrtui.tui.widgets.status_bar import StatusBar
+from brrrtui.tui.widgets.telemetry import Telemetry
+from brrrtui.tui.widgets.timeline import Selection, Timeline
+
+PANES = ("timeline", "source", "hot", "details", "log")
+
+
+class MainScreen(Screen):
+    BINDINGS = [
+        Binding("slash", "search", "Search", key_display="/"),
+        Binding("n", "finding(1)", "Next finding"),
+        Binding("N", "finding(-1)", "Previous finding", show=False),
+        Binding("g", "goto", "Kernel ⇄ line"),
+        Binding("escape", "back", "Back", show=False),
+    ]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__()
+        self.state = state
+        self.snapshot: Snapshot | None = None
+        self.finding_index = -1
+        self._g_origin: tuple[Selection, int | None] | None = None
+        self._last_pane: str = "timeline"
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="header"):
+            yield StatusBar(self.state, id="status")
+            yield RegimeBars(id="regimes")
+            yield Telemetry(id="telemetry")
+        yield Timeline(id="timeline")
+        with Horizontal(id="middle"):
+            yield SourceView(id="source")
+            with Vertical(id="side"):
+                yield HotLines(id="hot")
+                yield Details(id="details")
+        yield LogPane(id="log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(Timeline).focus()
+
+    # ------------------------------------------------------------------ accessors
+
+    @property
+    def timeline(self) -> Timeline:
+        return self.query_one(Timeline)
+
+    @property
+    def source(self) -> SourceView:
+        return self.query_one(SourceView)
+
+    @property
+    def hot(self) -> HotLines:
+        return self.query_one(HotLines)
+
+    @property
+    def details(self) -> Details:
+        return self.query_one(Details)
+
+    @property
+    def log_pane(self) -> LogPane:
+        return self.query_one(LogPane)
+
+    def focused_pane(self) -> str | None:
+        w: Widget | None = self.focused
+        while w is not None:
+            if w.id in PANES:
+                return w.id
+            w = w.parent if isinstance(w.parent, Widget) else None
+        return None
+
+    # ------------------------------------------------------------------ updates from the app
+
+    def set_state(self, state: RunState) -> None:
+        self.state = state
+        for bar in self.query(StatusBar):  # none before compose; the bar is then built from self.state
+            bar.set_state(state)
+
+    def show_snapshot(self, snap: Snapshot, follow: bool) -> None:
+        self.snapshot = snap
+        tl = self.timeline
+        tl.set_snapshot(snap, follow)
+        wl = tl.lanes
+        rows = (len(wl.lanes) if wl else 1) + 1
+        tl.styles.height = min(rows, 4 if self.has_class("-short") else 12) + 2
+        self.source.set_snapshot(snap)
+        self.hot.set_snapshot(snap)
+        self.details.set_snapshot(snap)
+        self._update_regimes()
+        tr = snap.trace
+        if not self.state.live and len(tr.telemetry):
+            t = tr.telemetry
+            self.query_one(Telemetry).set_series(
+                t.t_ns,
+                t.gpu_util_pct,
+                t.mem_used_bytes,
+                t.power_w,
+                t.sm_clock_mhz,
+                tr.device.total_memory_bytes,
+            )
+        else:
+            self.query_one(Telemetry).mem_total = tr.device.total_memory_bytes
+
+    def show_stream(self, snap: Snapshot) -> None:
+        """A snapshot that differs from the shown one only in its kernel stream: redraw the timeline (following
+        the newest page if it was on the newest page) and the details; the other panes keep theirs."""
+        tl = self.timeline
+        follow = tl.on_latest_page
+        self.snapshot = snap
+        tl.set_snapshot(snap, follow)
+        self.details.set_snapshot(snap)
+
+    def _update_regimes(self) -> None:
+        snap = self.snapshot
+        if snap is None:
+            return
+        w = self.timeline.window
+        wb = snap.analysis.window_breakdowns.get(w) if w is not None else None
+        k = snap.windows.index(w) + 1 if w in snap.windows else 0
+        page = self.timeline.page
+        stream = page is not None and page.stream
+        self.query_one(RegimeBars).set_breakdowns(
+            ("stream", None) if stream else (f"window {k}", wb) if wb is not None else None,
+            snap.analysis.breakdown,
+            snap.analysis.overhead.corrected_overhead_fraction,
+            "regimes inferred per kernel, no breakdown" if stream else None,
+        )
+
+    # ------------------------------------------------------------------ pane messages
+
+    def on_timeline_selected(self, event: Timeline.Selected) -> None:
+        self._update_regimes()
+        node = self.timeline.selection_node()
+        if node is not None and self.focused_pane() in (None, "timeline"):
+            self.details.show(node)
+
+    def on_drill(self, event: Drill) -> None:  # Enter in the timeline or the source view
+        self._drill(event.node)
+
+    def on_source_view_line_chosen(self, event: SourceView.LineChosen) -> None:
+        if event.stat is not None:
+            if self.focused_pane() in (None, "source"):
+                self.details.show(Node("line", (event.stat.line_id,)))
+            self.hot.select_line_id(event.stat.line_id)
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option_list is not self.hot or self.snapshot is None or event.option.id is None:
+            return
+        stat = self.snapshot.lines_by_id.get(int(event.option.id))
+        if stat is not None and self.focused_pane() == "hot":
+            self.source.show_line(stat.line, notify=False)
+            self.details.show(Node("line", (stat.line_id,)))
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option_list is self.hot and event.option.id is not None:
+            self._drill(Node("line", (int(event.option.id),)))
+
+    def on_details_back_at_root(self, event: Details.BackAtRoot) -> None:
+        self.query_one(f"#{self._last_pane}").focus()
+
+    def on_descendant_focus(self, event: object) -> None:
+        """The details pane shows what the focused pane has selected."""
+        pane = self.focused_pane()
+        if pane is None or pane == "details":
+            return
+        self._last_pane = pane
+        node = None
+        if pane == "timeline":
+            node = self.timeline.selection_node()
+        elif pane == "source":
+            stat = self.source.current_stat()
+            node = Node("line", (stat.line_id,)) if stat else None
+        elif pane == "hot":
+            lid = self.hot.highlighted_line_id()
+            node = Node("line", (lid,)) if lid is not None else None
+        if node is not None and self.snapshot is not None and self.details.node != node:
+            self.details.show(node)
+
+    def _drill(self, node: Node) -> None:
+        d = self.details
+        if d.node != node:
+            d.show(node)
+        d.query_one(OptionList).focus()
+
+    # ------------------------------------------------------------------ actions
+
+    def action_back(self) -> None:
+        if len(self.details.stack) > 1:
+            self.details.action_back()
+
+    def action_finding(self, step: int) -> None:
+        snap = self.snapshot
+        if snap is None or not snap.findings:
+            self.notify("No findings in this analysis.", timeout=2)
+            return
+        self.finding_index = (self.finding_index + step) % len(snap.findings)
+        f = snap.findings[self.finding_index]
+        if f.lines:
+            self.source.show_line(f.lines[0], notify=False)
+        if f.kernels:
+            self.timeline.go_to("kernel", f.kernels[0])
+        self.details.show(Node("finding", (self.finding_index,)))
+        self.details.query_one(OptionList).focus()
+
+    def action_goto(self) -> None:
+        """g: from a kernel to its source line, and from a line back to the kernel (or its first kernel)."""
+        snap = self.snapshot
+        if snap is None:
+            return
+        pane = self.focused_pane()
+        node = self.details.node if pane == "details" else None
+        if pane == "timeline" or (node is not None and node.kind in ("kernel", "gap", "streamed")):
+            sel = self.timeline.selection
+            row = node.key[0] if node is not None else (sel.row if sel else None)
+            kind = node.kind if node is not None else (sel.kind if sel else None)
+            if node is None and kind == "streamed" and row is not None:
+                row = snap.stream_rowid(row)  # a selection holds a stream row, a node its rowid
+            line = self._line_of(kind, row)
+            if line is None:
+                self.notify("No source line is known for this item.", timeout=2)
+                return
+            if sel is not None:
+                self._g_origin = (sel, self.timeline.window)
+            self.source.show_line(line)
+            self.source.focus()
+            return
+        line_id = None
+        if pane in ("source", None):
+            stat = self.source.current_stat()
+            line_id = stat.line_id if stat else None
+        elif pane == "hot":
+            line_id = self.hot.highlighted_line_id()
+        elif node is not None and node.kind in ("line", "op"):
+            line_id = node.key[0]
+        if line_id is None:
+            self.notify("This line launched no kernels.", timeout=2)
+            return
+        origin = self._g_origin
+        if (
+            origin is not None
+            and origin[0].kind == "kernel"
+            and self._line_id_of("kernel", origin[0].row) == line_id
+        ):
+            self.timeline.go_to("kernel", origin[0].row)
+        else:
+            rows = np.nonzero(snap.analysis.links.kernel_line == line_id)[0]
+            if not len(rows):
+                self.notify("This line launched no kernels.", timeout=2)
+                return
+            in_window = rows[
+                snap.trace.gpu.window[rows]
+                == (self.timeline.window if self.timeline.window is not None else -1)
+            ]
+            pick = in_window if len(in_window) else rows
+            self.timeline.go_to("kernel", int(pick[np.argmax(snap.trace.gpu.dur_ns[pick])]))
+        self.timeline.focus()
+
+    def _line_id_of(self, kind: str | None, row: int | None) -> int | None:
+        snap = self.snapshot
+        if snap is None or row is None:
+            return None
+        links = snap.analysis.links
+        if kind == "kernel":
+            lid = int(links.kernel_line[row])
+        elif kind == "op":
+            lid = int(links.op_line[row])
+        elif kind == "gap":
+            lid = int(snap.analysis.gaps.line[row])
+        elif kind == "streamed":  # row: the stream's rowid; its line is inferred
+            r = snap.stream_row(row)
+            lid = int(snap.stream.line[r]) if r is not None and snap.stream is not None else -1
+        else:
+            return None
+        return lid if lid >= 0 else None
+
+    def _line_of(self, kind: str | None, row: int | None) -> SourceLine | None:
+        snap = self.snapshot
+        lid = self._line_id_of(kind, row)
+        if snap is None or lid is None:
+            return None
+        stat = snap.lines_by_id.get(lid)
+        if stat is not None:
+            return stat.line
+        return snap.trace.lines[lid] if 0 <= lid < len(snap.trace.lines) else None
+
+    def action_search(self) -> None:
+        snap = self.snapshot
+        if snap is None:
+            self.notify("Nothing to search yet: the analysis is still running.", timeout=2)
+            return
+
+        def jump(hit: Hit | None) -> None:
+            if hit is None or self.snapshot is None:
+                return
+            if hit.kind == "line":
+                stat = self.snapshot.lines_by_id.get(int(hit.key))
+                if stat is not None:
+                    self.source.show_line(stat.line)
+                    self.source.focus()
+                return
+            self._jump_to_kernel_name(str(hit.key))
+
+        self.app.push_screen(SearchScreen(snap), jump)
+
+    def _jump_to_kernel_name(self, name: str) -> None:
+        snap = self.snapshot
+        assert snap is not None
+        sid = snap.trace.sid(name)
+        rows = np.nonzero(snap.trace.gpu.name == sid)[0]
+        if not len(rows):
+            return
+        tl = self.timeline
+        sel = tl.selection
+        after = rows
+        if tl.window is not None and tl.lanes is not None:
+            here = rows[snap.trace.gpu.window[rows] == tl.window]
+            t = tl.lanes.start_ns + (sel.start if sel else tl.view.cursor_t)
+            later = here[snap.trace.gpu.start_ns[here] > t]
+            after = later if len(later) else (here if len(here) else rows)
+        tl.go_to("kernel", int(after[np.argmin(snap.trace.gpu.start_ns[after])]))
+        tl.focus()
+
+    def show_summary(self) -> None:
+        self.details.show(SUMMARY)

@@ -1,0 +1,1 @@
+"""Thin Textual widgets over the pure renderers in brrrtui.present (one widget per module)."""

@@ -1,0 +1,42 @@
+"""Roles -> Rich styles through component classes, so every colour comes from the theme (app.tcss)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.style import Style
+from rich.text import Text
+
+# Every role a renderer in brrrtui.present may emit. app.tcss styles `.role--<name>`.
+ROLES = (
+    "compute", "memory", "overhead", "other", "cpu", "cpu-sync",
+    "compute-inferred", "memory-inferred", "overhead-inferred", "streamed",
+    "gap-host", "gap-sync", "gap-h2d", "gap-data", "gap-other", "gap-label", "idle",
+    "selected", "selected-gap", "cursor", "cursor-col", "axis", "lane-label", "lane-label-current",
+    "title", "name", "label", "muted", "value", "spark", "path", "advice",
+    "running", "ok", "failed", "paused",
+    "code", "syn-comment", "syn-string", "syn-number", "syn-keyword", "syn-builtin", "syn-function",
+    "syn-operator", "gutter", "gutter-time", "gutter-rule", "share", "fusion", "lineno", "current-line",
+    "stdout", "stderr", "brrrtui",
+)  # fmt: skip
+
+ROLE_CLASSES: set[str] = {f"role--{r}" for r in ROLES}  # Textual's COMPONENT_CLASSES type; never mutated
+
+
+class RoleStyles:
+    """Mixin for widgets: `role_style("compute")` is the style of `.role--compute` in the current theme.
+
+    Textual collects COMPONENT_CLASSES only along a widget's first DOMNode base, so each widget using this
+    mixin declares `COMPONENT_CLASSES = ROLE_CLASSES` itself.
+    """
+
+    def role_style(self, role: str) -> Style:
+        if not role:
+            return Style()
+        return self.get_component_rich_style(f"role--{role}", partial=True, default=Style())  # type: ignore[attr-defined]
+
+    def spans_text(self, spans: Iterable[tuple[str, str]], end: str = "") -> Text:
+        text = Text(end=end, no_wrap=True, overflow="ellipsis")
+        for chunk, role in spans:
+            text.append(chunk, self.role_style(role))
+        return text

@@ -1,0 +1,110 @@
+"""The details pane: a drill-down stack over brrrtui.present.details (Enter pushes, Esc pops)."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.message import Message
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from brrrtui.present.details import SUMMARY, Detail, Node, describe
+from brrrtui.present.snapshot import Snapshot
+from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
+
+
+class Details(RoleStyles, Vertical):
+    COMPONENT_CLASSES = ROLE_CLASSES
+
+    BINDINGS = [Binding("escape", "back", "Back (details)", show=False)]
+
+    class Navigated(Message):
+        """The node shown changed (tests and the screen's g key read it)."""
+
+        def __init__(self, node: Node, depth: int) -> None:
+            super().__init__()
+            self.node = node
+            self.depth = depth
+
+    class BackAtRoot(Message):
+        """Esc at the top of the stack: give focus back to the pane we came from."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.snapshot: Snapshot | None = None
+        self.stack: list[Node] = [SUMMARY]
+        self.detail: Detail | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="details-body")
+        yield OptionList(id="details-children")
+
+    @property
+    def node(self) -> Node:
+        return self.stack[-1]
+
+    def set_snapshot(self, snap: Snapshot) -> None:
+        self.snapshot = snap
+        self._show()
+
+    def show(self, node: Node) -> None:
+        """Show a selection from another pane: the stack becomes summary -> node."""
+        self.stack = [SUMMARY] if node == SUMMARY else [SUMMARY, node]
+        self._show()
+
+    def push(self, node: Node) -> None:
+        self.stack.append(node)
+        self._show()
+
+    def action_back(self) -> None:
+        if len(self.stack) > 1:
+            self.stack.pop()
+            self._show()
+        else:
+            self.post_message(self.BackAtRoot())
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if self.detail is None or event.option.id is None:
+            return
+        k = int(event.option.id)
+        if 0 <= k < len(self.detail.children):
+            self.push(self.detail.children[k][1])
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+
+    def _show(self) -> None:
+        snap = self.snapshot
+        if not self.is_mounted:
+            return
+        body = self.query_one("#details-body", Static)
+        children = self.query_one("#details-children", OptionList)
+        if snap is None:
+            body.update("analysing…")
+            children.clear_options()
+            return
+        d = describe(snap, self.node)
+        self.detail = d
+        text = Text()
+        for k, line in enumerate(d.body):
+            if k:
+                text.append("\n")
+            for chunk, role in line:
+                text.append(chunk, self.role_style(role))
+        body.update(text)
+        children.clear_options()
+        children.add_options([Option(Text(label, no_wrap=True, overflow="ellipsis"), id=str(k))
+                              for k, (label, _) in enumerate(d.children)])  # fmt: skip
+        if d.children:
+            children.highlighted = 0
+        crumbs = " › ".join(n.kind for n in self.stack)
+        self.border_title = escape(f"details · {crumbs}")
+        self.border_subtitle = "enter: drill · esc: back" if d.children else "esc: back"
+        self.post_message(self.Navigated(self.node, len(self.stack)))
+
+    def on_mount(self) -> None:
+        self._show()

@@ -1,0 +1,76 @@
+"""The hottest source lines of the run (GPU time plus the idle time they caused), heaviest first."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import OptionList
+from textual.widgets.option_list import Option
+
+from analyzers.results import LineStat
+from brrrtui.present.details import display_path
+from brrrtui.present.gutter import BADGES, line_time_ns
+from brrrtui.present.snapshot import Snapshot
+from brrrtui.present.units import fmt_ns
+from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
+
+MAX_LINES = 200
+
+
+class HotLines(RoleStyles, OptionList):
+    """Options are keyed by line id: OptionHighlighted moves the source view, OptionSelected (Enter) drills."""
+
+    COMPONENT_CLASSES = ROLE_CLASSES
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.snapshot: Snapshot | None = None
+
+    def set_snapshot(self, snap: Snapshot) -> None:
+        keep = self.highlighted_line_id()
+        self.snapshot = snap
+        self.clear_options()
+        self.add_options(
+            [Option(self._prompt(snap, s), id=str(s.line_id)) for s in snap.hot_lines[:MAX_LINES]]
+        )
+        self.border_title = f"hot lines ({len(snap.hot_lines)})"
+        self.border_subtitle = (
+            "CPU time (no GPU work)"
+            if snap.cpu_only
+            else "GPU/step +idle it caused"
+            if snap.per_step
+            else "GPU/window +idle it caused"
+        )
+        if keep is not None:
+            self.select_line_id(keep)
+
+    def _prompt(self, snap: Snapshot, s: LineStat) -> Text:
+        share = s.gpu_ns / snap.total_gpu_ns if snap.total_gpu_ns else 0.0
+        fused = " F" if s.line in snap.fused_lines else "  "
+        if snap.cpu_only:
+            return self.spans_text([(f"CPU {fmt_ns(s.cpu_ns):>8} ", "gutter-time"), (display_path(snap, s.line), "path"),
+                                    (f" {s.line.function}", "muted")])  # fmt: skip
+        steps = max(snap.analysis.steps_analysed, 1) if snap.per_step else 1
+        idle = f"+{fmt_ns(s.idle_ns / steps)}" if s.idle_ns else ""
+        return self.spans_text(
+            [
+                (f"{fmt_ns(line_time_ns(s, snap.per_step)):>8} ", "gutter-time"),
+                (f"{idle:>9} ", "gap-label" if idle else "muted"),
+                (f"{100 * share:>3.0f}% ", "share"),
+                (BADGES[s.regime], s.regime.value),
+                (fused + " ", "fusion"),
+                (display_path(snap, s.line), "path"),
+                (f" {s.line.function}", "muted"),
+            ]
+        )
+
+    def highlighted_line_id(self) -> int | None:
+        if self.highlighted is None or self.option_count == 0:
+            return None
+        opt = self.get_option_at_index(self.highlighted)
+        return int(opt.id) if opt.id is not None else None
+
+    def select_line_id(self, line_id: int) -> None:
+        try:
+            self.highlighted = self.get_option_index(str(line_id))
+        except Exception:  # noqa: BLE001 - OptionDoesNotExist: the line left the list
+            return

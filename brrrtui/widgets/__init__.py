@@ -1,1 +1,0 @@
-"""Thin Textual widgets over the pure renderers in brrrtui.render (one widget per module)."""
