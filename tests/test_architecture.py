@@ -1,0 +1,147 @@
+"""The layout is part of the design: each layer imports only the layers it sits on, and no unit grows past what
+a reader can hold. ARCHITECTURE.md draws the layers; this file enforces them."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Each layer and the layers it may import (besides itself). A module's layer is the first of these prefixes
+# that its dotted name starts with; every product module must have one.
+LAYERS: dict[str, set[str]] = {
+    "brrrtui.contract": set(),
+    "brrrtui.capture": {"brrrtui.contract"},
+    "analyzers": {"brrrtui.contract"},
+    "brrrtui.recording": {"brrrtui.contract", "analyzers"},
+    "brrrtui.record": {"brrrtui.contract", "brrrtui.recording", "analyzers"},
+    "brrrtui.present": {"brrrtui.contract", "analyzers"},
+    "brrrtui.tui": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.record", "brrrtui.present"},
+    "brrrtui.cli": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.record", "brrrtui.present",
+                    "brrrtui.tui", "brrrtui.capture", "brrrtui"},
+    "brrrtui.__main__": {"brrrtui.cli"},
+    "brrrtui": set(),  # brrrtui/__init__.py: the version, which any layer may read
+}  # fmt: skip
+UI_PACKAGES = {"textual", "rich"}
+UI_FREE = {"brrrtui.contract", "brrrtui.capture", "analyzers", "brrrtui.recording", "brrrtui.record",
+           "brrrtui.present"}  # fmt: skip
+MAX_FILE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def product_modules() -> dict[str, Path]:
+    out = {}
+    for top in ("brrrtui", "analyzers"):
+        for path in sorted((ROOT / top).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def layer_of(module: str) -> str:
+    for layer in sorted(LAYERS, key=len, reverse=True):
+        if module == layer or module.startswith(layer + "."):
+            return layer
+    raise AssertionError(f"{module} belongs to no layer: add it to LAYERS and ARCHITECTURE.md")
+
+
+def imported_modules(path: Path, module: str) -> set[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                found.add(".".join(base + ([node.module] if node.module else [])))
+            elif node.module:
+                found.add(node.module)
+                found |= {f"{node.module}.{a.name}" for a in node.names} & MODULES.keys()
+    return found
+
+
+MODULES = product_modules()
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_each_module_imports_only_the_layers_below_it(module):
+    layer = layer_of(module)
+    allowed = LAYERS[layer] | {layer}
+    for name in imported_modules(MODULES[module], module):
+        top = name.split(".")[0]
+        if top in UI_PACKAGES:
+            assert layer not in UI_FREE, f"{module} ({layer}) imports {name}: this layer is UI-free"
+        if top not in ("brrrtui", "analyzers") or name in ("brrrtui", "analyzers"):  # the root: the version
+            continue
+        target = layer_of(name)
+        assert target in allowed, f"{module} ({layer}) imports {name} ({target}); allowed: {sorted(allowed)}"
+
+
+def test_every_layer_exists_and_holds_modules():
+    layers = {layer_of(m) for m in MODULES}
+    assert layers == set(LAYERS), set(LAYERS) ^ layers
+
+
+def test_analysis_and_present_load_without_ui_or_torch():
+    code = (
+        "import sys, analyzers.analyze, brrrtui.present.report, brrrtui.recording.load\n"
+        "bad = {'textual', 'rich', 'torch'} & {m.split('.')[0] for m in sys.modules}\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def _long_functions(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            n = (node.end_lineno or node.lineno) - node.lineno + 1
+            if n > MAX_FUNCTION_LINES:
+                out.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({n} lines)")
+    return out
+
+
+def test_no_file_over_the_size_limit():
+    big = [f"{p.relative_to(ROOT)} ({n})" for p in MODULES.values() if (n := len(p.read_text().splitlines())) >
+           MAX_FILE_LINES]  # fmt: skip
+    assert not big, f"files over {MAX_FILE_LINES} lines: {big}"
+
+
+def test_no_function_over_the_size_limit():
+    long = [f for p in MODULES.values() for f in _long_functions(p)]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines: {long}"
+
+
+def test_no_format_skips_in_product_code():
+    marked = [str(p.relative_to(ROOT)) for p in MODULES.values() if "fmt: skip" in p.read_text()]
+    assert not marked, marked
+
+
+def test_the_pure_layers_are_typed_strictly():
+    text = (ROOT / "pyproject.toml").read_text()
+    for module in ("analyzers.*", "brrrtui.recording.*", "brrrtui.contract.*"):
+        assert f'"{module}"' in text
+    assert "disallow_untyped_defs = true" in text and "disallow_any_generics = true" in text
+
+
+if __name__ == "__main__":  # a quick listing while refactoring
+    for p in MODULES.values():
+        n = len(p.read_text().splitlines())
+        if n > MAX_FILE_LINES:
+            print(f"FILE {p.relative_to(ROOT)} {n}")
+        for f in _long_functions(p):
+            print("FUNC", f)
+    print(os.linesep.join(sorted(str(p.relative_to(ROOT)) for p in MODULES.values() if "fmt: skip" in
+                                 p.read_text())))  # fmt: skip
