@@ -141,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=6e-4)
     p.add_argument("--warmup", type=int, default=2, help="steps left out of mean/median")
     p.add_argument("--seed", type=int, default=1337)
-    p.add_argument("--out", default=os.environ.get("OUT"), help="write train_gpt_result.json here ($OUT)")
+    p.add_argument("--out", default=os.environ.get("OUT"), help="write <name>_result.json here ($OUT)")
+    p.add_argument("--name", default="train_gpt", help="file name stem of the result JSON")
     args = p.parse_args(argv)
     if args.seq > args.block:
         p.error("--seq must be <= --block")
@@ -187,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     result = summarize(step_ms, args.warmup)
     result.update(
         script="train_gpt",
+        steps_ms=[round(t, 3) for t in step_ms],
         device=str(device),
         batch=args.batch,
         seq=args.seq,
@@ -195,10 +197,10 @@ def main(argv: list[str] | None = None) -> int:
         compile=args.compile,
         params=n_params,
     )
-    print("RESULT " + json.dumps(result), flush=True)
+    print("RESULT " + json.dumps({k: v for k, v in result.items() if k != "steps_ms"}), flush=True)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "train_gpt_result.json"), "w") as f:
+        with open(os.path.join(args.out, f"{args.name}_result.json"), "w") as f:
             json.dump(result, f, indent=1)
     return 0
 
