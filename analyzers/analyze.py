@@ -23,7 +23,7 @@ from analyzers import breakdown as bd, gaps as gp
 from analyzers.findings import Context, all_findings
 from analyzers.fusion import fusion_chains
 from analyzers.lines import line_stats
-from analyzers.links import link
+from analyzers.links import Links, link
 from analyzers.model import Peaks, Table, Trace, WindowMode, flag_of
 from analyzers.peaks import resolve_peaks
 from analyzers.results import GAP_CAUSE_CODES, Analysis, GapCause
@@ -35,7 +35,7 @@ def select_windows(trace: Trace, windows: Iterable[int]) -> Trace:
     """The same trace restricted to some capture windows (steps and telemetry of the whole run are kept)."""
     keep = np.asarray(sorted(set(int(w) for w in windows)), dtype=np.int64)
 
-    def cut(table):  # type: ignore[no-untyped-def]
+    def cut(table: Table) -> Table:
         return table.take(np.nonzero(np.isin(table.window, keep))[0])
 
     return replace(
@@ -67,22 +67,17 @@ def trim_close_stalls(trace: Trace) -> tuple[Trace, list[str]]:
     ops = trace.ops
     is_real = flag_of(trace.string_flags(lambda s: "::" in s), ops.name)
     ends = np.concatenate(
-        (trace.gpu.start_ns + trace.gpu.dur_ns, trace.runtime.start_ns + trace.runtime.dur_ns,
-         ops.start_ns[is_real] + ops.dur_ns[is_real])
-    )  # fmt: skip
+        (
+            trace.gpu.start_ns + trace.gpu.dur_ns,
+            trace.runtime.start_ns + trace.runtime.dur_ns,
+            ops.start_ns[is_real] + ops.dur_ns[is_real],
+        )
+    )
     wins = np.concatenate((trace.gpu.window, trace.runtime.window, ops.window[is_real]))
     new_end = w.end_ns.copy()
     notes: list[str] = []
-    for i, (win, mode, lo, hi, stall) in enumerate(
-        zip(
-            w.window.tolist(),
-            w.mode.tolist(),
-            w.start_ns.tolist(),
-            w.end_ns.tolist(),
-            w.stall_ns.tolist(),
-            strict=True,
-        )  # fmt: skip
-    ):
+    columns = (w.window, w.mode, w.start_ns, w.end_ns, w.stall_ns)
+    for i, (win, mode, lo, hi, stall) in enumerate(zip(*(c.tolist() for c in columns), strict=True)):
         if mode == WindowMode.FOREIGN or stall <= 0:
             continue
         mine = ends[wins == win]
@@ -160,7 +155,7 @@ def analyze(
     )
 
 
-def _notes(trace: Trace, links, peaks: Peaks) -> list[str]:  # type: ignore[no-untyped-def]
+def _notes(trace: Trace, links: Links, peaks: Peaks) -> list[str]:
     notes: list[str] = []
     if peaks.source == "unknown":
         notes.append(
@@ -180,14 +175,14 @@ def _notes(trace: Trace, links, peaks: Peaks) -> list[str]:  # type: ignore[no-u
     return notes
 
 
-def _tail_notes(trace: Trace, gaps) -> list[str]:  # type: ignore[no-untyped-def]
+def _tail_notes(trace: Trace, gaps: Table) -> list[str]:
     """Flag a window whose end holds no GPU work and no CPU operator: a foreign trace's profiler stop."""
     notes: list[str] = []
     if not len(gaps):
         return notes
     other = GAP_CAUSE_CODES[GapCause.OTHER]
-    for win, lo, hi in zip(trace.windows.window.tolist(), trace.windows.start_ns.tolist(),
-                           trace.windows.end_ns.tolist(), strict=True):  # fmt: skip
+    w = trace.windows
+    for win, lo, hi in zip(w.window.tolist(), w.start_ns.tolist(), w.end_ns.tolist(), strict=True):
         tail = (gaps.window == win) & (gaps.start_ns + gaps.dur_ns == hi) & (gaps.cause == other)
         if tail.any():
             ns = int(gaps.dur_ns[tail].sum())

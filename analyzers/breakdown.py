@@ -12,8 +12,8 @@ Every nanosecond of a window goes to exactly one component (integer arithmetic, 
   regime wins: compute > memory > overhead (overlapped memory work hides behind compute, as it does on the GPU);
 - time with no busy GPU row (idle, including host<->device copies) is overhead: the article's "everything else".
 
-The profiler slows the steps it records (DESIGN: ~44 -> ~55 ms per nanoGPT step), so the raw share overstates
-overhead. GPU work runs at the same speed profiled or not, so per step:
+The profiler slows the steps it records (a nanoGPT step: ~44 ms unprofiled, ~55 ms profiled), so the raw
+share overstates overhead. GPU work runs at the same speed profiled or not, so per step:
 
     busy = (compute_ns + memory_ns) / steps in the windows     (the non-overhead GPU time of a step; without
                                                                steps: (compute + memory) / span x profiled step)

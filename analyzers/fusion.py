@@ -36,7 +36,7 @@ import numpy as np
 
 from analyzers.links import Links
 from analyzers.model import NONE, GpuKind, Peaks, Trace
-from analyzers.opcost import Family, OpCost, TensorArg, base_name
+from analyzers.opcost import Family, OpCost, base_name
 from analyzers.results import REGIME_CODES, Regime
 from analyzers.roofline import Roofline
 
@@ -93,10 +93,6 @@ def named_pattern(op_names: list[str]) -> str | None:
     if count["sigmoid"] and count["mul"]:
         return "silu"
     return None
-
-
-def _produces(cost: OpCost | None) -> TensorArg | None:
-    return None if cost is None else cost.output
 
 
 def _feeds(a: OpCost | None, b: OpCost | None) -> tuple[bool, float]:

@@ -50,6 +50,16 @@ def _union_ns_by_line(spans: Table, n_lines: int) -> np.ndarray:
     return out
 
 
+def _idle_ns_by_line(gaps: Table, n_lines: int) -> np.ndarray:
+    """GPU idle time attributed to each line (gaps with no line or an unknown one are left out)."""
+    idle = np.zeros(n_lines, dtype=np.int64)
+    if len(gaps):
+        gl = gaps.line
+        g_ok = (gl >= 0) & (gl < n_lines)
+        np.add.at(idle, gl[g_ok], gaps.dur_ns[g_ok])
+    return idle
+
+
 def line_stats(
     trace: Trace,
     kernel_line: np.ndarray,
@@ -80,11 +90,7 @@ def line_stats(
     b_sum = np.bincount(kl, weights=np.where(np.isfinite(b), b, 0.0), minlength=n_lines)
     b_cnt = np.bincount(kl, weights=np.isfinite(b).astype(float), minlength=n_lines)
 
-    idle = np.zeros(n_lines, dtype=np.int64)
-    if len(gaps):
-        gl = gaps.line
-        g_ok = (gl >= 0) & (gl < n_lines)
-        np.add.at(idle, gl[g_ok], gaps.dur_ns[g_ok])
+    idle = _idle_ns_by_line(gaps, n_lines)
     cpu = _union_ns_by_line(trace.spans, n_lines)
 
     gpu_ns = by_regime.sum(axis=0)

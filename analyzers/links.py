@@ -106,7 +106,7 @@ def innermost_enclosing(
     return result
 
 
-@dataclass
+@dataclass(frozen=True)
 class Links:
     kernel_launch: np.ndarray  # gpu row -> runtime row (NONE: no launch seen)
     launch_op: np.ndarray  # runtime row -> op row
@@ -117,10 +117,9 @@ class Links:
     launch_line: np.ndarray  # runtime row -> line id
 
 
-def link(trace: Trace) -> Links:
-    gpu, rt, ops, spans = trace.gpu, trace.runtime, trace.ops, trace.spans
-
-    # kernel -> launch by correlation id (unique per process; windows are kept apart anyway)
+def _kernel_launches(trace: Trace) -> np.ndarray:
+    """gpu row -> runtime row, by correlation id (unique per process; windows are kept apart anyway)."""
+    gpu, rt = trace.gpu, trace.runtime
     kernel_launch = np.full(len(gpu), NONE, dtype=np.int64)
     if len(rt) and len(gpu):
         rkey = rt.window.astype(np.int64) << 40 | rt.correlation
@@ -130,6 +129,54 @@ def link(trace: Trace) -> Links:
         pos_c = np.minimum(pos, len(ro) - 1)
         hit = (pos < len(ro)) & (rkey[ro][pos_c] == gkey) & (gpu.correlation >= 0)
         kernel_launch[hit] = ro[pos_c[hit]]
+    return kernel_launch
+
+
+def _span_lines(trace: Trace) -> np.ndarray:
+    """op row -> line of the innermost span containing the op's start on the same thread (NONE)."""
+    ops, spans = trace.ops, trace.spans
+    direct = np.full(len(ops), NONE, dtype=np.int64)
+    if len(spans) and len(ops):
+        idx = innermost_enclosing(
+            spans.start_ns, spans.start_ns + spans.dur_ns, spans.tid, ops.start_ns, ops.tid
+        )
+        direct = np.where(idx >= 0, spans.line[np.maximum(idx, 0)], NONE).astype(np.int64)
+    return direct
+
+
+def _op_lines(trace: Trace, direct: np.ndarray, op_parent: np.ndarray) -> np.ndarray:
+    """op row -> line id.
+
+    Backward autograd nodes (seq >= 0, fwd_tid > 0) take the line of the forward op with the same seq, even
+    when they ran inside a span (on CPU, backward runs on the thread that called loss.backward()). An op takes:
+    the forward line of its nearest enclosing-or-self backward node that has one, else its own span's line,
+    else the line of its nearest enclosing op that has one of those.
+    """
+    ops = trace.ops
+    if not len(ops):
+        return direct.copy()
+    seq = ops.seq
+    # Every op records the thread's *next* sequence number, and an autograd node takes it when created,
+    # so all ops since the previous node share a number and the node's creator is the last of them
+    # (`x * 1.5` and fifty `tanh` before `w * t` all carry MulBackward0's number).
+    fwd = np.nonzero((seq >= 0) & (direct >= 0) & (ops.fwd_tid <= 0))[0]
+    fwd = fwd[np.lexsort((ops.start_ns[fwd], seq[fwd]))]
+    last = np.concatenate((seq[fwd][1:] != seq[fwd][:-1], [True])) if len(fwd) else np.zeros(0, bool)
+    fwd_seq, fwd_ln = seq[fwd][last], direct[fwd][last]
+    node_line = np.full(len(ops), NONE, dtype=np.int64)
+    node = np.nonzero((seq >= 0) & (ops.fwd_tid > 0))[0]
+    if len(node) and len(fwd_seq):
+        pos = np.minimum(np.searchsorted(fwd_seq, seq[node]), len(fwd_seq) - 1)
+        found = fwd_seq[pos] == seq[node]
+        node_line[node[found]] = fwd_ln[pos[found]]
+    base = _from_nearest_ancestor(node_line, op_parent)  # inside a backward node: its forward line
+    op_line = np.where(base >= 0, base, direct)
+    return _from_nearest_ancestor(op_line, op_parent)
+
+
+def link(trace: Trace) -> Links:
+    gpu, rt, ops, spans = trace.gpu, trace.runtime, trace.ops, trace.spans
+    kernel_launch = _kernel_launches(trace)
 
     op_end = ops.start_ns + ops.dur_ns
     op_nesting = nesting_parents(ops.start_ns, op_end, ops.tid)
@@ -140,38 +187,7 @@ def link(trace: Trace) -> Links:
     if len(ops):
         order, parent_sorted = op_nesting
         op_parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], NONE)
-
-    # op -> line: innermost span containing the op's start on the same thread
-    direct = np.full(len(ops), NONE, dtype=np.int64)
-    if len(spans) and len(ops):
-        idx = innermost_enclosing(
-            spans.start_ns, spans.start_ns + spans.dur_ns, spans.tid, ops.start_ns, ops.tid
-        )
-        direct = np.where(idx >= 0, spans.line[np.maximum(idx, 0)], NONE).astype(np.int64)
-
-    # Backward autograd nodes (seq >= 0, fwd_tid > 0) take the line of the forward op with the same seq,
-    # even when they ran inside a span (on CPU, backward runs on the thread that called loss.backward()).
-    # An op takes: the forward line of its nearest enclosing-or-self backward node that has one, else its own
-    # span's line, else the line of its nearest enclosing op that has one of those.
-    op_line = direct.copy()
-    if len(ops):
-        seq = ops.seq
-        # Every op records the thread's *next* sequence number, and an autograd node takes it when created,
-        # so all ops since the previous node share a number and the node's creator is the last of them
-        # (`x * 1.5` and fifty `tanh` before `w * t` all carry MulBackward0's number).
-        fwd = np.nonzero((seq >= 0) & (direct >= 0) & (ops.fwd_tid <= 0))[0]
-        fwd = fwd[np.lexsort((ops.start_ns[fwd], seq[fwd]))]
-        last = np.concatenate((seq[fwd][1:] != seq[fwd][:-1], [True])) if len(fwd) else np.zeros(0, bool)
-        fwd_seq, fwd_ln = seq[fwd][last], direct[fwd][last]
-        node_line = np.full(len(ops), NONE, dtype=np.int64)
-        node = np.nonzero((seq >= 0) & (ops.fwd_tid > 0))[0]
-        if len(node) and len(fwd_seq):
-            pos = np.minimum(np.searchsorted(fwd_seq, seq[node]), len(fwd_seq) - 1)
-            found = fwd_seq[pos] == seq[node]
-            node_line[node[found]] = fwd_ln[pos[found]]
-        base = _from_nearest_ancestor(node_line, op_parent)  # inside a backward node: its forward line
-        op_line = np.where(base >= 0, base, direct)
-        op_line = _from_nearest_ancestor(op_line, op_parent)
+    op_line = _op_lines(trace, _span_lines(trace), op_parent)
 
     kernel_op = (
         np.where(kernel_launch >= 0, launch_op[np.maximum(kernel_launch, 0)], NONE)

@@ -46,7 +46,6 @@ DTYPE_BYTES: dict[str, int] = {
 LOW_PRECISION = {"c10::Half", "c10::BFloat16", "float16", "half", "bfloat16"} | {
     d for d in DTYPE_BYTES if "Float8" in d or d.startswith("float8")
 }
-FP32 = {"float", "float32"}
 
 
 class Family(IntEnum):
@@ -72,7 +71,6 @@ MATMUL_FAMILIES = (
     Family.ATTENTION,
     Family.ATTENTION_BACKWARD,
 )
-FUSIBLE_FAMILIES = (Family.POINTWISE, Family.REDUCTION, Family.NORM, Family.COPY, Family.OTHER)
 
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "mv", "addmv", "dot", "vdot", "_scaled_mm",
            "addbmm", "_addmm_activation", "addr", "outer", "ger"}  # fmt: skip

@@ -25,7 +25,6 @@ from analyzers.errors import InputError
 from analyzers.model import Peaks, Trace
 
 MiB = 1 << 20
-MB = 1_000_000
 
 
 @dataclass(frozen=True)

@@ -81,8 +81,12 @@ class Breakdown:
     idle_ns: int | None = None  # the part of overhead_ns with no GPU work at all (the rest: overhead kernels)
 
     def fraction(self, regime: Regime) -> float:
-        value = {Regime.COMPUTE: self.compute_ns, Regime.MEMORY: self.memory_ns,
-                 Regime.OVERHEAD: self.overhead_ns}[regime]  # fmt: skip
+        by_regime = {
+            Regime.COMPUTE: self.compute_ns,
+            Regime.MEMORY: self.memory_ns,
+            Regime.OVERHEAD: self.overhead_ns,
+        }
+        value = by_regime[regime]
         return value / self.span_ns if self.span_ns else 0.0
 
 
@@ -127,7 +131,7 @@ class Analysis:
     overhead: OverheadCorrection
     steps_analysed: int
     notes: list[str] = field(default_factory=list)
-    # added by the analysis passes (issue 3); optional so older constructors keep working
+    # per-kernel detail columns; None where a caller builds an Analysis without them (the UI then shows less)
     kernel_tensor_cores: np.ndarray | None = None  # int8 per gpu row: 1 tensor cores, 0 SIMT, -1 unknown
     kernel_roof_fraction: np.ndarray | None = None  # float64 per gpu row: achieved / roof at its intensity
     kernel_achieved_flops_per_s: np.ndarray | None = None  # float64 per gpu row (NaN unknown)

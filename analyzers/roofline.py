@@ -420,10 +420,6 @@ def roofline(trace: Trace, links: Links, peaks: Peaks) -> Roofline:
     )
 
 
-def _opt(x: float) -> float | None:
-    return float(x) if np.isfinite(x) else None
-
-
 def kernel_stats(trace: Trace, roof: Roofline, rows: np.ndarray | None = None) -> list[KernelStat]:
     """One KernelStat per kernel name, by GPU time descending.
 

@@ -60,15 +60,6 @@ class StreamView:
     def matched(self) -> int:
         return int((self.template_row >= 0).sum())
 
-    def line_gpu_ns(self) -> dict[int, int]:
-        """Inferred GPU time per line id over the streamed kernels held."""
-        known = self.line >= 0
-        if not known.any():
-            return {}
-        ids, inv = np.unique(self.line[known], return_inverse=True)
-        ns = np.bincount(inv.ravel(), weights=self.stream.dur_ns[known])
-        return {int(i): int(n) for i, n in zip(ids.tolist(), ns.tolist(), strict=True)}
-
 
 def templates(analysis: Analysis) -> dict[int, Template]:
     trace, links = analysis.trace, analysis.links
@@ -149,13 +140,13 @@ def stream_view(analysis: Analysis, stream: Table | None = None, total_rows: int
                 agree[same] = nxt.names[p[same]] == t.names[p[same]]
                 confirmed[rows[hit]] = agree
         ends = stream.start_ns[rows] + stream.dur_ns[rows]
-        segments.append(Segment(int(after), rows, int(stream.start_ns[rows].min()), int(ends.max()),
-                                int(stream.dur_ns[rows].sum())))  # fmt: skip
+        start, end, busy = int(stream.start_ns[rows].min()), int(ends.max()), int(stream.dur_ns[rows].sum())
+        segments.append(Segment(int(after), rows, start, end, busy))
     hit = template_row >= 0
     line = np.full(n, NONE, dtype=np.int64)
     regime = np.full(n, -1, dtype=np.int8)
     if hit.any():
         line[hit] = analysis.links.kernel_line[template_row[hit]]
         regime[hit] = analysis.kernel_regime[template_row[hit]]
-    return StreamView(stream, template_row, line, regime, confirmed, segments,
-                      trace.stream_total if total_rows is None else total_rows)  # fmt: skip
+    total = trace.stream_total if total_rows is None else total_rows
+    return StreamView(stream, template_row, line, regime, confirmed, segments, total)
