@@ -28,7 +28,7 @@ from analyzers.arrays import distinct
 from analyzers.fusion import FusionChain
 from analyzers.links import Links
 from analyzers.model import GpuKind, Peaks, SourceLine, Table, Trace
-from analyzers.opcost import MATMUL_FAMILIES, base_name
+from analyzers.op_families import MATMUL_FAMILIES, base_name
 from analyzers.results import (
     GAP_CAUSE_CODES,
     REGIME_CODES,

@@ -36,7 +36,8 @@ import numpy as np
 
 from analyzers.links import Links
 from analyzers.model import NONE, GpuKind, Peaks, Trace
-from analyzers.opcost import Family, OpCost, base_name
+from analyzers.op_families import Family, base_name
+from analyzers.opcost import OpCost
 from analyzers.results import REGIME_CODES, Regime
 from analyzers.roofline import Roofline
 

@@ -29,94 +29,57 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import IntEnum
 from math import prod
+
+from analyzers.op_families import (
+    ATTENTION_BACKWARD_BSHD,
+    ATTENTION_BSHD,
+    CONV_TRANSPOSE,
+    Family,
+    base_name,
+    family_of,
+    name_set,
+)
+
+
+def _of_width(nbytes: int, names: str) -> dict[str, int]:
+    """{name: nbytes} for each of the comma-separated dtype names (some hold spaces: "long int")."""
+    return {name.strip(): nbytes for name in names.split(",")}
+
 
 # bytes per element by the dtype names torch.profiler records ("c10::BFloat16") and torch's own ("bfloat16")
 DTYPE_BYTES: dict[str, int] = {
-    "double": 8, "float": 4, "c10::Half": 2, "c10::BFloat16": 2, "long int": 8, "long": 8, "int": 4,
-    "short int": 2, "short": 2, "signed char": 1, "unsigned char": 1, "bool": 1, "c10::complex<float>": 8,
-    "c10::complex<double>": 16, "c10::complex<c10::Half>": 4, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
-    "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1, "c10::Float8_e8m0fnu": 1,
-    "c10::qint8": 1, "c10::quint8": 1, "c10::qint32": 4, "unsigned short": 2, "unsigned int": 4,
-    "unsigned long": 8, "float64": 8, "float32": 4, "float16": 2, "half": 2, "bfloat16": 2, "int64": 8,
-    "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "complex64": 8, "complex128": 16, "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-}  # fmt: skip
+    **_of_width(
+        1,
+        "signed char, unsigned char, bool, c10::Float8_e4m3fn, c10::Float8_e5m2, "
+        "c10::Float8_e4m3fnuz, c10::Float8_e5m2fnuz, c10::Float8_e8m0fnu, c10::qint8, "
+        "c10::quint8, int8, uint8, float8_e4m3fn, float8_e5m2",
+    ),
+    **_of_width(
+        2,
+        "c10::Half, c10::BFloat16, short int, short, unsigned short, float16, half, bfloat16, int16",
+    ),
+    **_of_width(4, "float, int, c10::complex<c10::Half>, c10::qint32, unsigned int, float32, int32"),
+    **_of_width(8, "double, long int, long, c10::complex<float>, unsigned long, float64, int64, complex64"),
+    **_of_width(16, "c10::complex<double>, complex128"),
+}
 LOW_PRECISION = {"c10::Half", "c10::BFloat16", "float16", "half", "bfloat16"} | {
     d for d in DTYPE_BYTES if "Float8" in d or d.startswith("float8")
 }
 
 
-class Family(IntEnum):
-    OTHER = 0
-    MATMUL = 1
-    CONV = 2
-    CONV_BACKWARD = 3
-    ATTENTION = 4
-    ATTENTION_BACKWARD = 5
-    POINTWISE = 6
-    REDUCTION = 7
-    NORM = 8
-    COPY = 9
-    FILL = 10
-    VIEW = 11
-    FOREACH = 12
-
-
-MATMUL_FAMILIES = (
-    Family.MATMUL,
-    Family.CONV,
-    Family.CONV_BACKWARD,
-    Family.ATTENTION,
-    Family.ATTENTION_BACKWARD,
+_SOFTMAX = name_set(
+    "softmax _softmax log_softmax _log_softmax _softmax_backward_data _log_softmax_backward_data "
+    "_safe_softmax"
 )
-
-_MATMUL = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "mv", "addmv", "dot", "vdot", "_scaled_mm",
-           "addbmm", "_addmm_activation", "addr", "outer", "ger"}  # fmt: skip
-_CONV = {"conv1d", "conv2d", "conv3d", "convolution", "_convolution", "cudnn_convolution", "mkldnn_convolution",
-         "_slow_conv2d_forward", "miopen_convolution", "convolution_overrideable", "thnn_conv2d",
-         "_conv_depthwise2d", "conv_depthwise3d", "cudnn_convolution_relu", "cudnn_convolution_add_relu",
-         "_nnpack_spatial_convolution", "slow_conv3d_forward", "slow_conv_dilated2d"}  # fmt: skip
-_CONV_T = {"conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "cudnn_convolution_transpose",
-           "slow_conv_transpose2d", "slow_conv_transpose3d", "miopen_convolution_transpose"}  # fmt: skip
-_CONV_BWD = {"convolution_backward", "convolution_backward_overrideable", "cudnn_convolution_backward"}
-_ATTN_BHSD = {"scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
-              "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-              "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_fused_attention_overrideable"}  # fmt: skip
-_ATTN_BSHD = {"_flash_attention_forward", "_efficient_attention_forward"}
-_ATTN_BWD_BHSD = {"_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
-                  "_scaled_dot_product_cudnn_attention_backward",
-                  "_scaled_dot_product_flash_attention_for_cpu_backward",
-                  "_scaled_dot_product_fused_attention_overrideable_backward"}  # fmt: skip
-_ATTN_BWD_BSHD = {"_flash_attention_backward", "_efficient_attention_backward"}
-_NORM = {"batch_norm", "native_batch_norm", "_batch_norm_impl_index", "cudnn_batch_norm", "_native_batch_norm_legit",
-         "_native_batch_norm_legit_no_training", "_batch_norm_with_update", "layer_norm", "native_layer_norm",
-         "group_norm", "native_group_norm", "rms_norm", "_fused_rms_norm", "instance_norm",
-         "native_batch_norm_backward", "cudnn_batch_norm_backward", "batch_norm_backward",
-         "native_layer_norm_backward", "native_group_norm_backward", "_fused_rms_norm_backward",
-         "miopen_batch_norm", "miopen_batch_norm_backward"}  # fmt: skip
-_SOFTMAX = {"softmax", "_softmax", "log_softmax", "_log_softmax", "_softmax_backward_data",
-            "_log_softmax_backward_data", "_safe_softmax"}  # fmt: skip
-_REDUCTION = {"sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "var_mean", "std_mean", "norm",
-              "linalg_vector_norm", "argmax", "argmin", "any", "all", "nansum", "logsumexp", "count_nonzero",
-              "_linalg_vector_norm", "nll_loss", "nll_loss_forward", "nll_loss2d_forward", "cross_entropy_loss",
-              "mse_loss", "l1_loss", "binary_cross_entropy", "_batch_norm_stats", "aminmax"}  # fmt: skip
-_COPY = {"copy_", "to", "_to_copy", "clone", "contiguous", "_copy_from", "_copy_from_and_resize", "index_select",
-         "gather", "embedding", "index", "index_put_", "_index_put_impl_", "scatter", "scatter_", "scatter_add_",
-         "cat", "stack", "_cat", "repeat", "tile", "flip", "roll", "masked_select", "take"}  # fmt: skip
-_FILL = {"fill_", "zero_", "zeros", "ones", "full", "zeros_like", "ones_like", "full_like", "normal_", "uniform_",
-         "random_", "bernoulli_", "exponential_", "randn", "rand", "randint", "arange", "linspace"}  # fmt: skip
-_VIEW = {"view", "reshape", "_reshape_alias", "transpose", "t", "permute", "as_strided", "expand", "squeeze",
-         "unsqueeze", "slice", "select", "detach", "alias", "_unsafe_view", "flatten", "unflatten", "narrow",
-         "split", "chunk", "unbind", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-         "resize_", "as_strided_", "view_as", "expand_as", "lift_fresh", "set_", "unsafe_split"}  # fmt: skip
-_TRANSCENDENTAL = {"exp", "exp2", "expm1", "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "sin", "cos", "tan",
-                   "tanh", "sigmoid", "erf", "erfc", "erfinv", "pow", "reciprocal", "softplus", "elu", "selu",
-                   "celu", "atan", "asin", "acos", "sinh", "cosh", "tanh_backward", "sigmoid_backward"}  # fmt: skip
-_GELU_LIKE = {"gelu", "gelu_backward", "silu", "silu_backward", "mish", "mish_backward", "hardswish"}
-_WRITE_ONLY_INPLACE = {"fill_", "zero_", "normal_", "uniform_", "random_", "bernoulli_", "exponential_",
-                       "geometric_", "cauchy_", "log_normal_"}  # fmt: skip
+_TRANSCENDENTAL = name_set(
+    "exp exp2 expm1 log log1p log2 log10 sqrt rsqrt sin cos tan tanh sigmoid erf erfc erfinv pow "
+    "reciprocal softplus elu selu celu atan asin acos sinh cosh tanh_backward sigmoid_backward"
+)
+_GELU_LIKE = name_set("gelu gelu_backward silu silu_backward mish mish_backward hardswish")
+_WRITE_ONLY_INPLACE = name_set(
+    "fill_ zero_ normal_ uniform_ random_ bernoulli_ exponential_ geometric_ cauchy_ log_normal_"
+)
 
 
 @dataclass(frozen=True)
@@ -145,40 +108,6 @@ class OpCost:
     output: TensorArg | None
     low_precision: bool | None  # bf16/fp16/fp8 operands (tensor-core eligible); None without dtypes
     tensor_list: bool = False  # some input was a TensorList (foreach ops, cat)
-
-
-def base_name(name: str) -> str:
-    """`aten::add_` -> `add_`; record_function scopes and autograd nodes are returned unchanged."""
-    return name[6:] if name.startswith("aten::") else name
-
-
-def family_of(name: str) -> Family:
-    b = base_name(name)
-    if not name.startswith("aten::"):
-        return Family.OTHER
-    if b in _MATMUL:
-        return Family.MATMUL
-    if b in _CONV or b in _CONV_T:
-        return Family.CONV
-    if b in _CONV_BWD:
-        return Family.CONV_BACKWARD
-    if b in _ATTN_BHSD or b in _ATTN_BSHD:
-        return Family.ATTENTION
-    if b in _ATTN_BWD_BHSD or b in _ATTN_BWD_BSHD:
-        return Family.ATTENTION_BACKWARD
-    if b.startswith("_foreach_") or b.startswith("_fused_"):
-        return Family.FOREACH if b not in _NORM else Family.NORM
-    if b in _NORM:
-        return Family.NORM
-    if b in _REDUCTION:
-        return Family.REDUCTION
-    if b in _FILL:
-        return Family.FILL
-    if b in _COPY:
-        return Family.COPY
-    if b in _VIEW:
-        return Family.VIEW
-    return Family.POINTWISE
 
 
 def parse_args(shapes_json: str | None, dtypes_json: str | None) -> Args | None:
@@ -318,6 +247,72 @@ def _elementwise_flops_per_element(b: str, family: Family) -> float:
     return 1.0
 
 
+# (FLOPs, output, bytes read, bytes written besides the output) of a matmul-family op
+_Traffic = tuple[float | None, TensorArg | None, float, float]
+
+
+def _conv(b: str, ts: list[TensorArg], in_bytes: float, out_spatial_hint: tuple[int, ...] | None) -> _Traffic:
+    xs, ws = ts[0].shape, ts[1].shape
+    out_sp = out_spatial_hint or xs[2:]
+    if b in CONV_TRANSPOSE:  # flop_counter: a transposed conv iterates the *input* spatial positions
+        return conv_flops(xs, ws, xs[2:]), TensorArg((xs[0], ws[1], *out_sp), ts[0].dtype), in_bytes, 0.0
+    return conv_flops(xs, ws, out_sp), TensorArg((xs[0], ws[0], *out_sp), ts[0].dtype), in_bytes, 0.0
+
+
+def _conv_backward(ts: list[TensorArg], mask: tuple[bool, bool]) -> _Traffic:
+    """Reads grad_out, input and weight; writes the gradients `mask` asks for (input's, weight's)."""
+    go, x, w = ts[0], ts[1], ts[2]
+    grads = int(mask[0]) + int(mask[1])
+    flops = grads * conv_flops(go.shape, w.shape, go.shape[2:])
+    in_bytes = float(go.nbytes + x.nbytes + w.nbytes)
+    return flops, None, in_bytes, float(x.nbytes * mask[0] + w.nbytes * mask[1])
+
+
+def _attention(b: str, ts: list[TensorArg], in_bytes: float) -> _Traffic:
+    q, k, v = ts[0], ts[1], ts[2]
+    if b in ATTENTION_BSHD:
+        q, k, v = _bshd_to_bhsd(q), _bshd_to_bhsd(k), _bshd_to_bhsd(v)
+    if not all(len(t.shape) == 4 for t in (q, k, v)):
+        return None, None, in_bytes, 0.0
+    out = TensorArg((*q.shape[:3], v.shape[3]), q.dtype)
+    return sdpa_flops(q.shape, k.shape, v.shape), out, float(q.nbytes + k.nbytes + v.nbytes), 0.0
+
+
+def _attention_backward(b: str, ts: list[TensorArg], in_bytes: float) -> _Traffic:
+    go, q, k, v = ts[0], ts[1], ts[2], ts[3]
+    if b in ATTENTION_BACKWARD_BSHD:
+        go, q, k, v = (_bshd_to_bhsd(t) for t in (go, q, k, v))
+    if not all(len(t.shape) == 4 for t in (go, q, k, v)):
+        return None, None, in_bytes, 0.0
+    # reads grad_out, q, k, v, out (grad_out's shape); writes dq, dk, dv
+    read = float(2 * go.nbytes + q.nbytes + k.nbytes + v.nbytes)
+    return sdpa_backward_flops(q.shape, k.shape, v.shape), None, read, float(q.nbytes + k.nbytes + v.nbytes)
+
+
+def _matmul_family(
+    family: Family,
+    b: str,
+    ts: list[TensorArg],
+    out_spatial_hint: tuple[int, ...] | None,
+    conv_backward_mask: tuple[bool, bool],
+) -> _Traffic | None:
+    """The traffic of a matmul-family op; None when it is not one or lacks the tensors its formula needs (it
+    is then costed element-wise)."""
+    in_bytes = float(sum(t.nbytes for t in ts))
+    if family == Family.MATMUL:
+        flops, out = _matmul(b, ts)
+        return flops, out, in_bytes, 0.0
+    if family == Family.CONV and len(ts) >= 2 and len(ts[0].shape) >= 3:
+        return _conv(b, ts, in_bytes, out_spatial_hint)
+    if family == Family.CONV_BACKWARD and len(ts) >= 3 and len(ts[0].shape) >= 3:
+        return _conv_backward(ts, conv_backward_mask)
+    if family == Family.ATTENTION and len(ts) >= 3:
+        return _attention(b, ts, in_bytes)
+    if family == Family.ATTENTION_BACKWARD and len(ts) >= 4:
+        return _attention_backward(b, ts, in_bytes)
+    return None
+
+
 def op_cost(
     name: str,
     args: Args | None,
@@ -330,56 +325,16 @@ def op_cost(
     if args is None:
         return OpCost(family, None, None, (), None, None)
     ts = [a for a in args if a is not None]
-    tensor_list = False  # TensorList args are recorded with dims [] and type "TensorList"
     low = any(t.dtype in LOW_PRECISION for t in ts) if ts else None
-    in_bytes = float(sum(t.nbytes for t in ts))
     if family == Family.FOREACH or b in ("cat", "stack", "_cat"):
-        tensor_list = True
-        return OpCost(family, None, None, tuple(args), None, low, tensor_list)
+        # TensorList args are recorded with dims [] and type "TensorList"
+        return OpCost(family, None, None, tuple(args), None, low, tensor_list=True)
     if not ts:
         return OpCost(family, None, None, tuple(args), None, low)
-
-    flops: float | None = None
-    out: TensorArg | None = None
-    extra_out_bytes = 0.0
-
-    if family == Family.MATMUL:
-        flops, out = _matmul(b, ts)
-    elif family == Family.CONV and len(ts) >= 2 and len(ts[0].shape) >= 3:
-        xs, ws = ts[0].shape, ts[1].shape
-        out_sp = out_spatial_hint or xs[2:]
-        if b in _CONV_T:  # flop_counter: a transposed conv iterates the *input* spatial positions
-            flops = conv_flops(xs, ws, xs[2:])
-            out = TensorArg((xs[0], ws[1], *out_sp), ts[0].dtype)
-        else:
-            flops = conv_flops(xs, ws, out_sp)
-            out = TensorArg((xs[0], ws[0], *out_sp), ts[0].dtype)
-    elif family == Family.CONV_BACKWARD and len(ts) >= 3 and len(ts[0].shape) >= 3:
-        go, x, w = ts[0], ts[1], ts[2]
-        grads = int(conv_backward_mask[0]) + int(conv_backward_mask[1])
-        flops = grads * conv_flops(go.shape, w.shape, go.shape[2:])
-        in_bytes = float(go.nbytes + x.nbytes + w.nbytes)
-        extra_out_bytes = float(x.nbytes * conv_backward_mask[0] + w.nbytes * conv_backward_mask[1])
-    elif family == Family.ATTENTION and len(ts) >= 3:
-        q, k, v = ts[0], ts[1], ts[2]
-        if b in _ATTN_BSHD:
-            q, k, v = _bshd_to_bhsd(q), _bshd_to_bhsd(k), _bshd_to_bhsd(v)
-        if all(len(t.shape) == 4 for t in (q, k, v)):
-            flops = sdpa_flops(q.shape, k.shape, v.shape)
-            in_bytes = float(q.nbytes + k.nbytes + v.nbytes)
-            out = TensorArg((*q.shape[:3], v.shape[3]), q.dtype)
-    elif family == Family.ATTENTION_BACKWARD and len(ts) >= 4:
-        go, q, k, v = ts[0], ts[1], ts[2], ts[3]
-        if b in _ATTN_BWD_BSHD:
-            go, q, k, v = (_bshd_to_bhsd(t) for t in (go, q, k, v))
-        if all(len(t.shape) == 4 for t in (go, q, k, v)):
-            flops = sdpa_backward_flops(q.shape, k.shape, v.shape)
-            # reads grad_out, q, k, v, out (grad_out's shape); writes dq, dk, dv
-            in_bytes = float(2 * go.nbytes + q.nbytes + k.nbytes + v.nbytes)
-            extra_out_bytes = float(q.nbytes + k.nbytes + v.nbytes)
-    else:
+    traffic = _matmul_family(family, b, ts, out_spatial_hint, conv_backward_mask)
+    if traffic is None:
         return _elementwise(name, b, family, args, ts, low)
-
+    flops, out, in_bytes, extra_out_bytes = traffic
     total = None if flops is None and out is None and extra_out_bytes == 0 else in_bytes + extra_out_bytes
     if total is not None and out is not None:
         total += out.nbytes

@@ -44,7 +44,8 @@ import numpy as np
 
 from analyzers.links import Links
 from analyzers.model import NONE, GpuKind, Peaks, Trace, flag_of
-from analyzers.opcost import MATMUL_FAMILIES, Family, OpCost, op_cost, parse_args
+from analyzers.op_families import MATMUL_FAMILIES, Family
+from analyzers.opcost import OpCost, op_cost, parse_args
 from analyzers.results import REGIME_CODES, KernelStat, Regime
 
 SHORT_NS = 5_000  # kernels at most this long ...
@@ -93,7 +94,7 @@ class Roofline:
     achieved_bytes_per_s: np.ndarray
     roof_fraction: np.ndarray
     fits_in_l2: np.ndarray  # int8: 1/0/-1
-    family: np.ndarray  # int8 opcost.Family of the costed op (-1: none)
+    family: np.ndarray  # int8 op_families.Family of the costed op (-1: none)
     cost_op: np.ndarray  # op row whose cost was split onto the row (NONE)
     host_copy: np.ndarray  # bool: memcpy to or from the host
     op_costs: OpCosts

@@ -11,7 +11,8 @@ from fixtures.synthetic import BF16, F32, H200_BF16, H200_BW, H200_FP32, TraceBu
 from analyzers.errors import InputError
 from analyzers.links import link
 from analyzers.model import GpuKind, Peaks
-from analyzers.opcost import Family, op_cost, parse_args
+from analyzers.op_families import Family
+from analyzers.opcost import op_cost, parse_args
 from analyzers.peaks import datasheet_spec, parse_override, resolve_peaks
 from analyzers.results import REGIME_CODES, Regime
 from analyzers.roofline import conv_backward_mask, kernel_stats, roofline
