@@ -22,12 +22,13 @@ import numpy as np
 from analyzers import breakdown as bd, gaps as gp
 from analyzers.findings import Context, all_findings
 from analyzers.fusion import fusion_chains
+from analyzers.kernel_stats import kernel_stats
 from analyzers.lines import line_stats
 from analyzers.links import Links, link
 from analyzers.model import Peaks, Table, Trace, WindowMode, flag_of
 from analyzers.peaks import resolve_peaks
 from analyzers.results import GAP_CAUSE_CODES, Analysis, GapCause
-from analyzers.roofline import kernel_stats, roofline
+from analyzers.roofline import roofline
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from analyzers import gaps as gp
 from analyzers.arrays import distinct
 from analyzers.fusion import FusionChain
+from analyzers.kernel_costs import MAX_DEPTH
 from analyzers.links import Links
 from analyzers.model import GpuKind, Peaks, SourceLine, Table, Trace
 from analyzers.op_families import MATMUL_FAMILIES, base_name
@@ -38,7 +39,7 @@ from analyzers.results import (
     OverheadCorrection,
     Regime,
 )
-from analyzers.roofline import MAX_DEPTH, Roofline
+from analyzers.roofline import Roofline
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flops, fmt_lines, fmt_ns, fmt_pct
 
 OVERHEAD_SHARE = 0.20  # report overhead when idle-while-issuing is at least this share of the time

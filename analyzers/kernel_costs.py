@@ -1,0 +1,272 @@
+"""Which op's cost each GPU row takes, and the cost of those ops.
+
+A kernel takes the cost of the nearest op at or above its launching op that has one (so the bias `add_` inside
+`linear` costs its own bytes, not the matmul's)::
+
+    op   aten::conv2d                 (profiler-recorded flops, when `with_flops`)
+    op     aten::cudnn_convolution    <- nearest op with a cost: shapes + dtypes -> FLOPs, bytes (opcost.py)
+    launch   cudaLaunchKernel ...
+    GPU            [init_workspace][ sm90_xmma_fprop .............. ]   <- the op's cost split by duration
+
+Each distinct (name, shapes, dtypes) is costed once. Two costs need the op's context and are redone per op:
+a forward convolution's output size (read from the op that consumes the output) and which gradients a
+convolution_backward computed (read from the names of the kernels it launched).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from analyzers.links import Links
+from analyzers.model import NONE, GpuKind, Trace
+from analyzers.op_families import Family
+from analyzers.opcost import OpCost, op_cost, parse_args
+
+MAX_DEPTH = 12  # op nesting levels searched above a kernel's launching op
+
+GEMM_NAME = re.compile(
+    r"gemm|xmma|nvjet|cutlass|wgmma|conv|fprop|dgrad|wgrad|implicit|fmha|flash|attention|attn|cudnn", re.I
+)
+_HELPER_NAME = re.compile(
+    r"splitkreduce|init_device_workspace|addpadding|memset|nchwtonhwc|nhwctonchw|convert", re.I
+)
+
+
+@dataclass(frozen=True)
+class OpCosts:
+    """Per op row: an index into `costs` (NONE for ops never costed) and the unique costs themselves."""
+
+    index: np.ndarray
+    costs: list[OpCost]
+
+    def of(self, op: int) -> OpCost | None:
+        i = int(self.index[op]) if op >= 0 else NONE
+        return self.costs[i] if i >= 0 else None
+
+
+def _ancestors(links: Links, start: np.ndarray) -> np.ndarray:
+    """(MAX_DEPTH+1, n) op rows: the op itself, its parent, ... (NONE past the root)."""
+    chain = np.full((MAX_DEPTH + 1, len(start)), NONE, dtype=np.int64)
+    cur = start.astype(np.int64)
+    for d in range(MAX_DEPTH + 1):
+        chain[d] = cur
+        ok = cur >= 0
+        if not ok.any():
+            break
+        nxt = np.full_like(cur, NONE)
+        nxt[ok] = links.op_parent[cur[ok]]
+        cur = nxt
+    return chain
+
+
+def _unique_keys(*cols: np.ndarray) -> np.ndarray:
+    """Dense ids (0..k-1) of the distinct tuples of non-negative-or-NONE int columns."""
+    key = np.zeros(len(cols[0]), dtype=np.int64)
+    for col in cols:
+        c = col.astype(np.int64) + 1  # NONE -> 0
+        width = int(c.max()) + 1 if len(c) else 1
+        if int(key.max() if len(key) else 0) * width + width >= 2**62:
+            key = np.unique(key, return_inverse=True)[1].astype(np.int64)  # re-densify before packing
+        key = key * width + c
+    return np.unique(key, return_inverse=True)[1].astype(np.int64).reshape(-1)
+
+
+def conv_output_hints(trace: Trace, rows: np.ndarray, costs: dict[int, OpCost]) -> dict[int, tuple[int, ...]]:
+    """Output spatial size of forward convolutions, read from the op that consumes the output.
+
+    Stride and padding are not recorded (no `Concrete Inputs` in the model), but the next op on the same
+    thread (batch_norm, relu, add) usually takes the output as its first tensor: [N, C_out, *spatial].
+    """
+    ops = trace.ops
+    if not len(rows):
+        return {}
+    order = np.lexsort((ops.start_ns, ops.tid))
+    pos = np.empty(len(order), dtype=np.int64)
+    pos[order] = np.arange(len(order))
+    hints: dict[int, tuple[int, ...]] = {}
+    for r in rows.tolist():
+        cost = costs[r]
+        ts = [a for a in cost.inputs if a is not None]
+        if len(ts) < 2 or len(ts[0].shape) < 3:
+            continue
+        n, c_out, rank = ts[0].shape[0], ts[1].shape[0], len(ts[0].shape)
+        end = int(ops.start_ns[r] + ops.dur_ns[r])
+        tid = int(ops.tid[r])
+        p = int(pos[r]) + 1
+        seen = 0
+        while p < len(order) and seen < 8:
+            o = int(order[p])
+            p += 1
+            if int(ops.tid[o]) != tid:
+                break
+            if int(ops.start_ns[o]) < end:
+                continue
+            seen += 1
+            args = parse_args(trace.name(int(ops.shapes[o])), trace.name(int(ops.dtypes[o])))
+            first = next((a for a in (args or []) if a is not None), None)
+            if first is not None and len(first.shape) == rank and first.shape[:2] == (n, c_out):
+                hints[r] = tuple(first.shape[2:])
+                break
+    return hints
+
+
+def conv_backward_mask(names: list[str]) -> tuple[bool, bool]:
+    """Which gradients a convolution_backward computed, from the names of the kernels it launched.
+
+    cuDNN names them (`dgrad`: grad input, `wgrad`: grad weight); GEMM-lowered 1x1 convolutions do not. Without
+    tags, two or more GEMM kernels mean both gradients; one means only the weight's (the first layer, whose
+    input needs no gradient).
+    """
+    low = [n.lower() for n in names]
+    d = sum("dgrad" in n for n in low)
+    w = sum("wgrad" in n for n in low)
+    g = sum(
+        1
+        for n in low
+        if GEMM_NAME.search(n) and not _HELPER_NAME.search(n) and "dgrad" not in n and "wgrad" not in n
+    )
+    if d or w:
+        return (bool(d) or (bool(w) and g > 0), bool(w) or (bool(d) and g > 0))
+    return (g >= 2, True)
+
+
+def _cost_distinct_ops(trace: Trace, cand: np.ndarray, index: np.ndarray) -> list[OpCost]:
+    """Cost each distinct (name, shapes, dtypes) of the candidate ops once; index[cand] points at its cost."""
+    ops = trace.ops
+    keys = _unique_keys(ops.name[cand], ops.shapes[cand], ops.dtypes[cand])
+    first = np.unique(keys, return_index=True)[1]
+    costs: list[OpCost] = []
+    for r in cand[first].tolist():
+        name = trace.name(int(ops.name[r]))
+        args = parse_args(trace.name(int(ops.shapes[r])), trace.name(int(ops.dtypes[r])))
+        costs.append(op_cost(name, args))
+    index[cand] = keys
+    return costs
+
+
+def _recost_forward_convs(trace: Trace, cand: np.ndarray, index: np.ndarray, costs: list[OpCost]) -> None:
+    """Forward convolutions: cost again with the output size read from the consumer op (appended to `costs`,
+    index updated; one cost per distinct (cost, output size))."""
+    ops = trace.ops
+    key_family = np.array([int(c.family) for c in costs], dtype=np.int8)
+    conv_rows = cand[key_family[index[cand]] == Family.CONV]
+    by_row = {r: costs[index[r]] for r in conv_rows.tolist()}
+    hints = conv_output_hints(trace, conv_rows, by_row)
+    variants: dict[tuple[int, tuple[int, ...]], int] = {}
+    for r, hint in hints.items():
+        key = (int(index[r]), hint)
+        if key not in variants:
+            c = by_row[r]
+            name = trace.name(int(ops.name[r]))
+            costs.append(op_cost(name, list(c.inputs), out_spatial_hint=hint))
+            variants[key] = len(costs) - 1
+        index[r] = variants[key]
+
+
+def _nearest_costed(
+    chain: np.ndarray, index: np.ndarray, known: np.ndarray, recorded: np.ndarray | None
+) -> np.ndarray:
+    """Per gpu row, the nearest op of its ancestor chain whose cost is `known` (or, given `recorded`, that
+    has a profiler-recorded value); NONE when none has."""
+    chosen = np.full(chain.shape[1], NONE, dtype=np.int64)
+    for d in range(chain.shape[0]):
+        row = chain[d]
+        ok = (row >= 0) & (chosen < 0)
+        if not ok.any():
+            continue
+        safe = np.where(ok, row, 0)
+        ci = index[safe]
+        hit = ok & (ci >= 0) & known[ci]
+        if recorded is not None:
+            hit |= ok & recorded[safe]
+        chosen[hit] = row[hit]
+    return chosen
+
+
+def _recost_conv_backward(
+    trace: Trace, cand: np.ndarray, index: np.ndarray, costs: list[OpCost], flops_op: np.ndarray
+) -> None:
+    """convolution_backward ops: cost again for the gradients their kernels' names say they computed."""
+    gpu, ops = trace.gpu, trace.ops
+    fam = np.full(len(ops), -1, dtype=np.int8)
+    fam[cand] = np.array([int(c.family) for c in costs], dtype=np.int8)[index[cand]]
+    bwd_kernels = np.nonzero((flops_op >= 0) & (fam[np.maximum(flops_op, 0)] == Family.CONV_BACKWARD))[0]
+    if not len(bwd_kernels):
+        return
+    names: dict[int, list[str]] = {}
+    for k, o in zip(bwd_kernels.tolist(), flops_op[bwd_kernels].tolist(), strict=True):
+        names.setdefault(o, []).append(trace.name(int(gpu.name[k])))
+    masked: dict[tuple[int, tuple[bool, bool]], int] = {}
+    for o, kernel_names in names.items():
+        mask = conv_backward_mask(kernel_names)
+        if mask == (True, True):
+            continue
+        key = (int(index[o]), mask)
+        if key not in masked:
+            c = costs[index[o]]
+            costs.append(op_cost(trace.name(int(ops.name[o])), list(c.inputs), conv_backward_mask=mask))
+            masked[key] = len(costs) - 1
+        index[o] = masked[key]
+
+
+def cost_ops(trace: Trace, links: Links) -> tuple[OpCosts, np.ndarray, np.ndarray]:
+    """Cost the ops that launch kernels (or enclose ops that do); choose, per gpu row, the op whose cost it
+    takes. Returns (op costs, flops op per row, bytes op per row)."""
+    gpu, ops = trace.gpu, trace.ops
+    index = np.full(len(ops), NONE, dtype=np.int64)
+    n = len(gpu)
+    if not len(ops) or not n:
+        return OpCosts(index, []), np.full(n, NONE, np.int64), np.full(n, NONE, np.int64)
+
+    is_kernel = gpu.kind == GpuKind.KERNEL
+    chain = _ancestors(links, np.where(is_kernel, links.kernel_op, NONE))
+    mark = np.zeros(len(ops), dtype=bool)
+    mark[chain[chain >= 0]] = True
+    cand = np.nonzero(mark)[0]
+    costs = _cost_distinct_ops(trace, cand, index)
+    _recost_forward_convs(trace, cand, index, costs)
+
+    flops_known = np.array([c.flops is not None for c in costs] + [False], dtype=bool)
+    bytes_known = np.array([c.bytes is not None for c in costs] + [False], dtype=bool)
+    flops_op = _nearest_costed(chain, index, flops_known, np.isfinite(ops.flops))
+    bytes_op = _nearest_costed(chain, index, bytes_known, None)
+    _recost_conv_backward(trace, cand, index, costs, flops_op)
+    return OpCosts(index, costs), flops_op, bytes_op
+
+
+def recorded_flops(trace: Trace, links: Links, op: np.ndarray, fam: np.ndarray) -> np.ndarray:
+    """Profiler-recorded FLOPs of `op` or of its nearest ancestor of the same family (NaN when none)."""
+    ops = trace.ops
+    out = np.full(len(op), np.nan)
+    own = np.where(op >= 0, fam[np.maximum(op, 0)], -1)
+    cur = op.copy()
+    for _ in range(4):
+        ok = (cur >= 0) & np.isnan(out)
+        if not ok.any():
+            break
+        rec = np.where(ok, ops.flops[np.maximum(cur, 0)], np.nan)
+        same = fam[np.maximum(cur, 0)] == own
+        take = ok & np.isfinite(rec) & (same | (cur == op))
+        out[take] = rec[take]
+        nxt = np.full_like(cur, NONE)
+        nxt[ok] = links.op_parent[cur[ok]]
+        cur = nxt
+    return out
+
+
+def split_by_duration(value: np.ndarray, owner: np.ndarray, dur: np.ndarray, n_ops: int) -> np.ndarray:
+    """Share value[owner] among rows with the same owner, in proportion to duration (equally if all are 0)."""
+    out = np.full(len(owner), np.nan)
+    ok = owner >= 0
+    if not ok.any():
+        return out
+    o = owner[ok]
+    d = dur[ok].astype(np.float64)
+    tot = np.bincount(o, weights=d, minlength=n_ops)
+    cnt = np.bincount(o, minlength=n_ops).astype(np.float64)
+    share = np.where(tot[o] > 0, d / np.where(tot[o] > 0, tot[o], 1.0), 1.0 / cnt[o])
+    out[ok] = value[ok] * share
+    return out
