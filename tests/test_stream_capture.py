@@ -16,7 +16,7 @@ from analyzers.stream import stream_view
 from brrrtui.capture.stream import KernelStream, clock_offset, demangle
 from brrrtui.capture.windows import Interner
 from brrrtui.contract import cupti_records as records
-from brrrtui.record.recorder import StreamLatency
+from brrrtui.record.latency import StreamLatency
 from brrrtui.recording.store import load_recording
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
@@ -180,9 +180,10 @@ def test_stream_segments_rows_and_strings(buffer):
 
 def test_recorder_turns_raw_stream_messages_into_rows(buffer, tmp_path):
     """The recorder's side of the protocol: raw buffers + scan in, STREAM_SCHEMA rows, strings and latency
-    out, through a real message (pickled over the pipe as the agent sends it)."""
+    out, through a real message (in its wire form, pickled, as the agent sends it over the pipe)."""
     import pickle
 
+    from brrrtui.contract.messages import StreamBatch, from_wire, to_wire
     from brrrtui.record.recorder import Recorder, RunSpec
 
     data, sizes, names, _ = buffer
@@ -190,10 +191,11 @@ def test_recorder_turns_raw_stream_messages_into_rows(buffer, tmp_path):
     messages = []
 
     def send(data, parts, found):  # the agent's _send_stream
-        messages.append(pickle.loads(pickle.dumps({
-            "type": "batch", "strings": strings.take_new(), "sent_ns": 1795971363909635067 + 10**9,
-            "stream_raw": {"data": data, "parts": parts, "offsets": found.offsets, "names": found.names,
-                           "shapes": found.shapes}})))  # fmt: skip
+        message = StreamBatch(
+            sent_ns=1795971363909635067 + 10**9, strings=strings.take_new(), buffers=data, parts=parts,
+            offsets=found.offsets, names=found.names, shapes=found.shapes,
+        )
+        messages.append(from_wire(pickle.loads(pickle.dumps(to_wire(message)))))
 
     s = KernelStream(
         FakeCupti(data, sizes), send, strings, strings.lock, period_s=3600, name_of=names.__getitem__
@@ -206,7 +208,7 @@ def test_recorder_turns_raw_stream_messages_into_rows(buffer, tmp_path):
     rec._open_writer()
     for m in messages:
         rec._handle(m)
-    rec._handle({"type": "stream_stats", "records": s.records, "bytes": s.bytes, "flush_ns_max": 0})
+    rec._handle(s.stats(write_ns_max=0))
     rec.writer.close()
     t = load_recording(str(tmp_path / "r.brrr"))
     assert len(t.stream) == 126 == t.stream_total and rec.stream.records == 126

@@ -6,60 +6,33 @@ capture off with one note and never disturbs the script.
 
 from __future__ import annotations
 
-import _thread
 import importlib
-import importlib.abc
-import importlib.util
 import os
-import signal
 import sys
 import threading
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from brrrtui.capture.session import ProfilerSession
+from brrrtui.capture.ticks import MainThreadTicks
+from brrrtui.capture.torch_hooks import TorchImportWatcher, device_facts, on_user_profiler_start
 from brrrtui.capture.windows import Action, Interner, Scheduler, convert_events
 from brrrtui.contract.config import WindowConfig
+from brrrtui.contract.cupti_records import Scanned
+from brrrtui.contract.messages import CaptureError, Note, StepBatch, StreamBatch, WindowBatch
 from brrrtui.contract.protocol import Channel
 
-# The timer thread asks the main thread to tick by simulating this signal (_thread.interrupt_main): no OS
-# signal is sent, our handler just runs on the main thread between bytecodes. SIGURG is ignored by default,
-# so a real one arriving changes nothing.
-TICK_SIGNAL = signal.SIGURG
 TIMER_PERIOD_S = 0.1
 STEP_FLUSH_S = 0.5
 
 
-class TorchImportWatcher(importlib.abc.MetaPathFinder):
-    """Calls `callback(torch)` right after the script's own `import torch` finishes (brrrtui never imports
-    torch first: CUDA_VISIBLE_DEVICES set inside the script must still work)."""
-
-    def __init__(self, callback: Callable[[Any], None]):
-        self.callback = callback
-
-    def find_spec(self, fullname, path, target=None):  # noqa: ANN001 - importlib's protocol
-        if fullname != "torch":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec("torch")
-        if spec is None or spec.loader is None:
-            return spec
-        loader_exec = spec.loader.exec_module
-        callback = self.callback
-
-        def exec_module(module: Any) -> None:
-            loader_exec(module)
-            callback(module)
-
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec
-
-
 class Agent:
-    def __init__(self, channel: Channel, config: WindowConfig, is_user_file: Callable[[str], bool],
-                 calibrate: bool = True):  # fmt: skip
+    def __init__(
+        self, channel: Channel, config: WindowConfig, is_user_file: Callable[[str], bool], calibrate: bool = True
+    ):
         self.channel = channel
         self.is_user_file = is_user_file
         self.calibrate_at_exit = calibrate
@@ -85,7 +58,7 @@ class Agent:
         self.dead = False
         self._timer: threading.Thread | None = None
         self.user_frames: Any = None  # UserFrames, once torch is there
-        self._armed: list[Any] = []  # user frames whose next line will tick
+        self.ticks = MainThreadTicks(self._guard(self._tick))
         self.want_stream = config.stream
         self.stream: Any = None  # KernelStream, once CUDA is up (brrrtui.capture.stream)
         self.stream_lock = threading.Lock()  # the timer thread starts the stream; windows pause/resume it
@@ -95,14 +68,14 @@ class Agent:
     def install(self) -> None:
         sys.meta_path.insert(0, TorchImportWatcher(self._guard(self.on_torch_imported)))
         if threading.current_thread() is self.main_thread:
-            signal.signal(TICK_SIGNAL, self._on_tick_signal)
+            self.ticks.install()
             self._timer = threading.Thread(target=self._timer_loop, name="brrrtui-timer", daemon=True)
             self._timer.start()
 
     def note(self, key: str, text: str) -> None:
         if key not in self.noted:
             self.noted.add(key)
-            self.channel.send({"type": "note", "text": text})
+            self.channel.send(Note(text))
 
     def _guard(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def guarded(*args: Any, **kwargs: Any) -> Any:
@@ -113,7 +86,7 @@ class Agent:
             except Exception as e:  # noqa: BLE001 - capture must never break the user's script
                 self.dead = True
                 self.note("internal", f"capture stopped after an internal error: {e.__class__.__name__}: {e}")
-                self.channel.send({"type": "error", "traceback": traceback.format_exc()})
+                self.channel.send(CaptureError(traceback.format_exc()))
                 return None
 
         return guarded
@@ -123,11 +96,11 @@ class Agent:
         from brrrtui.capture.lines import LineSampler, LineTable, UserFrames
 
         self.lines = LineTable()
-        self.user_frames = UserFrames(self.is_user_file)
+        self.user_frames = self.ticks.user_frames = UserFrames(self.is_user_file)
         self.sampler = LineSampler(self.lines, self.user_frames)
         optimizer = importlib.import_module("torch.optim.optimizer")
         optimizer.register_optimizer_step_post_hook(self._guard(self.on_optimizer_step))
-        self._patch_user_profiler_entry_points()
+        on_user_profiler_start(self._guard(self._step_aside))
         self.sched.torch_seen_ns = time.time_ns()
 
     # ---------------------------------------------------------------- ticks
@@ -148,7 +121,7 @@ class Agent:
     def flush_steps(self, now: int | None = None) -> None:
         if self.pending_steps:
             steps, self.pending_steps = self.pending_steps, []
-            self.channel.send({"type": "batch", "steps": steps})
+            self.channel.send(StepBatch(steps))
         self.last_step_flush_ns = now or time.time_ns()
 
     def _timer_loop(self) -> None:
@@ -159,60 +132,10 @@ class Agent:
             if self.want_stream and self.stream is None:
                 self._guard(self._start_stream)()
             if self.sched.timer_decision(time.time_ns(), self._window_calls()) != Action.NONE:
-                if (
-                    signal.getsignal(TICK_SIGNAL) != self._on_tick_signal
-                ):  # bound methods compare equal, not identical
+                if not self.ticks.installed():
                     self.note("tick", "time-based windows off: the script replaced brrrtui's SIGURG handler")
                     return
-                _thread.interrupt_main(TICK_SIGNAL)
-
-    def _on_tick_signal(self, signum: int, frame: Any) -> None:
-        """Open or close a time-based window, but only between two statements of the user's own code.
-
-        The handler runs between any two bytecodes of the main thread: inside an import, inside torch's or
-        brrrtui's own Python code, inside a callback that C++ made under a thread-local-state guard (a window
-        opened or closed there crashed the process at exit on the H200). When it lands in the user's code it
-        acts at once. Otherwise it arms a line trace on the nearest user frame up the stack, so it acts at that
-        frame's next line: a tick rarely lands in user code while a window runs (measured: a 0.2 s time window
-        on a tight op loop ran 1.4 s waiting for one).
-        """
-        user = self.user_frames.innermost(frame)
-        if user is None or self._inside_import(user):
-            return  # the timer asks again at its next tick
-        if user is frame:
-            self._guard(self._tick)()
-        elif sys.gettrace() is None and not self._armed:  # never displace a debugger's or coverage's tracer
-            # Arm every user frame on the stack (the innermost may return before its next line) and every
-            # user frame entered from now on; the first user line disarms them all and acts.
-            while user is not None:
-                if self.user_frames.is_user(user.f_code.co_filename):
-                    user.f_trace, user.f_trace_lines = self._on_user_line, True
-                    self._armed.append(user)
-                user = user.f_back
-            sys.settrace(self._on_call)
-
-    def _on_call(self, frame: Any, event: str, arg: Any) -> Any:
-        """The global tracer while armed: trace the lines of newly entered user frames, nothing else."""
-        return self._on_user_line if self.user_frames.is_user(frame.f_code.co_filename) else None
-
-    def _on_user_line(self, frame: Any, event: str, arg: Any) -> Any:
-        if event != "line":
-            return self._on_user_line
-        sys.settrace(None)
-        for armed in self._armed:
-            armed.f_trace = None
-        self._armed.clear()
-        frame.f_trace = None
-        self._guard(self._tick)()
-        return None
-
-    @staticmethod
-    def _inside_import(frame: Any) -> bool:
-        while frame is not None:
-            if frame.f_code.co_filename.startswith("<frozen importlib"):
-                return True
-            frame = frame.f_back
-        return False
+                self.ticks.request()
 
     def _tick(self) -> None:
         if self.stepped_aside:
@@ -261,12 +184,11 @@ class Agent:
                     return
             self.stream = stream
 
-    def _send_stream(self, data: bytes, parts: list[tuple[int, int, int]], found: Any) -> None:
-        """Raw CUPTI buffers and what the stream's scan found in them (brrrtui.contract.cupti_records.rows_from_scan
-        makes the rows in the recorder); sent_ns splits the recorder's delivery latency."""
-        self.channel.send({"type": "batch", "strings": self.strings.take_new(), "sent_ns": time.time_ns(),
-                           "stream_raw": {"data": data, "parts": parts, "offsets": found.offsets,
-                                          "names": found.names, "shapes": found.shapes}})  # fmt: skip
+    def _send_stream(self, data: bytes, parts: list[tuple[int, int, int]], found: Scanned) -> None:
+        self.channel.send(StreamBatch(
+            sent_ns=time.time_ns(), strings=self.strings.take_new(), buffers=data, parts=parts,
+            offsets=found.offsets, names=found.names, shapes=found.shapes,
+        ))
 
     def _pause_stream(self) -> None:
         with self.stream_lock:
@@ -327,64 +249,59 @@ class Agent:
             # Kineto finalizes CUPTI at the exit of the next CUDA call; make it happen before resuming
             self.torch.cuda.synchronize()
         self._resume_stream()
-        stall = self.stall_ns + time.perf_counter_ns() - t0
         last_step = len(self.sched.step_times_ns) - 1
         steps = last_step - self.window_first_step + 1
-        window = (
-            self.window_id, int(self.sched.open_mode), self.window_opened_ns, closed_ns,
-            self.window_first_step if steps > 0 else -1, last_step if steps > 0 else -1, stall,
-        )  # fmt: skip
+        window = ClosedWindow(
+            window_id=self.window_id,
+            mode=int(self.sched.open_mode),
+            opened_ns=self.window_opened_ns,
+            closed_ns=closed_ns,
+            first_step=self.window_first_step if steps > 0 else -1,
+            last_step=last_step if steps > 0 else -1,
+            stall_ns=self.stall_ns + time.perf_counter_ns() - t0,
+            steps=max(0, steps),
+            calls=calls,
+            line_samples=samples,
+        )
         self.sched.closing()
         if background:
-            self.converting = threading.Thread(target=self._guard(self._convert_and_send),
-                                               args=(result, window, max(0, steps), samples, calls),
-                                               name="brrrtui-convert",
-                                               daemon=True)  # fmt: skip
+            convert = self._guard(self._convert_and_send)
+            self.converting = threading.Thread(
+                target=convert, args=(result, window), name="brrrtui-convert", daemon=True
+            )
             self.converting.start()
         else:
-            self._convert_and_send(result, window, max(0, steps), samples, calls)
+            self._convert_and_send(result, window)
 
-    def _convert_and_send(
-        self, result: Any, window: tuple, steps: int, samples: list[tuple[int, int]], calls: int
-    ) -> None:
+    def _convert_and_send(self, result: Any, window: ClosedWindow) -> None:
         from brrrtui.capture.lines import SPAN_PREFIX
 
         t0 = time.perf_counter_ns()
         events = result.events()
-        rows = convert_events(events, window[0], self.strings, SPAN_PREFIX)
+        rows = convert_events(events, window.window_id, self.strings, SPAN_PREFIX)
         del result, events  # free Kineto's copy before the next window
         convert_ns = time.perf_counter_ns() - t0
         n_events = sum(len(r) for r in rows.values())
         cost = self.sched.settled(
-            window[2], window[3], time.time_ns(), window[6], convert_ns, n_events, steps, calls
+            window.opened_ns, window.closed_ns, time.time_ns(), window.stall_ns, convert_ns, n_events,
+            window.steps, window.calls,
         )
         # The stream's thread sends too: `lock` from take_new() to the send keeps every string id in or
         # before the first batch that uses it (windows.Interner).
         with self.strings.lock:
             if not self.device_sent and self.cuda:
-                self.channel.send({"type": "device", **device_facts(self.torch)})
+                self.channel.send(device_facts(self.torch))
                 self.device_sent = True
-            self.channel.send({
-                "type": "batch", "windows": [(*window, n_events)], "strings": self.strings.take_new(),
-                "lines": self.lines.take_new_rows(), "capture_costs": [(window[0], convert_ns, int(cost))],
-                "line_samples": [(window[0], lid, t) for lid, t in samples], **rows,
-            })  # fmt: skip
+            self.channel.send(WindowBatch(
+                window=window.row(n_events),
+                capture_cost=(window.window_id, convert_ns, int(cost)),
+                strings=self.strings.take_new(),
+                lines=self.lines.take_new_rows(),
+                line_samples=[(window.window_id, lid, t_ns) for lid, t_ns in window.line_samples],
+                **rows,
+            ))
 
     # ---------------------------------------------------------------- the script's own profiler
-    def _patch_user_profiler_entry_points(self) -> None:
-        """torch.profiler.profile and the legacy torch.autograd.profiler.profile both prepare their Kineto
-        session in `torch.autograd.profiler.profile._prepare_trace`; brrrtui's own windows never call it."""
-        legacy = importlib.import_module("torch.autograd.profiler").profile
-        prepare = legacy._prepare_trace
-        agent = self
-
-        def _prepare_trace(*args: Any, **kwargs: Any) -> Any:
-            agent._guard(agent._step_aside)()
-            return prepare(*args, **kwargs)
-
-        _prepare_trace.__wrapped__ = prepare  # type: ignore[attr-defined]
-        legacy._prepare_trace = _prepare_trace
-
     def _step_aside(self) -> None:
         if self.stepped_aside:
             return
@@ -395,8 +312,11 @@ class Agent:
         with self.stream_lock:
             if self.stream is not None:
                 self.stream.stop()
-        self.note("aside", "the script runs torch.profiler itself: brrrtui stepped aside (no more windows; "
-                  "step times are still recorded)")  # fmt: skip
+        self.note(
+            "aside",
+            "the script runs torch.profiler itself: brrrtui stepped aside (no more windows; step times are "
+            "still recorded)",
+        )
 
     # ---------------------------------------------------------------- end of run
     def finish(self) -> None:
@@ -412,35 +332,37 @@ class Agent:
                 self.want_stream = False
                 if self.stream is not None:
                     self.stream.stop()  # before calibration: its kernels are not the script's
-                    st = self.stream
-                    self.channel.send({"type": "stream_stats", "records": st.records, "bytes": st.bytes,
-                                       "flush_ns_max": st.flush_ns_max, "decode_ns": st.decode_ns,
-                                       "queue_ns_max": st.queue_ns_max,
-                                       "write_ns_max": self.channel.blocked_ns_max,
-                                       "forced_flushes": st.forced_flushes, "late_buffers": st.late_buffers,
-                                       "error": st.error, "cupti_api": st.cupti.api_version})  # fmt: skip
+                    self.channel.send(self.stream.stats(self.channel.blocked_ns_max))
             self.flush_steps()
             if self.cuda and self.calibrate_at_exit and os.environ.get("BRRRTUI_NO_CALIBRATE") != "1":
                 from brrrtui.capture.calibrate import measure_peaks
 
-                self.channel.send({"type": "peaks", "peaks": measure_peaks(self.torch)})
+                self.channel.send(measure_peaks(self.torch))
         except Exception as e:  # noqa: BLE001
             self.note("finish", f"capture could not finish cleanly: {e.__class__.__name__}: {e}")
         finally:
             self.dead = True
 
 
-def device_facts(torch: Any) -> dict[str, Any]:
-    idx = torch.cuda.current_device()
-    p = torch.cuda.get_device_properties(idx)
-    return {
-        "device": {
-            "name": p.name,
-            "num_sms": p.multi_processor_count,
-            "compute_capability": f"{p.major}.{p.minor}",
-            "total_memory_bytes": p.total_memory,
-            "l2_bytes": getattr(p, "L2_cache_size", None),
-            "cuda": torch.version.cuda,
-        },
-        "torch_version": str(torch.__version__),  # a TorchVersion would make the recorder import torch
-    }
+
+@dataclass(frozen=True)
+class ClosedWindow:
+    """A window the profiler has stopped, waiting to be converted into rows."""
+
+    window_id: int
+    mode: int  # WindowMode's value
+    opened_ns: int
+    closed_ns: int
+    first_step: int  # NONE when no optimizer step completed inside it
+    last_step: int
+    stall_ns: int  # time the training thread stood still to open and close it
+    steps: int
+    calls: int  # torch calls the line tagger saw
+    line_samples: list[tuple[int, int]]  # (line id, t_ns)
+
+    def row(self, events: int) -> tuple[int, ...]:
+        """Its WINDOW_SCHEMA row."""
+        return (
+            self.window_id, self.mode, self.opened_ns, self.closed_ns, self.first_step, self.last_step,
+            self.stall_ns, events,
+        )

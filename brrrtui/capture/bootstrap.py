@@ -8,6 +8,7 @@ Run by path, not with -m, so brrrtui's own folder does not end up on the script'
 
 import os
 import sys
+from collections.abc import Callable
 
 
 def _strip_own_frames(tb):  # noqa: ANN001, ANN202
@@ -48,6 +49,57 @@ def _run_file(path: str) -> None:
     exec(code, main.__dict__)
 
 
+def _runner(args: list[str]) -> Callable[[], object]:
+    """Set sys.argv and sys.path[0] as `python ARGS` would; return what runs the script."""
+    import runpy
+
+    if args[0] == "-m":
+        module, script_args = args[1], args[2:]
+        sys.argv = [module, *script_args]  # runpy replaces argv[0] with the module's path
+        sys.path[0] = os.getcwd()
+        return lambda: runpy.run_module(module, run_name="__main__", alter_sys=True)
+    script, script_args = args[0], args[1:]
+    sys.argv = [script, *script_args]
+    sys.path[0] = os.path.dirname(os.path.realpath(script))
+    if os.path.isdir(script):  # a folder (or zip) with __main__.py, as python runs it
+        return lambda: runpy.run_path(script, run_name="__main__")
+    return lambda: _run_file(script)
+
+
+def _run(run: Callable[[], object]) -> tuple[int, bool]:
+    """Run the script as Python would: (exit status, whether a KeyboardInterrupt ended it)."""
+    try:
+        run()
+    except SystemExit as e:
+        if e.code is None:
+            return 0, False
+        if isinstance(e.code, int):
+            return e.code, False
+        print(e.code, file=sys.stderr)
+        return 1, False
+    except KeyboardInterrupt as e:
+        _print_exception(e)
+        return 0, True
+    except BaseException as e:  # noqa: BLE001 - print it as Python would, then exit 1
+        _print_exception(e)
+        return 1, False
+    return 0, False
+
+
+def _exit(code: int, interrupted: bool) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001
+            pass
+    if interrupted:  # exit "killed by SIGINT", as Python does after an uncaught KeyboardInterrupt
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    sys.exit(code)
+
+
 def main() -> None:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sys.path.insert(0, root)
@@ -55,6 +107,7 @@ def main() -> None:
         from brrrtui.capture.agent import Agent
         from brrrtui.contract import userfiles
         from brrrtui.contract.config import WindowConfig
+        from brrrtui.contract.messages import Bye, Hello
         from brrrtui.contract.protocol import Channel
     finally:
         sys.path.remove(root)
@@ -73,61 +126,16 @@ def main() -> None:
     calibrate = os.environ.pop("BRRRTUI_CALIBRATE", "1") == "1"
     channel = Channel(fd)
     agent = Agent(channel, config, userfiles.is_user_file, calibrate=calibrate)
-
-    args = sys.argv[1:]
-    import runpy
-    from collections.abc import Callable
-
-    run: Callable[[], object]
-
-    if args[0] == "-m":
-        module, script_args = args[1], args[2:]
-        sys.argv = [module, *script_args]  # runpy replaces argv[0] with the module's path
-        sys.path[0] = os.getcwd()
-        run = lambda: runpy.run_module(module, run_name="__main__", alter_sys=True)  # noqa: E731
-    else:
-        script, script_args = args[0], args[1:]
-        sys.argv = [script, *script_args]
-        sys.path[0] = os.path.dirname(os.path.realpath(script))
-        if os.path.isdir(script):  # a folder (or zip) with __main__.py, as python runs it
-            run = lambda: runpy.run_path(script, run_name="__main__")  # noqa: E731
-        else:
-            run = lambda: _run_file(script)  # noqa: E731
-
+    run = _runner(sys.argv[1:])
     agent.install()
-    channel.send({"type": "hello", "pid": os.getpid(), "python": sys.version.split()[0]})
-    code = 0
-    interrupted = False
+    channel.send(Hello(pid=os.getpid(), python_version=sys.version.split()[0]))
+    code, interrupted = 0, False
     try:
-        run()
-    except SystemExit as e:
-        if e.code is None:
-            code = 0
-        elif isinstance(e.code, int):
-            code = e.code
-        else:
-            print(e.code, file=sys.stderr)
-            code = 1
-    except KeyboardInterrupt as e:
-        _print_exception(e)
-        interrupted = True
-    except BaseException as e:  # noqa: BLE001 - print it as Python would, then exit 1
-        _print_exception(e)
-        code = 1
+        code, interrupted = _run(run)
     finally:
         agent.finish()
-        channel.send({"type": "bye", "exit_code": code})
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001
-            pass
-    if interrupted:  # exit "killed by SIGINT", as Python does after an uncaught KeyboardInterrupt
-        import signal
-
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-    sys.exit(code)
+        channel.send(Bye(exit_code=code))
+    _exit(code, interrupted)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from brrrtui.contract import cupti_records as records
+from brrrtui.contract.messages import StreamStats
 
 
 def clock_offset(
@@ -189,6 +190,21 @@ class KernelStream:
         self.pause()
         with self.lock:
             self.stopped = True
+
+    def stats(self, write_ns_max: int) -> StreamStats:
+        """Its counters for the recording; `write_ns_max`: the channel's longest write."""
+        return StreamStats(
+            records=self.records,
+            buffer_bytes=self.bytes,
+            flush_ns_max=self.flush_ns_max,
+            decode_ns=self.decode_ns,
+            queue_ns_max=self.queue_ns_max,
+            write_ns_max=write_ns_max,
+            forced_flushes=self.forced_flushes,
+            late_buffers=self.late_buffers,
+            error=self.error,
+            cupti_api_version=self.cupti.api_version,
+        )
 
     # ------------------------------------------------------------------ the flush thread
     def _loop(self) -> None:

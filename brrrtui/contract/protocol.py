@@ -1,11 +1,11 @@
-"""Frames between the traced child and the recorder: a 4-byte little-endian length, then a pickled dict.
+"""Frames between the traced child and the recorder: a 4-byte little-endian length, then a pickled message.
 
-Both ends are brrrtui processes started by the same user, so pickle is safe here and fast. Messages hold plain
-data only: unpickling a class from the script's libraries would import them into the recorder (a TorchVersion
-made it import torch on the H200 box: 3-4 s without reading the pipe, which stalled the script's sends, and
-+450 MB), so the recorder drops such a frame and says so. Every message has a
-"type": "hello" (versions, device, peaks, notes), "batch" (rows for brrrtui.recording.store.RecordingWriter.append,
-plus summary counts), "note" (a one-line message for the user) or "bye" (the script finished).
+The messages are brrrtui.contract.messages' dataclasses, pickled in their wire form (plain dicts of builtins
+and numpy). Both ends are brrrtui processes started by the same user, so pickle is safe here and fast.
+Unpickling a class from the script's libraries would import them into the recorder (a TorchVersion made it
+import torch on the H200 box: 3-4 s without reading the pipe, which stalled the script's sends, and +450 MB),
+so the recorder refuses every class outside builtins and numpy, and drops such a frame with a note; a frame
+that is no message is dropped the same way.
 """
 
 from __future__ import annotations
@@ -19,25 +19,26 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from brrrtui.contract.messages import Message, Note, ProtocolError, from_wire, to_wire
+
 _HEADER = struct.Struct("<I")
-MAX_FRAME = 1 << 31
 
 
 class Channel:
     """Child side: writes frames to an inherited pipe fd. Thread-safe; goes quiet if the recorder is gone."""
 
-    def __init__(self, fd: int):
+    def __init__(self, fd: int) -> None:
         self.fd = fd
         self.owner_pid = os.getpid()
         self.lock = threading.Lock()
         self.broken = False
         self.blocked_ns_max = 0  # longest write: the recorder not reading (a full pipe) shows here
 
-    def send(self, message: dict[str, Any]) -> bool:
+    def send(self, message: Message) -> bool:
         # A forked DataLoader worker inherits the fd: only the process that owns the channel writes to it.
         if self.broken or os.getpid() != self.owner_pid:
             return False
-        payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps(to_wire(message), protocol=pickle.HIGHEST_PROTOCOL)
         data = _HEADER.pack(len(payload)) + payload
         with self.lock:
             t0 = time.perf_counter_ns()
@@ -71,9 +72,10 @@ def loads(payload: bytes) -> Any:
     return _PlainUnpickler(io.BytesIO(payload)).load()
 
 
-def read_frames(fd: int) -> Iterator[dict[str, Any]]:
+def read_frames(fd: int) -> Iterator[Message]:
     """Recorder side: yields messages until EOF. A torn last frame (child killed mid-write) is dropped; a frame
-    carrying a class of the script's libraries is dropped with a note (the frames after it still arrive)."""
+    carrying a class of the script's libraries, or one that is no message, is dropped with a note (the frames
+    after it still arrive)."""
     with os.fdopen(fd, "rb", buffering=1 << 20) as f:
         while True:
             header = f.read(_HEADER.size)
@@ -84,10 +86,14 @@ def read_frames(fd: int) -> Iterator[dict[str, Any]]:
             if len(payload) < n:
                 return
             try:
-                message = loads(payload)
+                wire = loads(payload)
             except ForeignClass as e:
-                yield {"type": "note", "text": f"brrrtui dropped a capture message that carried a {e} (a bug)"}
+                yield Note(f"brrrtui dropped a capture message that carried a {e} (a bug)")
                 continue
             except Exception:  # noqa: BLE001 - a corrupt frame ends the stream, it never crashes the recorder
                 return
+            try:
+                message = from_wire(wire)
+            except ProtocolError as e:
+                message = Note(f"brrrtui dropped a capture message that does not fit the protocol: {e} (a bug)")
             yield message

@@ -7,6 +7,7 @@ never 0; names and shapes are ids into the recording's string table.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import IntEnum
 
 import numpy as np
@@ -82,3 +83,8 @@ TELEMETRY_SCHEMA = {
     "power_w": f64,
     "sm_clock_mhz": f64,
 }
+
+
+def column(schema: Mapping[str, object], name: str) -> int:
+    """The position of column `name` in a row of `schema`."""
+    return list(schema).index(name)

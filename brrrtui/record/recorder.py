@@ -27,10 +27,25 @@ from analyzers.errors import InputError
 from brrrtui import __version__
 from brrrtui.contract.config import WindowConfig
 from brrrtui.contract.cupti_records import Scanned, rows_from_scan
+from brrrtui.contract.messages import (
+    Bye,
+    CaptureError,
+    DeviceFacts,
+    Hello,
+    MeasuredPeaks,
+    Message,
+    Note,
+    StepBatch,
+    StreamBatch,
+    StreamStats,
+    WindowBatch,
+)
 from brrrtui.contract.protocol import read_frames
+from brrrtui.contract.schema import GPU_SCHEMA, STEP_SCHEMA, WINDOW_SCHEMA, GpuKind, WindowMode, column
 from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
+from brrrtui.record.latency import StreamLatency
 from brrrtui.record.telemetry import TelemetrySampler
-from brrrtui.recording.store import RecordingWriter
+from brrrtui.recording.store import RecordingWriter, device_meta, peaks_meta
 
 INBOX_MESSAGES = 64  # frames read but not yet written: a stream batch is 1-10 MB
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "capture", "bootstrap.py")
@@ -94,7 +109,7 @@ class Recorder:
         self.stream = StreamLatency()
         # The reader only reads, so the script's sends (a window's, on its main thread) never wait for a commit
         # (up to 80 ms for a stream batch on the H200 box); the writer appends in order.
-        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=INBOX_MESSAGES)
+        self.inbox: queue.Queue[Message | None] = queue.Queue(maxsize=INBOX_MESSAGES)
         self.inbox_max = 0
         self.write_ns_max = 0
 
@@ -192,65 +207,88 @@ class Recorder:
                     self.progress(text)
             self.write_ns_max = max(self.write_ns_max, time.perf_counter_ns() - t0)
 
-    def _handle(self, msg: dict[str, Any]) -> None:
-        kind = msg.get("type")
-        if kind == "batch":
-            stream = self._stream_rows(msg.pop("stream_raw", None))
-            if stream is not None:
-                msg["stream"] = stream.tolist()
-            with self.write_lock:
-                assert self.writer is not None
-                self.writer.append(msg)
-            if stream is not None and len(stream):
-                self._on_stream(stream, msg.get("sent_ns"))
-            if msg.get("steps"):
-                self.steps += len(msg["steps"])
-                if self.feed:
-                    self.feed.put(StepsAdded(msg["steps"][-1][0], len(msg["steps"])))
-            for w in msg.get("windows") or ():
-                self.windows += 1
-                n_kernels = sum(1 for r in msg.get("gpu", ()) if r[1] == 0)
-                self.kernels += n_kernels
-                mode, first, last, stall_ns = w[1], w[4], w[5], w[6]
-                steps = f"steps {first}–{last}" if first >= 0 else "no step" if mode == 0 else "time-based"
-                self.progress(f"window {w[0] + 1}: {steps}, {n_kernels:,} kernels, {len(msg.get('ops', ())):,} ops, "
-                              f"stall {stall_ns / 1e6:.0f} ms")  # fmt: skip
-                if self.feed:
-                    self.feed.put(WindowAdded(w[0], n_kernels, len(msg.get("ops", ()))))
-        elif kind == "device":
-            self._write_meta(device=msg["device"], torch_version=msg.get("torch_version"))
-        elif kind == "peaks":
-            self._write_meta(peaks=msg["peaks"])
-        elif kind == "hello":
-            self._write_meta(child_python=msg.get("python"))
-        elif kind == "note":
-            self._note(msg["text"])
-        elif kind == "error":
-            self._write_meta(capture_error=msg.get("traceback"))
-        elif kind == "stream_stats":
-            self._write_meta(stream={**self.stream.summary(), "child_flush_ms_max": msg["flush_ns_max"] / 1e6,
-                                     "child_decode_ms": msg.get("decode_ns", 0) / 1e6, "bytes": msg.get("bytes"),
-                                     "child_queue_ms_max": msg.get("queue_ns_max", 0) / 1e6,
-                                     "child_write_ms_max": msg.get("write_ns_max", 0) / 1e6,
-                                     "recorder_write_ms_max": self.write_ns_max / 1e6,
-                                     "recorder_queue_max": self.inbox_max,
-                                     "incomplete_dropped": self.stream.dropped,
-                                     "forced_flushes": msg.get("forced_flushes"),
-                                     "late_buffers_dropped": msg.get("late_buffers"),
-                                     "error": msg.get("error"), "cupti_api": msg.get("cupti_api")})  # fmt: skip
-            if msg.get("error"):
-                self._note(f"kernel stream stopped: {msg['error']}")
-        elif kind == "bye":
-            self.script_exit = msg.get("exit_code")
+    def _handle(self, msg: Message) -> None:
+        if isinstance(msg, StepBatch):
+            self._on_steps(msg)
+        elif isinstance(msg, WindowBatch):
+            self._on_window(msg)
+        elif isinstance(msg, StreamBatch):
+            self._on_stream_batch(msg)
+        elif isinstance(msg, DeviceFacts):
+            self._write_meta(device=device_meta(msg), torch_version=msg.torch_version)
+        elif isinstance(msg, MeasuredPeaks):
+            self._write_meta(peaks=peaks_meta(msg))
+        elif isinstance(msg, Hello):
+            self._write_meta(child_python=msg.python_version)
+        elif isinstance(msg, Note):
+            self._note(msg.text)
+        elif isinstance(msg, CaptureError):
+            self._write_meta(capture_error=msg.traceback)
+        elif isinstance(msg, StreamStats):
+            self._on_stream_stats(msg)
+        elif isinstance(msg, Bye):
+            self.script_exit = msg.exit_code
 
-    def _stream_rows(self, raw: dict[str, Any] | None) -> np.ndarray | None:
+    def _append(self, batch: dict[str, Any]) -> None:
+        with self.write_lock:
+            assert self.writer is not None
+            self.writer.append(batch)
+
+    def _on_steps(self, msg: StepBatch) -> None:
+        self._append({"steps": msg.steps})
+        if msg.steps:
+            self.steps += len(msg.steps)
+            if self.feed:
+                last_step = msg.steps[-1][column(STEP_SCHEMA, "step")]
+                self.feed.put(StepsAdded(last_step, len(msg.steps)))
+
+    def _on_window(self, msg: WindowBatch) -> None:
+        self._append({
+            "windows": [msg.window], "capture_costs": [msg.capture_cost], "strings": msg.strings,
+            "lines": msg.lines, "line_samples": msg.line_samples, "gpu": msg.gpu, "runtime": msg.runtime,
+            "ops": msg.ops, "spans": msg.spans,
+        })
+        window = dict(zip(WINDOW_SCHEMA, msg.window, strict=True))
+        kind = column(GPU_SCHEMA, "kind")
+        n_kernels = sum(1 for r in msg.gpu if r[kind] == GpuKind.KERNEL)
+        self.windows += 1
+        self.kernels += n_kernels
+        first, last = window["first_step"], window["last_step"]
+        steps = f"steps {first}–{last}" if first >= 0 else "no step" if window["mode"] == WindowMode.STEPS else "time-based"
+        self.progress(
+            f"window {window['window'] + 1}: {steps}, {n_kernels:,} kernels, {len(msg.ops):,} ops, "
+            f"stall {window['stall_ns'] / 1e6:.0f} ms"
+        )
+        if self.feed:
+            self.feed.put(WindowAdded(window["window"], n_kernels, len(msg.ops)))
+
+    def _on_stream_batch(self, msg: StreamBatch) -> None:
         """The kernel stream's raw CUPTI buffers -> STREAM_SCHEMA rows (decoded here, off the script's GIL)."""
-        if raw is None:
-            return None
-        found = Scanned(raw["offsets"], raw["names"], raw["shapes"])
-        rows, dropped = rows_from_scan(raw["data"], raw["parts"], found)
+        found = Scanned(msg.offsets, msg.names, msg.shapes)
+        rows, dropped = rows_from_scan(msg.buffers, msg.parts, found)
         self.stream.dropped += dropped
-        return rows
+        self._append({"strings": msg.strings, "stream": rows.tolist()})
+        if len(rows):
+            self._on_stream(rows, msg.sent_ns)
+
+    def _on_stream_stats(self, msg: StreamStats) -> None:
+        self._write_meta(stream={
+            **self.stream.summary(),
+            "child_flush_ms_max": msg.flush_ns_max / 1e6,
+            "child_decode_ms": msg.decode_ns / 1e6,
+            "bytes": msg.buffer_bytes,
+            "child_queue_ms_max": msg.queue_ns_max / 1e6,
+            "child_write_ms_max": msg.write_ns_max / 1e6,
+            "recorder_write_ms_max": self.write_ns_max / 1e6,
+            "recorder_queue_max": self.inbox_max,
+            "incomplete_dropped": self.stream.dropped,
+            "forced_flushes": msg.forced_flushes,
+            "late_buffers_dropped": msg.late_buffers,
+            "error": msg.error,
+            "cupti_api": msg.cupti_api_version,
+        })
+        if msg.error:
+            self._note(f"kernel stream stopped: {msg.error}")
 
     def _on_stream(self, rows: np.ndarray, sent_ns: int | None) -> None:
         if not self.stream.records:
@@ -336,47 +374,3 @@ class Recorder:
                 self.writer.close()
                 self.writer = None
         return code
-
-
-class StreamLatency:
-    """How late streamed kernels reach the recording: (committed - kernel end) in 1 ms bins, flat memory;
-    and the part of it spent before the script's process sent them (CUPTI's buffering and the flush thread),
-    so a slow p99 says which side to mend."""
-
-    BINS = 60_000  # 60 s; later lands in the last bin
-
-    def __init__(self) -> None:
-        self.hist = np.zeros(self.BINS, dtype=np.int64)
-        self.hist_sent = np.zeros(self.BINS, dtype=np.int64)
-        self.records = 0
-        self.batches = 0
-        self.dropped = 0  # records of kernels still running when a forced flush returned them
-
-    def add(self, rows: np.ndarray, now_ns: int, sent_ns: int | None = None) -> int:
-        """Count one batch of STREAM_SCHEMA rows (an int64 array) committed at now_ns and sent by the script's
-        process at sent_ns; returns its last kernel end."""
-        ends = rows[:, 3] + rows[:, 4]
-        self.hist += self._bins(now_ns - ends)
-        if sent_ns is not None:
-            self.hist_sent += self._bins(sent_ns - ends)
-        self.records += len(rows)
-        self.batches += 1
-        return int(ends.max())
-
-    def _bins(self, late_ns: np.ndarray) -> np.ndarray:
-        return np.bincount(np.clip(late_ns // 1_000_000, 0, self.BINS - 1), minlength=self.BINS)
-
-    def percentile(self, q: float, hist: np.ndarray | None = None) -> float:
-        """ms; the upper edge of the bin holding the q-th percentile."""
-        hist = self.hist if hist is None else hist
-        total = int(hist.sum())
-        if not total:
-            return float("nan")
-        k = int(np.searchsorted(np.cumsum(hist), q / 100 * total))
-        return float(min(k, self.BINS - 1) + 1)
-
-    def summary(self) -> dict[str, Any]:
-        return {"records": self.records, "batches": self.batches, "latency_p50_ms": self.percentile(50),
-                "latency_p99_ms": self.percentile(99),
-                "until_sent_p50_ms": self.percentile(50, self.hist_sent),
-                "until_sent_p99_ms": self.percentile(99, self.hist_sent)}  # fmt: skip

@@ -42,6 +42,7 @@ from analyzers.model import (
     Trace,
     empty_table,
 )
+from brrrtui.contract.messages import DeviceFacts, MeasuredPeaks
 
 FORMAT = "brrrtui-recording"
 FORMAT_VERSION = 1
@@ -223,6 +224,29 @@ def load_recording(path: str, stream_tail: int = STREAM_TAIL) -> Trace:
         stream_total=stream_total,
         **tables,  # type: ignore[arg-type]  # one Table per table name: mypy cannot match ** to fields
     )
+
+
+def device_meta(facts: DeviceFacts) -> dict[str, Any]:
+    """The recording's `device` meta value (load_recording reads it back into a Device)."""
+    return {
+        "name": facts.name,
+        "num_sms": facts.num_sms,
+        "compute_capability": facts.compute_capability,
+        "total_memory_bytes": facts.total_memory_bytes,
+        "l2_bytes": facts.l2_bytes,
+        "cuda": facts.cuda_version,
+    }
+
+
+def peaks_meta(peaks: MeasuredPeaks) -> dict[str, Any]:
+    """The recording's `peaks` meta value (load_recording reads it back into a Peaks)."""
+    return {
+        "tensor_flops_per_s": peaks.tensor_flops_per_s,
+        "fp32_flops_per_s": peaks.fp32_flops_per_s,
+        "bytes_per_s": peaks.bytes_per_s,
+        "source": "measured",
+        "l2_bytes": peaks.l2_bytes,
+    }
 
 
 def _max_rowid(db: sqlite3.Connection, table: str) -> int:

@@ -1,0 +1,67 @@
+"""Where the agent meets torch without touching the script's code: the hook that sees `import torch`, the hook
+that sees the script start torch.profiler itself, and the device's facts."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from brrrtui.contract.messages import DeviceFacts
+
+
+class TorchImportWatcher(importlib.abc.MetaPathFinder):
+    """Calls `callback(torch)` right after the script's own `import torch` finishes (brrrtui never imports
+    torch first: CUDA_VISIBLE_DEVICES set inside the script must still work)."""
+
+    def __init__(self, callback: Callable[[Any], None]):
+        self.callback = callback
+
+    def find_spec(self, fullname, path, target=None):  # noqa: ANN001 - importlib's protocol
+        if fullname != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None:
+            return spec
+        loader_exec = spec.loader.exec_module
+        callback = self.callback
+
+        def exec_module(module: Any) -> None:
+            loader_exec(module)
+            callback(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def on_user_profiler_start(callback: Callable[[], None]) -> None:
+    """Call `callback()` whenever the script starts a profiler of its own. torch.profiler.profile and the
+    legacy torch.autograd.profiler.profile both prepare their Kineto session in
+    `torch.autograd.profiler.profile._prepare_trace`; brrrtui's own windows never call it."""
+    legacy = importlib.import_module("torch.autograd.profiler").profile
+    prepare = legacy._prepare_trace
+
+    def _prepare_trace(*args: Any, **kwargs: Any) -> Any:
+        callback()
+        return prepare(*args, **kwargs)
+
+    _prepare_trace.__wrapped__ = prepare  # type: ignore[attr-defined]
+    legacy._prepare_trace = _prepare_trace
+
+
+def device_facts(torch: Any) -> DeviceFacts:
+    idx = torch.cuda.current_device()
+    p = torch.cuda.get_device_properties(idx)
+    return DeviceFacts(
+        name=p.name,
+        num_sms=p.multi_processor_count,
+        compute_capability=f"{p.major}.{p.minor}",
+        total_memory_bytes=p.total_memory,
+        l2_bytes=getattr(p, "L2_cache_size", None),
+        cuda_version=torch.version.cuda,
+        torch_version=str(torch.__version__),  # a TorchVersion would make the recorder import torch
+    )
