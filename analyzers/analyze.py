@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from analyzers import breakdown as bd, gaps as gp
+from analyzers import breakdown as bd, gaps as gp, launch_timing as lt
 from analyzers.findings import Context, all_findings
 from analyzers.fusion import fusion_chains
+from analyzers.gap_evidence import GapEvidence
 from analyzers.kernel_stats import kernel_stats
 from analyzers.lines import line_stats
 from analyzers.links import Links, link
@@ -114,11 +115,11 @@ def analyze(
 
     roof = roofline(trace, links, peaks)
     busy = gp.busy_mask(trace, roof.host_copy)
-    evidence = gp.GapEvidence(trace, links, roof.host_copy)
+    evidence = GapEvidence(trace, links, roof.host_copy)
     gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, False), roof.host_copy, evidence)
     stream_gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, True), roof.host_copy, evidence)
-    per_launch = gp.per_launch_ns(trace, busy)
-    launch_bound = gp.launch_bound(trace, links, busy)
+    per_launch = lt.per_launch_ns(trace, busy)
+    launch_bound = lt.launch_bound(trace, links, busy)
 
     per_window = bd.window_breakdowns(trace, busy, roof.regime)
     total = bd.total(per_window)
@@ -150,7 +151,7 @@ def analyze(
         kernel_fits_in_l2=roof.fits_in_l2,
         kernel_launch_bound=launch_bound,
         stream_gaps=stream_gaps,
-        queue_depth=gp.queue_depth(trace, links),
+        queue_depth=lt.queue_depth(trace, links),
         per_launch_ns=per_launch,
         windows=tuple(int(w) for w in trace.windows.window.tolist()),
     )

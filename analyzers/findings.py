@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers import gaps as gp
 from analyzers.arrays import distinct
 from analyzers.fusion import FusionChain
 from analyzers.kernel_costs import MAX_DEPTH
+from analyzers.launch_timing import median_launch_interval_ns
 from analyzers.links import Links
 from analyzers.model import GpuKind, Peaks, SourceLine, Table, Trace
 from analyzers.op_families import MATMUL_FAMILIES, base_name
@@ -287,7 +287,7 @@ def overhead_findings(ctx: Context) -> list[Finding]:
         msg = (
             f"{n_lb / per:.0f} kernels per {ctx.unit} ({fmt_pct(n_lb / max(kernels, 1))} of all) finish before"
             f" the CPU launches the next: {fmt_ns(lb_ns / n_lb)} each on the GPU while the CPU issues one every"
-            f" {fmt_ns(gp.median_launch_interval_ns(ctx.trace, ctx.links))}; the GPU waits {fmt_ns(waited)}"
+            f" {fmt_ns(median_launch_interval_ns(ctx.trace, ctx.links))}; the GPU waits {fmt_ns(waited)}"
             f" per {ctx.unit}{ctx.unprofiled(waited)} in front of them; most from {where(lines)}"
         )
         action = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from fixtures.synthetic import BF16, T0, TraceBuilder
 
-from analyzers import gaps as gp
+from analyzers import gaps as gp, launch_timing as lt
 from analyzers.analyze import analyze
 from analyzers.links import link
 from analyzers.model import GpuKind
@@ -171,7 +171,7 @@ def test_queue_depth_counts_launches_minus_started_kernels():
         b.launch("k", cpu_ns=i * 1_000, gpu_ns=10_000 * (i + 1), dur_ns=10_000, launch_dur_ns=500)
     b.window(0, 50_000)
     trace = b.build()
-    q = gp.queue_depth(trace, link(trace))
+    q = lt.queue_depth(trace, link(trace))
     assert (q.t_ns - T0).tolist() == [0, 1_000, 2_000, 10_000, 20_000, 30_000]
     assert q.depth.tolist() == [1, 2, 3, 2, 1, 0]
 
@@ -183,9 +183,9 @@ def test_launch_bound_kernels_finish_before_the_next_launch():
     b.launch("long", cpu_ns=40_000, gpu_ns=45_000, dur_ns=50_000)
     b.window(0, 100_000)
     trace = b.build()
-    lb = gp.launch_bound(trace, link(trace), np.ones(5, dtype=bool))
+    lb = lt.launch_bound(trace, link(trace), np.ones(5, dtype=bool))
     assert lb.tolist() == [True, True, True, True, False]
-    assert gp.per_launch_ns(trace, np.ones(5, dtype=bool)) == 8_000.0
+    assert lt.per_launch_ns(trace, np.ones(5, dtype=bool)) == 8_000.0
 
 
 def test_first_call_module_loading_is_warm_up_charged_to_no_line():

@@ -1,0 +1,155 @@
+"""What the CPU and GPU were doing around GPU idle gaps, gathered once per trace for gaps.classify_gaps.
+
+Each kind of evidence is a set of sorted intervals with the line each belongs to: DataLoader `__next__` calls,
+host-to-device copies (the GPU copy rows, the CPU memcpy calls that issued them, pinned-memory ops),
+synchronising calls (by the time they return), the CPU's own work (operators and runtime calls) and Kineto's
+`Lazy Function Loading` markers (CUDA loading a kernel module on a first call).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from analyzers.links import Links
+from analyzers.model import NONE, Trace, flag_of
+
+COVER_SHARE = 0.5  # DATA / H2D need to cover this share of a gap
+
+_SYNC_RUNTIME = re.compile(
+    r"^(cuda(Stream|Device|Event|Thread)Synchronize|cudaMemcpy(2D|3D|FromSymbol|ToSymbol|Peer)?|"
+    r"cu(Stream|Ctx|Event)Synchronize|cuMemcpy(DtoH|HtoD|2D|3D|Peer)?(_v2)?)$"
+)
+_SYNC_OPS = {
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::nonzero",
+    "aten::is_nonzero",
+    "aten::equal",
+    "aten::masked_select",
+    "aten::_unique2",
+    "aten::unique_consecutive",
+    "aten::unique_dim",
+    "aten::nonzero_static",
+}
+_MEMCPY_RUNTIME = re.compile(r"^(cudaMemcpy|cuMemcpy)")
+_H2D_GPU = ("HtoD",)
+_H2D_OPS = {"aten::pin_memory", "aten::_pin_memory"}
+LAZY_LOADING = "Lazy Function Loading"  # Kineto's marker for CUDA loading a kernel module on first use
+
+
+class Intervals:
+    """A union of intervals with O(log n) "how much of [a, b] is covered" queries."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray):
+        order = np.argsort(start, kind="stable")
+        s, e = start[order].astype(np.int64), end[order].astype(np.int64)
+        if len(s):
+            run_end = np.maximum.accumulate(e)
+            new = np.concatenate(([True], s[1:] > run_end[:-1]))
+            idx = np.nonzero(new)[0]
+            s = s[idx]
+            e = np.maximum.reduceat(run_end, idx)
+        self.s, self.e = s, e
+        self.cum = np.concatenate(([0], np.cumsum(e - s)))
+
+    def _covered_until(self, t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.s, t, "right")  # intervals starting at or before t
+        full = self.cum[np.maximum(i - 1, 0)]
+        last_s = self.s[np.maximum(i - 1, 0)] if len(self.s) else np.zeros_like(t)
+        last_e = self.e[np.maximum(i - 1, 0)] if len(self.s) else np.zeros_like(t)
+        part = np.clip(np.minimum(t, last_e) - last_s, 0, None)
+        return np.where(i > 0, full + part, 0)
+
+    def covered(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if not len(self.s):
+            return np.zeros(len(a), dtype=np.int64)
+        covered: np.ndarray = self._covered_until(b) - self._covered_until(a)
+        return covered
+
+
+def _last_starting_before(start: np.ndarray, end: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+    """Index (into the given arrays, sorted by start) of the last interval starting before g1 that overlaps
+    [g0, g1], or NONE."""
+    i = np.searchsorted(start, g1, "left") - 1
+    ok = i >= 0
+    ok[ok] = end[i[ok]] > g0[ok]
+    return np.where(ok, i, NONE)
+
+
+def main_thread(trace: Trace) -> int | None:
+    """The CPU thread issuing the user's work: most spans, else most ops."""
+    for tids in (trace.spans.tid, trace.ops.tid):
+        if len(tids):
+            values, counts = np.unique(tids, return_counts=True)
+            return int(values[np.argmax(counts)])
+    return None
+
+
+class Marks:
+    """Sorted intervals of one kind of CPU/GPU activity, with the line each belongs to."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray, line: np.ndarray):
+        o = np.argsort(start, kind="stable")
+        self.start, self.end, self.line = start[o], end[o], line[o].astype(np.int64)
+        self.union = Intervals(self.start, self.end)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def covering(self, g0: np.ndarray, g1: np.ndarray, dur: np.ndarray) -> np.ndarray:
+        return self.union.covered(g0, g1) >= COVER_SHARE * dur
+
+    def line_at(self, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+        """Line of the last interval that starts before the gap ends and overlaps it."""
+        j = _last_starting_before(self.start, self.end, g0, g1)
+        return np.where(j >= 0, self.line[np.maximum(j, 0)], NONE)
+
+
+class GapEvidence:
+    """What the CPU and GPU were doing, gathered once per trace and used for every set of gaps."""
+
+    def __init__(self, trace: Trace, links: Links, host_copy: np.ndarray):
+        gpu, rt, ops = trace.gpu, trace.runtime, trace.ops
+        self.trace, self.links = trace, links
+        op_end = ops.start_ns + ops.dur_ns
+        rt_end = rt.start_ns + rt.dur_ns
+
+        d = flag_of(trace.string_flags(lambda s: "DataLoader" in s), ops.name)
+        self.data = Marks(ops.start_ns[d], op_end[d], links.op_line[d])
+
+        # HtoD copy rows on the GPU, the CPU memcpy calls that issued them, pinned-memory ops
+        h2d_gpu = host_copy & flag_of(trace.string_flags(lambda s: any(k in s for k in _H2D_GPU)), gpu.name)
+        h2d_rt = np.zeros(len(rt), dtype=bool)
+        gpu_line = np.full(int(h2d_gpu.sum()), NONE, dtype=np.int64)
+        if len(rt):
+            launched = links.kernel_launch[h2d_gpu]
+            h2d_rt[launched[launched >= 0]] = True
+            h2d_rt &= flag_of(trace.string_flags(lambda s: bool(_MEMCPY_RUNTIME.match(s))), rt.name)
+            gpu_line = np.where(launched >= 0, links.launch_line[np.maximum(launched, 0)], NONE)
+        h2d_op = flag_of(trace.string_flags(lambda s: s in _H2D_OPS), ops.name)
+        self.h2d = Marks(
+            np.concatenate((gpu.start_ns[h2d_gpu], rt.start_ns[h2d_rt], ops.start_ns[h2d_op])),
+            np.concatenate((gpu.start_ns[h2d_gpu] + gpu.dur_ns[h2d_gpu], rt_end[h2d_rt], op_end[h2d_op])),
+            np.concatenate((gpu_line, links.launch_line[h2d_rt], links.op_line[h2d_op])),
+        )
+
+        sync_rt = flag_of(trace.string_flags(lambda s: bool(_SYNC_RUNTIME.match(s))), rt.name)
+        sync_op = flag_of(trace.string_flags(lambda s: s in _SYNC_OPS), ops.name)
+        s_start = np.concatenate((rt.start_ns[sync_rt], ops.start_ns[sync_op]))
+        s_end = np.concatenate((rt_end[sync_rt], op_end[sync_op]))
+        s_line = np.concatenate((links.launch_line[sync_rt], links.op_line[sync_op])).astype(np.int64)
+        o = np.argsort(s_end, kind="stable")  # by return time
+        self.sync_start, self.sync_end, self.sync_line = s_start[o], s_end[o], s_line[o]
+        self.sync_union = Intervals(s_start, s_end)
+
+        # CPU work: operators (aten::, autograd::) and runtime calls, not record_function scopes that merely
+        # enclose (an `Optimizer.step#` annotation spanning the profiler's stop is not the CPU issuing work)
+        real = flag_of(trace.string_flags(lambda s: "::" in s), ops.name)
+        self.cpu = Intervals(
+            np.concatenate((ops.start_ns[real], rt.start_ns)), np.concatenate((op_end[real], rt_end))
+        )
+        self.main_tid = main_thread(trace)
+        lazy = flag_of(trace.string_flags(lambda s: s == LAZY_LOADING), ops.name)
+        self.lazy_start = np.sort(ops.start_ns[lazy])
