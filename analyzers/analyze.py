@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from analyzers import breakdown as bd, gaps as gp, launch_timing as lt
-from analyzers.findings import Context, all_findings
+from analyzers.finding_context import Context
+from analyzers.findings import all_findings
 from analyzers.fusion import fusion_chains
 from analyzers.gap_evidence import GapEvidence
 from analyzers.kernel_stats import kernel_stats

@@ -19,95 +19,20 @@ windows hold steps, else per window; they are estimates of what the change could
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.arrays import distinct
+from analyzers.finding_context import MIN_SAVING_SHARE, Context, count_lines, where
 from analyzers.fusion import FusionChain
+from analyzers.idle_findings import gap_findings, overhead_findings, small_kernel_findings
 from analyzers.kernel_costs import MAX_DEPTH
-from analyzers.launch_timing import median_launch_interval_ns
-from analyzers.links import Links
-from analyzers.model import GpuKind, Peaks, SourceLine, Table, Trace
+from analyzers.model import GpuKind
 from analyzers.op_families import MATMUL_FAMILIES, base_name
-from analyzers.results import (
-    GAP_CAUSE_CODES,
-    REGIME_CODES,
-    Breakdown,
-    Finding,
-    GapCause,
-    OverheadCorrection,
-    Regime,
-)
-from analyzers.roofline import Roofline
-from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flops, fmt_lines, fmt_ns, fmt_pct
+from analyzers.results import REGIME_CODES, Finding, FindingKind, Regime
+from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flops, fmt_ns
 
-OVERHEAD_SHARE = 0.20  # report overhead when idle-while-issuing is at least this share of the time
-MIN_SAVING_SHARE = 0.005  # drop findings saving less than this share of a step (or window)
 MAX_FUSION_FINDINGS = 8
-SMALL_KERNELS_PER_STEP = 50
 OPTIMIZER_KERNELS_PER_STEP = 50
-
-
-@dataclass
-class Context:
-    """What every finder needs; `per` divides run totals into per-step (or per-window) figures."""
-
-    trace: Trace
-    links: Links
-    roof: Roofline
-    peaks: Peaks
-    gaps: Table
-    breakdown: Breakdown
-    overhead: OverheadCorrection
-    steps: int
-    per_launch_ns: float | None
-    launch_bound: np.ndarray
-
-    @property
-    def per(self) -> int:
-        return self.steps if self.steps > 0 else max(1, len(self.trace.windows))
-
-    @property
-    def unit(self) -> str:
-        return "step" if self.steps > 0 else "window"
-
-    @property
-    def step_ns(self) -> float:
-        return self.breakdown.span_ns / self.per if self.per else float(self.breakdown.span_ns)
-
-    @property
-    def idle_scale(self) -> float:
-        """Profiled idle -> idle in unprofiled steps. The profiler slows the CPU, so idle measured inside
-        windows overstates what the user's run loses; when unprofiled step times are known, idle-based
-        savings are scaled by (corrected overhead per step) / (raw overhead per step)."""
-        o, b = self.overhead, self.breakdown
-        if o.corrected_overhead_fraction is None or not o.unprofiled_step_ns or not b.overhead_ns:
-            return 1.0
-        raw_per_step = b.overhead_ns / self.per
-        return min(1.0, o.corrected_overhead_fraction * o.unprofiled_step_ns / raw_per_step)
-
-    def unprofiled(self, ns: float) -> str:
-        """ " (~X per step without the profiler)" when the scale is known and matters, else ""."""
-        scale = self.idle_scale
-        return "" if scale >= 0.95 else f" (~{fmt_ns(ns * scale)} per {self.unit} without the profiler)"
-
-    def source_lines(self, ids: list[int]) -> tuple[SourceLine, ...]:
-        return tuple(self.trace.lines[i] for i in dict.fromkeys(ids) if 0 <= i < len(self.trace.lines))
-
-
-def where(lines: tuple[SourceLine, ...]) -> str:
-    """ "lines 41–44 of train.py", "train.py:41", or "train.py:41, model.py:7"."""
-    if not lines:
-        return "code outside any traced line"
-    files = list(dict.fromkeys(ln.file for ln in lines))
-    if len(files) == 1:
-        nums = [ln.line for ln in lines]
-        if len(set(nums)) == 1:
-            return f"{files[0]}:{nums[0]}"
-        return f"lines {fmt_lines(nums)} of {files[0]}"
-    return ", ".join(str(ln) for ln in lines[:4]) + (" ..." if len(lines) > 4 else "")
-
 
 # ---------------------------------------------------------------------------------------------- fusion
 
@@ -157,13 +82,16 @@ def fusion_findings(ctx: Context, chains: list[FusionChain]) -> list[Finding]:
         )
         out.append(
             Finding(
-                "fusion", lines, saving, msg, action, kernels=tuple(c.rows), window=min(c.windows, default=-1)
+                FindingKind.FUSION,
+                lines,
+                saving,
+                msg,
+                action,
+                kernels=tuple(c.rows),
+                window=min(c.windows, default=-1),
             )
         )
     return out
-
-
-# ------------------------------------------------------------------------------------------- attention
 
 
 def attention_findings(ctx: Context) -> list[Finding]:
@@ -212,175 +140,10 @@ def attention_findings(ctx: Context) -> list[Finding]:
             "use F.scaled_dot_product_attention(q, k, v, is_causal=...) (flash / memory-efficient kernels)"
         )
         first = order[spans[0][0] : spans[0][1] + 1]
-        out.append(Finding("attention", lines, saving, msg, action, kernels=tuple(int(r) for r in first)))
-    return out
-
-
-# -------------------------------------------------------------------------------------------- overhead
-
-
-def _idle_by_cause(ctx: Context) -> dict[GapCause, int]:
-    g = ctx.gaps
-    return {c: int(g.dur_ns[g.cause == GAP_CAUSE_CODES[c]].sum()) for c in GapCause} if len(g) else {}
-
-
-def _top_lines(ctx: Context, mask: np.ndarray, k: int = 3) -> list[int]:
-    g = ctx.gaps
-    lines = g.line[mask]
-    ok = lines >= 0
-    if not ok.any():
-        return []
-    sums = np.bincount(lines[ok], weights=g.dur_ns[mask][ok])
-    return [int(i) for i in np.argsort(-sums)[:k] if sums[i] > 0]
-
-
-def overhead_findings(ctx: Context) -> list[Finding]:
-    out: list[Finding] = []
-    gpu = ctx.trace.gpu
-    span = ctx.breakdown.span_ns
-    if not span:
-        return out
-    idle = _idle_by_cause(ctx)
-    host_idle = idle.get(GapCause.HOST, 0)
-    ovh_code = REGIME_CODES[Regime.OVERHEAD]
-    ovh_kernel_ns = int(gpu.dur_ns[ctx.roof.regime == ovh_code].sum())
-    raw = (host_idle + ovh_kernel_ns) / span
-    corrected = ctx.overhead.corrected_overhead_fraction
-    share = min(raw, corrected) if corrected is not None else raw
-    kernels = int((gpu.kind == GpuKind.KERNEL).sum())
-    per = ctx.per
-    if share >= OVERHEAD_SHARE:
-        mask = ctx.gaps.cause == GAP_CAUSE_CODES[GapCause.HOST]
-        lines = ctx.source_lines(_top_lines(ctx, mask))
-        saving = (host_idle + ovh_kernel_ns) / per * ctx.idle_scale
-        median_k = float(np.median(gpu.dur_ns[gpu.kind == GpuKind.KERNEL])) if kernels else None
-        corr = (
-            f" (corrected for the profiler with unprofiled steps of {fmt_ns(ctx.overhead.unprofiled_step_ns)}:"
-            f" {fmt_pct(corrected)})"
-            if corrected is not None
-            else ""
-        )
-        msg = (
-            f"the GPU waits on the CPU {fmt_pct(raw)} of the profiled time{corr}: {fmt_ns(host_idle / per)} idle"
-            f" per {ctx.unit}{ctx.unprofiled(host_idle / per)} while Python, dispatch and launches issue"
-            f" {kernels / per:.0f} kernels"
-            f" (median {fmt_ns(median_k)}, {fmt_ns(ctx.per_launch_ns)} between kernels); most idle after"
-            f" {where(lines)}"
-        )
-        action = (
-            'capture the step with CUDA graphs (torch.compile(mode="reduce-overhead") or torch.cuda.graphs), '
-            "torch.compile to cut Python and launches, or a bigger batch to give each launch more work"
-        )
-        out.append(Finding("overhead", lines, saving, msg, action))
-
-    lb = ctx.launch_bound
-    n_lb = int(lb.sum())
-    if n_lb / per >= SMALL_KERNELS_PER_STEP and n_lb >= 0.3 * max(kernels, 1):
-        lb_ns = int(gpu.dur_ns[lb].sum())
-        lines = ctx.source_lines(_count_lines(ctx.links.kernel_line[lb]))
-        # what CUDA graphs would remove: the host-wait idle in front of these kernels
-        g = ctx.gaps
-        ended = (g.next_row >= 0) & (g.cause == GAP_CAUSE_CODES[GapCause.HOST])
-        ended[ended] = lb[g.next_row[ended]]
-        waited = float(g.dur_ns[ended].sum()) / per
-        saving = waited * ctx.idle_scale
-        msg = (
-            f"{n_lb / per:.0f} kernels per {ctx.unit} ({fmt_pct(n_lb / max(kernels, 1))} of all) finish before"
-            f" the CPU launches the next: {fmt_ns(lb_ns / n_lb)} each on the GPU while the CPU issues one every"
-            f" {fmt_ns(median_launch_interval_ns(ctx.trace, ctx.links))}; the GPU waits {fmt_ns(waited)}"
-            f" per {ctx.unit}{ctx.unprofiled(waited)} in front of them; most from {where(lines)}"
-        )
-        action = (
-            "batch the work into fewer, larger ops (vectorise loops over tensors), or remove launches with CUDA"
-            ' graphs / torch.compile(mode="reduce-overhead")'
-        )
         out.append(
-            Finding(
-                "small_kernels", lines, saving, msg, action, kernels=tuple(np.nonzero(lb)[0][:64].tolist())
-            )
+            Finding(FindingKind.ATTENTION, lines, saving, msg, action, kernels=tuple(int(r) for r in first))
         )
     return out
-
-
-def _count_lines(lines: np.ndarray, k: int = 3) -> list[int]:
-    ok = lines >= 0
-    if not ok.any():
-        return []
-    counts = np.bincount(lines[ok])
-    return [int(i) for i in np.argsort(-counts)[:k] if counts[i] > 0]
-
-
-_GAP_TEXT = {
-    GapCause.SYNC: (
-        "sync",
-        "{where} synchronises with the GPU {n} per {unit} (.item(), .cpu(), .tolist(), print(tensor) or an"
-        " explicit synchronize): the queue drains and the GPU idles {idle} per {unit} ({share} of it) until the"
-        " CPU refills it",
-        "keep the value on the GPU (accumulate losses in a tensor and call .item() every N steps), move"
-        " .cpu()/.tolist()/print out of the loop, and drop torch.cuda.synchronize() outside timing code",
-    ),
-    GapCause.H2D: (
-        "h2d",
-        "host-to-device copies from {where} leave the GPU idle {idle} per {unit} ({share}){detail}",
-        "DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True), or keep the data on the GPU",
-    ),
-    GapCause.DATA: (
-        "data",
-        "the GPU idles {idle} per {unit} ({share}) while the DataLoader produces the next batch on {where}",
-        "DataLoader(num_workers=N, pin_memory=True, persistent_workers=True) so batches are ready before"
-        " they are needed",
-    ),
-}
-
-
-def gap_findings(ctx: Context) -> list[Finding]:
-    """One finding per (cause, line) for SYNC, H2D and DATA gaps."""
-    out: list[Finding] = []
-    g = ctx.gaps
-    if not len(g):
-        return out
-    gpu = ctx.trace.gpu
-    for cause, (kind, template, action) in _GAP_TEXT.items():
-        mask = g.cause == GAP_CAUSE_CODES[cause]
-        if not mask.any():
-            continue
-        lines = g.line[mask]
-        for lid in distinct(lines).tolist():
-            sel = mask & (g.line == lid)
-            idle = float(g.dur_ns[sel].sum()) / ctx.per
-            if idle * ctx.idle_scale < MIN_SAVING_SHARE * ctx.step_ns:
-                continue
-            src = ctx.source_lines([lid]) if lid >= 0 else ()
-            detail = ""
-            if cause == GapCause.H2D:
-                h2d = ctx.roof.host_copy & np.fromiter(
-                    ("HtoD" in ctx.trace.name(i) for i in gpu.name.tolist()), bool, len(gpu)
-                )
-                if h2d.any():
-                    b = float(gpu.bytes[h2d][gpu.bytes[h2d] > 0].sum())
-                    secs = float(gpu.dur_ns[h2d].sum()) * 1e-9
-                    pageable = any("Pageable" in ctx.trace.name(i) for i in distinct(gpu.name[h2d]).tolist())
-                    detail = (
-                        f": {fmt_bytes(b / ctx.per)} per {ctx.unit} at {fmt_bw(b / secs if secs else None)}"
-                        f"{' from pageable memory' if pageable else ''}"
-                    )
-            msg = template.format(
-                where=where(src),
-                n=_times(int(sel.sum()) / ctx.per),
-                unit=ctx.unit,
-                idle=fmt_ns(idle),
-                share=fmt_pct(idle / ctx.step_ns if ctx.step_ns else None),
-                detail=detail,
-            ) + ctx.unprofiled(idle)
-            out.append(Finding(kind, src, idle * ctx.idle_scale, msg, action))
-    return out
-
-
-def _times(x: float) -> str:
-    return "once" if x == 1 else f"{x:.3g}×"
-
-
-# ------------------------------------------------------------------------------------ tensor cores
 
 
 def tensor_core_findings(ctx: Context) -> list[Finding]:
@@ -402,7 +165,7 @@ def tensor_core_findings(ctx: Context) -> list[Finding]:
         return []
     secs = dur.sum() * 1e-9
     achieved = float(np.nansum(f) / secs) if secs else None
-    lines = ctx.source_lines(_count_lines(ctx.links.kernel_line[mm]))
+    lines = ctx.source_lines(count_lines(ctx.links.kernel_line[mm]))
     msg = (
         f"fp32 matmuls on {where(lines)} run on the SIMT units: {fmt_ns(dur.sum() / ctx.per)} per {ctx.unit} at"
         f" {fmt_flops(achieved)} (fp32 roof {fmt_flops(ctx.peaks.fp32_flops_per_s)}; TF32 tensor cores"
@@ -414,7 +177,14 @@ def tensor_core_findings(ctx: Context) -> list[Finding]:
         'torch.autocast("cuda", dtype=torch.bfloat16)'
     )
     return [
-        Finding("no_tensor_cores", lines, saving, msg, action, kernels=tuple(np.nonzero(mm)[0][:64].tolist()))
+        Finding(
+            FindingKind.NO_TENSOR_CORES,
+            lines,
+            saving,
+            msg,
+            action,
+            kernels=tuple(np.nonzero(mm)[0][:64].tolist()),
+        )
     ]
 
 
@@ -453,12 +223,17 @@ def optimizer_findings(ctx: Context) -> list[Finding]:
         f" {fmt_ns(float(np.median(gpu.dur_ns[kern])))}): one small kernel per parameter and operation"
     )
     action = f"{opt}(..., foreach=True), or fused=True where {opt} supports it (Adam, AdamW, SGD)"
-    return [Finding("optimizer", (), saving, msg, action, kernels=tuple(np.nonzero(kern)[0][:64].tolist()))]
+    return [
+        Finding(
+            FindingKind.OPTIMIZER, (), saving, msg, action, kernels=tuple(np.nonzero(kern)[0][:64].tolist())
+        )
+    ]
 
 
 def all_findings(ctx: Context, chains: list[FusionChain]) -> list[Finding]:
     found = (
         overhead_findings(ctx)
+        + small_kernel_findings(ctx)
         + gap_findings(ctx)
         + fusion_findings(ctx, chains)
         + attention_findings(ctx)

@@ -100,9 +100,29 @@ class OverheadCorrection:
     corrected_overhead_fraction: float | None
 
 
+class FindingKind(str, Enum):
+    """What a finding is about. A str: it compares equal to, prints and serialises as its value."""
+
+    FUSION = "fusion"
+    ATTENTION = "attention"
+    OVERHEAD = "overhead"
+    SMALL_KERNELS = "small_kernels"
+    SYNC = "sync"
+    H2D = "h2d"
+    DATA = "data"
+    NO_TENSOR_CORES = "no_tensor_cores"
+    OPTIMIZER = "optimizer"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # "fusion", "overhead", "sync", "h2d", "data", "no_tensor_cores", "small_kernels", ...
+    kind: FindingKind
     lines: tuple[SourceLine, ...]
     saving_ns: float | None  # estimated saving per step (or per window when steps are unknown)
     message: str  # the verdict and its numbers, one sentence

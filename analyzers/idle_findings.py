@@ -1,0 +1,175 @@
+"""Findings about the GPU waiting: on the CPU issuing work (overhead, small kernels) and on synchronising calls,
+host-to-device copies and the DataLoader (gaps.py decides each idle gap's cause and line)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analyzers.arrays import distinct
+from analyzers.finding_context import MIN_SAVING_SHARE, Context, count_lines, where
+from analyzers.launch_timing import median_launch_interval_ns
+from analyzers.model import GpuKind
+from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Finding, FindingKind, GapCause, Regime
+from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_ns, fmt_pct
+
+OVERHEAD_SHARE = 0.20  # report overhead when idle-while-issuing is at least this share of the time
+SMALL_KERNELS_PER_STEP = 50
+
+
+def _idle_by_cause(ctx: Context) -> dict[GapCause, int]:
+    g = ctx.gaps
+    return {c: int(g.dur_ns[g.cause == GAP_CAUSE_CODES[c]].sum()) for c in GapCause} if len(g) else {}
+
+
+def _top_lines(ctx: Context, mask: np.ndarray, k: int = 3) -> list[int]:
+    g = ctx.gaps
+    lines = g.line[mask]
+    ok = lines >= 0
+    if not ok.any():
+        return []
+    sums = np.bincount(lines[ok], weights=g.dur_ns[mask][ok])
+    return [int(i) for i in np.argsort(-sums)[:k] if sums[i] > 0]
+
+
+def overhead_findings(ctx: Context) -> list[Finding]:
+    """The GPU idle while the CPU issues work (plus launch-bound kernels) for OVERHEAD_SHARE of the time."""
+    gpu = ctx.trace.gpu
+    span = ctx.breakdown.span_ns
+    if not span:
+        return []
+    idle = _idle_by_cause(ctx)
+    host_idle = idle.get(GapCause.HOST, 0)
+    ovh_code = REGIME_CODES[Regime.OVERHEAD]
+    ovh_kernel_ns = int(gpu.dur_ns[ctx.roof.regime == ovh_code].sum())
+    raw = (host_idle + ovh_kernel_ns) / span
+    corrected = ctx.overhead.corrected_overhead_fraction
+    share = min(raw, corrected) if corrected is not None else raw
+    if share < OVERHEAD_SHARE:
+        return []
+    kernels = int((gpu.kind == GpuKind.KERNEL).sum())
+    per = ctx.per
+    mask = ctx.gaps.cause == GAP_CAUSE_CODES[GapCause.HOST]
+    lines = ctx.source_lines(_top_lines(ctx, mask))
+    saving = (host_idle + ovh_kernel_ns) / per * ctx.idle_scale
+    median_k = float(np.median(gpu.dur_ns[gpu.kind == GpuKind.KERNEL])) if kernels else None
+    corr = (
+        f" (corrected for the profiler with unprofiled steps of {fmt_ns(ctx.overhead.unprofiled_step_ns)}:"
+        f" {fmt_pct(corrected)})"
+        if corrected is not None
+        else ""
+    )
+    msg = (
+        f"the GPU waits on the CPU {fmt_pct(raw)} of the profiled time{corr}: {fmt_ns(host_idle / per)} idle"
+        f" per {ctx.unit}{ctx.unprofiled(host_idle / per)} while Python, dispatch and launches issue"
+        f" {kernels / per:.0f} kernels"
+        f" (median {fmt_ns(median_k)}, {fmt_ns(ctx.per_launch_ns)} between kernels); most idle after"
+        f" {where(lines)}"
+    )
+    action = (
+        'capture the step with CUDA graphs (torch.compile(mode="reduce-overhead") or torch.cuda.graphs), '
+        "torch.compile to cut Python and launches, or a bigger batch to give each launch more work"
+    )
+    return [Finding(FindingKind.OVERHEAD, lines, saving, msg, action)]
+
+
+def small_kernel_findings(ctx: Context) -> list[Finding]:
+    """Launch-bound kernels that are many per step and a good share of all kernels."""
+    gpu = ctx.trace.gpu
+    if not ctx.breakdown.span_ns:
+        return []
+    kernels = int((gpu.kind == GpuKind.KERNEL).sum())
+    per = ctx.per
+    lb = ctx.launch_bound
+    n_lb = int(lb.sum())
+    if not (n_lb / per >= SMALL_KERNELS_PER_STEP and n_lb >= 0.3 * max(kernels, 1)):
+        return []
+    lb_ns = int(gpu.dur_ns[lb].sum())
+    lines = ctx.source_lines(count_lines(ctx.links.kernel_line[lb]))
+    # what CUDA graphs would remove: the host-wait idle in front of these kernels
+    g = ctx.gaps
+    ended = (g.next_row >= 0) & (g.cause == GAP_CAUSE_CODES[GapCause.HOST])
+    ended[ended] = lb[g.next_row[ended]]
+    waited = float(g.dur_ns[ended].sum()) / per
+    saving = waited * ctx.idle_scale
+    msg = (
+        f"{n_lb / per:.0f} kernels per {ctx.unit} ({fmt_pct(n_lb / max(kernels, 1))} of all) finish before"
+        f" the CPU launches the next: {fmt_ns(lb_ns / n_lb)} each on the GPU while the CPU issues one every"
+        f" {fmt_ns(median_launch_interval_ns(ctx.trace, ctx.links))}; the GPU waits {fmt_ns(waited)}"
+        f" per {ctx.unit}{ctx.unprofiled(waited)} in front of them; most from {where(lines)}"
+    )
+    action = (
+        "batch the work into fewer, larger ops (vectorise loops over tensors), or remove launches with CUDA"
+        ' graphs / torch.compile(mode="reduce-overhead")'
+    )
+    rows = tuple(np.nonzero(lb)[0][:64].tolist())
+    return [Finding(FindingKind.SMALL_KERNELS, lines, saving, msg, action, kernels=rows)]
+
+
+_GAP_TEXT = {
+    GapCause.SYNC: (
+        FindingKind.SYNC,
+        "{where} synchronises with the GPU {n} per {unit} (.item(), .cpu(), .tolist(), print(tensor) or an"
+        " explicit synchronize): the queue drains and the GPU idles {idle} per {unit} ({share} of it) until the"
+        " CPU refills it",
+        "keep the value on the GPU (accumulate losses in a tensor and call .item() every N steps), move"
+        " .cpu()/.tolist()/print out of the loop, and drop torch.cuda.synchronize() outside timing code",
+    ),
+    GapCause.H2D: (
+        FindingKind.H2D,
+        "host-to-device copies from {where} leave the GPU idle {idle} per {unit} ({share}){detail}",
+        "DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True), or keep the data on the GPU",
+    ),
+    GapCause.DATA: (
+        FindingKind.DATA,
+        "the GPU idles {idle} per {unit} ({share}) while the DataLoader produces the next batch on {where}",
+        "DataLoader(num_workers=N, pin_memory=True, persistent_workers=True) so batches are ready before"
+        " they are needed",
+    ),
+}
+
+
+def gap_findings(ctx: Context) -> list[Finding]:
+    """One finding per (cause, line) for SYNC, H2D and DATA gaps."""
+    out: list[Finding] = []
+    g = ctx.gaps
+    if not len(g):
+        return out
+    gpu = ctx.trace.gpu
+    for cause, (kind, template, action) in _GAP_TEXT.items():
+        mask = g.cause == GAP_CAUSE_CODES[cause]
+        if not mask.any():
+            continue
+        lines = g.line[mask]
+        for lid in distinct(lines).tolist():
+            sel = mask & (g.line == lid)
+            idle = float(g.dur_ns[sel].sum()) / ctx.per
+            if idle * ctx.idle_scale < MIN_SAVING_SHARE * ctx.step_ns:
+                continue
+            src = ctx.source_lines([lid]) if lid >= 0 else ()
+            detail = ""
+            if cause == GapCause.H2D:
+                h2d = ctx.roof.host_copy & np.fromiter(
+                    ("HtoD" in ctx.trace.name(i) for i in gpu.name.tolist()), bool, len(gpu)
+                )
+                if h2d.any():
+                    b = float(gpu.bytes[h2d][gpu.bytes[h2d] > 0].sum())
+                    secs = float(gpu.dur_ns[h2d].sum()) * 1e-9
+                    pageable = any("Pageable" in ctx.trace.name(i) for i in distinct(gpu.name[h2d]).tolist())
+                    detail = (
+                        f": {fmt_bytes(b / ctx.per)} per {ctx.unit} at {fmt_bw(b / secs if secs else None)}"
+                        f"{' from pageable memory' if pageable else ''}"
+                    )
+            msg = template.format(
+                where=where(src),
+                n=_times(int(sel.sum()) / ctx.per),
+                unit=ctx.unit,
+                idle=fmt_ns(idle),
+                share=fmt_pct(idle / ctx.step_ns if ctx.step_ns else None),
+                detail=detail,
+            ) + ctx.unprofiled(idle)
+            out.append(Finding(kind, src, idle * ctx.idle_scale, msg, action))
+    return out
+
+
+def _times(x: float) -> str:
+    return "once" if x == 1 else f"{x:.3g}×"
