@@ -43,9 +43,21 @@ def copy_rows(
         shift = t0_ns + r * (span + GAP_NS) - s0
         corr = CORRELATION_BASE * (after_window + 2) + k * ncorr - c0
         for i in rows.tolist():
-            out.append((after_window, int(g.kind[i]), int(g.name[i]), int(g.start_ns[i]) + shift, int(g.dur_ns[i]),
-                        int(g.device[i]), int(g.stream[i]), int(g.correlation[i]) + corr, int(g.grid[i]),
-                        int(g.block[i]), int(g.bytes[i])))  # fmt: skip
+            out.append(
+                (
+                    after_window,
+                    int(g.kind[i]),
+                    int(g.name[i]),
+                    int(g.start_ns[i]) + shift,
+                    int(g.dur_ns[i]),
+                    int(g.device[i]),
+                    int(g.stream[i]),
+                    int(g.correlation[i]) + corr,
+                    int(g.grid[i]),
+                    int(g.block[i]),
+                    int(g.bytes[i]),
+                )
+            )
     return out
 
 
@@ -57,16 +69,33 @@ def unknown_rows(
     g = trace.gpu
     device, stream = int(np.bincount(g.device).argmax()), int(np.bincount(g.stream).argmax())
     strings = [(first_string + i, UNKNOWN.format(i)) for i in range(count)]
-    rows = [(after_window, int(GpuKind.KERNEL), sid, t0_ns + i * 20_000, 10_000, device, stream,
-             CORRELATION_BASE * (after_window + 3) - count + i, NONE, NONE, 0)
-            for i, (sid, _) in enumerate(strings)]  # fmt: skip
+    rows = [
+        (
+            after_window,
+            int(GpuKind.KERNEL),
+            sid,
+            t0_ns + i * 20_000,
+            10_000,
+            device,
+            stream,
+            CORRELATION_BASE * (after_window + 3) - count + i,
+            NONE,
+            NONE,
+            0,
+        )
+        for i, (sid, _) in enumerate(strings)
+    ]
     return rows, strings
 
 
 def make_stream_recording(
-    directory, name: str = "h200_gpt_small", window: int = 0, repeats: int = 3, unknown: int = 3,
+    directory,
+    name: str = "h200_gpt_small",
+    window: int = 0,
+    repeats: int = 3,
+    unknown: int = 3,
     before: bool = False,
-) -> str:  # fmt: skip
+) -> str:
     """The fixture `name` with `repeats` copies of window `window`'s kernels streamed after it, then `unknown`
     unknown kernels; `before`: also one copy streamed before the first window (after_window NONE)."""
     path = h200_recording(name, directory)

@@ -150,8 +150,9 @@ def test_a_time_window_sized_by_a_slow_set_up_still_closes_near_the_event_budget
     """The first time window sees a trickle of calls, so by event rate alone the next would run to the 2 s cap
     in the flood that follows (on the H200: 212 k events, a 1.8 s stall); counting torch calls closes it."""
     out = str(tmp_path / "b.brrr")
-    proc = run_brrrtui("record", "-o", out, "--duty", "1", "--min-gap", "0.5",
-                       os.path.join(SCRIPTS, "bursty_infer.py"), "3")  # fmt: skip
+    proc = run_brrrtui(
+        "record", "-o", out, "--duty", "1", "--min-gap", "0.5", os.path.join(SCRIPTS, "bursty_infer.py"), "3"
+    )
     assert proc.returncode == 0, proc.stderr
     w = load_trace(out).windows
     seconds = ((w.end_ns - w.start_ns) / 1e9).tolist()

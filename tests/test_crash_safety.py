@@ -19,8 +19,12 @@ def start(out: str, script: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=ROOT, BRRRTUI_CALIBRATE="0")
     return subprocess.Popen(
         [sys.executable, "-m", "brrrtui", "record", "-o", out, *FAST_WINDOWS, os.path.join(SCRIPTS, script)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def wait_for_windows(out: str, n: int, timeout: float = 60) -> None:

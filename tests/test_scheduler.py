@@ -18,8 +18,15 @@ def run_steps(sched: Scheduler, start_ns: int, n: int, step_ns: int) -> list[Act
             sched.opened(t)
         elif action == Action.CLOSE:
             sched.closing()
-            sched.settled(sched.step_times_ns[-1 - sched.steps_in_window], t, t, stall_ns=0, convert_ns=0,
-                          events=100, steps=sched.steps_in_window)  # fmt: skip
+            sched.settled(
+                sched.step_times_ns[-1 - sched.steps_in_window],
+                t,
+                t,
+                stall_ns=0,
+                convert_ns=0,
+                events=100,
+                steps=sched.steps_in_window,
+            )
     return actions
 
 
@@ -97,7 +104,8 @@ def test_a_time_window_closes_once_its_torch_calls_add_up_to_the_event_budget():
     assert sched.on_timer(3 * S) == Action.OPEN
     sched.opened(3 * S)
     assert sched.timer_decision(3 * S + 100 * MS, calls=3_000) == Action.NONE
-    assert sched.on_timer(3 * S + 200 * MS, calls=3_125) == Action.CLOSE  # 25 k events' worth, long before 2 s
+    # 25 k events' worth, long before 2 s
+    assert sched.on_timer(3 * S + 200 * MS, calls=3_125) == Action.CLOSE
     assert sched.timer_decision(3 * S + 200 * MS, calls=0) == Action.NONE  # no calls counted: time decides
 
 

@@ -61,7 +61,11 @@ def test_scan_and_rows_match_nvidias_dtypes_field_by_field(buffer):
         for r, e in zip(rows[part * 63 : (part + 1) * 63].tolist(), want, strict=True):
             assert r[0] == window and r[7] == e["correlation_id"]
             assert (r[3] - shift, r[3] - shift + r[4], r[5], r[6]) == (
-                e["start"], e["end"], e["device_id"], e["stream_id"])  # fmt: skip
+                e["start"],
+                e["end"],
+                e["device_id"],
+                e["stream_id"],
+            )
             if e["kind"] == records.CONCURRENT_KERNEL_KIND:
                 assert r[1] == 0 and text[r[2]] == names[e["name"]] and r[10] == -1
                 assert text[r[8]] == f"{e['grid_x']},{e['grid_y']},{e['grid_z']}"
@@ -192,8 +196,13 @@ def test_recorder_turns_raw_stream_messages_into_rows(buffer, tmp_path):
 
     def send(data, parts, found):  # the agent's _send_stream
         message = StreamBatch(
-            sent_ns=1795971363909635067 + 10**9, strings=strings.take_new(), buffers=data, parts=parts,
-            offsets=found.offsets, names=found.names, shapes=found.shapes,
+            sent_ns=1795971363909635067 + 10**9,
+            strings=strings.take_new(),
+            buffers=data,
+            parts=parts,
+            offsets=found.offsets,
+            names=found.names,
+            shapes=found.shapes,
         )
         messages.append(from_wire(pickle.loads(pickle.dumps(to_wire(message)))))
 

@@ -20,9 +20,22 @@ FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "cupti_buffer_h200
 @pytest.fixture(scope="module")
 def streamed(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("stream") / "run.brrr")
-    proc = run_brrrtui("record", "--stream", "--no-calibrate", "--window-steps", "2", "--duty", "0.2",
-                       "--min-gap", "0", "-o", out, os.path.join(SCRIPTS, "fake_cupti.py"),
-                       os.path.join(SCRIPTS, "train_lines.py"), "1500")  # fmt: skip
+    proc = run_brrrtui(
+        "record",
+        "--stream",
+        "--no-calibrate",
+        "--window-steps",
+        "2",
+        "--duty",
+        "0.2",
+        "--min-gap",
+        "0",
+        "-o",
+        out,
+        os.path.join(SCRIPTS, "fake_cupti.py"),
+        os.path.join(SCRIPTS, "train_lines.py"),
+        "1500",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return load_recording(out), proc.stderr
 

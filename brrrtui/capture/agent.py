@@ -31,7 +31,11 @@ STEP_FLUSH_S = 0.5
 
 class Agent:
     def __init__(
-        self, channel: Channel, config: WindowConfig, is_user_file: Callable[[str], bool], calibrate: bool = True
+        self,
+        channel: Channel,
+        config: WindowConfig,
+        is_user_file: Callable[[str], bool],
+        calibrate: bool = True,
     ):
         self.channel = channel
         self.is_user_file = is_user_file
@@ -185,10 +189,17 @@ class Agent:
             self.stream = stream
 
     def _send_stream(self, data: bytes, parts: list[tuple[int, int, int]], found: Scanned) -> None:
-        self.channel.send(StreamBatch(
-            sent_ns=time.time_ns(), strings=self.strings.take_new(), buffers=data, parts=parts,
-            offsets=found.offsets, names=found.names, shapes=found.shapes,
-        ))
+        self.channel.send(
+            StreamBatch(
+                sent_ns=time.time_ns(),
+                strings=self.strings.take_new(),
+                buffers=data,
+                parts=parts,
+                offsets=found.offsets,
+                names=found.names,
+                shapes=found.shapes,
+            )
+        )
 
     def _pause_stream(self) -> None:
         with self.stream_lock:
@@ -283,8 +294,14 @@ class Agent:
         convert_ns = time.perf_counter_ns() - t0
         n_events = sum(len(r) for r in rows.values())
         cost = self.sched.settled(
-            window.opened_ns, window.closed_ns, time.time_ns(), window.stall_ns, convert_ns, n_events,
-            window.steps, window.calls,
+            opened_ns=window.opened_ns,
+            closed_ns=window.closed_ns,
+            settled_ns=time.time_ns(),
+            stall_ns=window.stall_ns,
+            convert_ns=convert_ns,
+            events=n_events,
+            steps=window.steps,
+            calls=window.calls,
         )
         # The stream's thread sends too: `lock` from take_new() to the send keeps every string id in or
         # before the first batch that uses it (windows.Interner).
@@ -292,14 +309,16 @@ class Agent:
             if not self.device_sent and self.cuda:
                 self.channel.send(device_facts(self.torch))
                 self.device_sent = True
-            self.channel.send(WindowBatch(
-                window=window.row(n_events),
-                capture_cost=(window.window_id, convert_ns, int(cost)),
-                strings=self.strings.take_new(),
-                lines=self.lines.take_new_rows(),
-                line_samples=[(window.window_id, lid, t_ns) for lid, t_ns in window.line_samples],
-                **rows,
-            ))
+            self.channel.send(
+                WindowBatch(
+                    window=window.row(n_events),
+                    capture_cost=(window.window_id, convert_ns, int(cost)),
+                    strings=self.strings.take_new(),
+                    lines=self.lines.take_new_rows(),
+                    line_samples=[(window.window_id, lid, t_ns) for lid, t_ns in window.line_samples],
+                    **rows,
+                )
+            )
 
     # ---------------------------------------------------------------- the script's own profiler
     def _step_aside(self) -> None:
@@ -344,7 +363,6 @@ class Agent:
             self.dead = True
 
 
-
 @dataclass(frozen=True)
 class ClosedWindow:
     """A window the profiler has stopped, waiting to be converted into rows."""
@@ -363,6 +381,12 @@ class ClosedWindow:
     def row(self, events: int) -> tuple[int, ...]:
         """Its WINDOW_SCHEMA row."""
         return (
-            self.window_id, self.mode, self.opened_ns, self.closed_ns, self.first_step, self.last_step,
-            self.stall_ns, events,
+            self.window_id,
+            self.mode,
+            self.opened_ns,
+            self.closed_ns,
+            self.first_step,
+            self.last_step,
+            self.stall_ns,
+            events,
         )

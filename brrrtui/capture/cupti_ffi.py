@@ -1,7 +1,7 @@
 """The few libcupti calls the kernel stream needs, through ctypes (the library torch's CUDA build loads).
 
 Only the activity API: enable/disable a kind, register buffer callbacks, force a flush, read the clock. The
-callback API is never used (DESIGN.md: it made torch.profiler return no GPU events). Buffers are copied out
+callback API is never used (it made torch.profiler return no GPU events). Buffers are copied out
 as bytes in the completion callback and decoded later by brrrtui.contract.cupti_records.
 """
 
@@ -14,10 +14,12 @@ import sys
 import threading
 from collections.abc import Callable
 
-_REQUEST = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
-                            ctypes.POINTER(ctypes.c_size_t))  # fmt: skip
-_COMPLETE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t,
-                             ctypes.c_size_t)  # fmt: skip
+_REQUEST = ctypes.CFUNCTYPE(
+    None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)
+)
+_COMPLETE = ctypes.CFUNCTYPE(
+    None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t
+)
 
 
 class CuptiError(RuntimeError):
@@ -94,8 +96,10 @@ class Cupti:
         return t.value
 
     def register(self) -> None:
-        self._check(self.lib.cuptiActivityRegisterCallbacks(self._request_cb, self._complete_cb),
-                    "cuptiActivityRegisterCallbacks")  # fmt: skip
+        self._check(
+            self.lib.cuptiActivityRegisterCallbacks(self._request_cb, self._complete_cb),
+            "cuptiActivityRegisterCallbacks",
+        )
 
     def record_sizes(self, data: bytes) -> dict[int, int]:
         """Size of each record kind in a completed buffer, the way CUPTI walks it (pointer differences)."""
@@ -141,5 +145,5 @@ def load() -> tuple[Cupti | None, str]:
         version = cupti.version()
     except (OSError, AttributeError, CuptiError) as e:
         return None, f"libcupti at {path} cannot be used ({e})"
-    cupti.api_version = version  # record layouts are checked on the first buffer (KernelStream._sane)
+    cupti.api_version = version  # record layouts are checked on the first buffer (KernelStream._check_layout)
     return cupti, ""

@@ -1,7 +1,7 @@
 """Exact source lines for every torch call, operators included (`x @ w`, `0.5 * y`).
 
 A Chrome trace's Python frames stop at the function's `def` line, and the profiler's PyCCall events miss
-operators (DESIGN.md). A TorchFunctionMode sees every torch call; walking the Python stack past library files
+operators. A TorchFunctionMode sees every torch call; walking the Python stack past library files
 finds the user's line. Each call is then wrapped in a cheap profiler scope named `brrr:<line id>`, so the
 ops (and through them the kernels) it issues nest inside a span that names the line:
 

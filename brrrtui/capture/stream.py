@@ -1,6 +1,6 @@
 """Every kernel between windows: CUPTI kernel, memcpy and memset activity records, flushed once a second.
 
-Facts measured on an H200 (../shared/DESIGN.md, and this module's own runs) shape it:
+Facts measured on an H200 shape it:
 - kernel-kind records only: runtime records outnumber kernels 14:1;
 - the script's process must do little per record, beside a training loop that wants the GIL (cupti-python's
   record objects: ~30-40 us each, a tiny-op loop ran 10x slower; numpy decoding with per-record strings:
@@ -60,8 +60,8 @@ def demangle(name: str) -> str:
         try:
             _libstdcxx = ctypes.CDLL("libstdc++.so.6")
             f = _libstdcxx.__cxa_demangle
-            f.restype, f.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p,
-                                                      ctypes.POINTER(ctypes.c_int)]  # fmt: skip
+            f.restype = ctypes.c_void_p
+            f.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
         except OSError:
             _libstdcxx = False
     if not _libstdcxx:
@@ -88,9 +88,15 @@ class KernelStream:
     (records.rows_from_scan turns them into rows, in the recorder), called with `intern_lock` held (see
     brrrtui.capture.windows.Interner)."""
 
-    def __init__(self, cupti: Any, send: Callable[[bytes, list[tuple[int, int, int]], records.Scanned], None],
-                 intern: Callable[[str | None], int], intern_lock: threading.Lock, period_s: float = 1.0,
-                 name_of: Callable[[int], str] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        cupti: Any,
+        send: Callable[[bytes, list[tuple[int, int, int]], records.Scanned], None],
+        intern: Callable[[str | None], int],
+        intern_lock: threading.Lock,
+        period_s: float = 1.0,
+        name_of: Callable[[int], str] | None = None,
+    ):
         self.cupti = cupti
         self.send = send
         self.intern = intern
@@ -126,8 +132,9 @@ class KernelStream:
 
     def _note(self, event: str, **fields: Any) -> None:
         if self._log:
-            self._log.write(json.dumps({"event": event, "t_ns": time.time_ns(),
-                                        "thread": threading.current_thread().name, **fields}) + "\n")  # fmt: skip
+            thread = threading.current_thread().name
+            record = {"event": event, "t_ns": time.time_ns(), "thread": thread, **fields}
+            self._log.write(json.dumps(record) + "\n")
 
     # ------------------------------------------------------------------ CUPTI's buffer callback
     def _on_buffer(self, data: bytes) -> None:
@@ -227,8 +234,12 @@ class KernelStream:
                         self.forced_flushes += 1
                     self.flush_ns_max = max(self.flush_ns_max, time.perf_counter_ns() - t0)
             t_flushed = time.perf_counter_ns()
-            self._note("loop", late_wake_ms=(t_woke - t_sleep) / 1e6 - self.period_s * 500,
-                       lock_wait_ms=(t_locked - t_woke) / 1e6, flush_ms=(t_flushed - t_locked) / 1e6)  # fmt: skip
+            self._note(
+                "loop",
+                late_wake_ms=(t_woke - t_sleep) / 1e6 - self.period_s * 500,
+                lock_wait_ms=(t_locked - t_woke) / 1e6,
+                flush_ms=(t_flushed - t_locked) / 1e6,
+            )
             self._send()
 
     def _give_up(self, reason: str) -> None:
@@ -298,6 +309,14 @@ class KernelStream:
         t3 = time.perf_counter_ns()
         self.queue_ns_max = max(self.queue_ns_max, t3 - pending[0][3])
         if self._log:
-            self._note("batch", buffers=len(pending), records=len(found), new_names=len(self.ids.names) - names0,
-                       oldest_age_ms=(t0 - pending[0][3]) / 1e6, scan_ms=(t1 - t0) / 1e6, scan_cpu_ms=(cpu1 - cpu0) / 1e6,
-                       intern_wait_ms=(t2 - t1) / 1e6 if len(found) else 0, send_ms=(t3 - t1) / 1e6)  # fmt: skip
+            self._note(
+                "batch",
+                buffers=len(pending),
+                records=len(found),
+                new_names=len(self.ids.names) - names0,
+                oldest_age_ms=(t0 - pending[0][3]) / 1e6,
+                scan_ms=(t1 - t0) / 1e6,
+                scan_cpu_ms=(cpu1 - cpu0) / 1e6,
+                intern_wait_ms=(t2 - t1) / 1e6 if len(found) else 0,
+                send_ms=(t3 - t1) / 1e6,
+            )

@@ -14,7 +14,7 @@ unprofiled step), all measured. Windows are sized to about `target_events` event
 when a step makes many events, shorter time windows when ops come fast.
 Training scripts open and close windows on optimizer steps; scripts with no optimizer get time-based windows
 from ticks the timer thread delivers to the main thread (the profiler must start and stop on the thread that
-runs the model, DESIGN.md).
+runs the model).
 """
 
 from __future__ import annotations
@@ -126,8 +126,17 @@ class Scheduler:
         self.open_since_ns = None
         self.next_open_ns = NEVER
 
-    def settled(self, opened_ns: int, closed_ns: int, settled_ns: int, stall_ns: int, convert_ns: int,
-                events: int, steps: int, calls: int = 0) -> float:  # fmt: skip
+    def settled(
+        self,
+        opened_ns: int,
+        closed_ns: int,
+        settled_ns: int,
+        stall_ns: int,
+        convert_ns: int,
+        events: int,
+        steps: int,
+        calls: int = 0,
+    ) -> float:
         """The window's events are converted and sent: measure its cost, size the next window, and schedule
         it so capture cost stays within the duty budget. Returns the cost in ns. `calls`: torch calls tagged
         in the window."""
@@ -191,7 +200,7 @@ class Scheduler:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Converting a finished profiler session into rows (analyzers.model schemas)
+# Converting a finished profiler session into rows (brrrtui.contract.schema)
 
 
 class Interner(IdTable[str]):
@@ -209,7 +218,12 @@ class Interner(IdTable[str]):
         return -1 if s is None else self.id_of(s)
 
 
-_GPU_KINDS = {"kernel": int(GpuKind.KERNEL), "gpu_memcpy": int(GpuKind.MEMCPY), "gpu_memset": int(GpuKind.MEMSET)}  # plain ints cross the pipe
+# Plain ints: rows cross the pipe, whose reader refuses every class outside builtins and numpy.
+_GPU_KINDS = {
+    "kernel": int(GpuKind.KERNEL),
+    "gpu_memcpy": int(GpuKind.MEMCPY),
+    "gpu_memset": int(GpuKind.MEMSET),
+}
 _RUNTIME_KINDS = {"cuda_runtime", "cuda_driver"}
 
 
@@ -243,8 +257,8 @@ def _as_json(value: list[Any]) -> str | None:
 
 
 def convert_events(events: Any, window: int, strings: Interner, span_prefix: str) -> dict[str, list[tuple]]:
-    """kineto_results.events() -> rows in schema order (cheap accessors only; DESIGN.md: prof.events() costs
-    70-150 us per event, these a few)."""
+    """kineto_results.events() -> rows in schema order (cheap accessors only: prof.events() costs 70-150 us
+    per event, these a few, measured on the H200 host)."""
     gpu: list[tuple] = []
     runtime: list[tuple] = []
     ops: list[tuple] = []
@@ -256,21 +270,49 @@ def convert_events(events: Any, window: int, strings: Interner, span_prefix: str
         name = e.name()
         if kind in _GPU_KINDS:
             nbytes = e.nbytes() if kind != "kernel" else -1
-            gpu.append((
-                window, _GPU_KINDS[kind], strings(name), e.start_ns(), e.duration_ns(), e.device_index(),
-                e.device_resource_id(), e.correlation_id(), -1, -1, nbytes if nbytes and nbytes > 0 else -1,
-            ))  # fmt: skip
+            gpu.append(
+                (
+                    window,
+                    _GPU_KINDS[kind],
+                    strings(name),
+                    e.start_ns(),
+                    e.duration_ns(),
+                    e.device_index(),
+                    e.device_resource_id(),
+                    e.correlation_id(),
+                    -1,
+                    -1,
+                    nbytes if nbytes and nbytes > 0 else -1,
+                )
+            )
         elif kind in _RUNTIME_KINDS:
-            runtime.append((window, strings(name), e.start_ns(), e.duration_ns(), e.start_thread_id(),
-                            e.correlation_id()))  # fmt: skip
+            runtime.append(
+                (
+                    window,
+                    strings(name),
+                    e.start_ns(),
+                    e.duration_ns(),
+                    e.start_thread_id(),
+                    e.correlation_id(),
+                )
+            )
         elif kind in ("cpu_op", "user_annotation"):
             if name.startswith(span_prefix):
                 spans.append((window, int(name[plen:]), e.start_ns(), e.duration_ns(), e.start_thread_id()))
                 continue
             seq = e.sequence_nr()
-            ops.append((
-                window, strings(name), e.start_ns(), e.duration_ns(), e.start_thread_id(), seq,
-                (e.fwd_thread_id() or -1) if seq >= 0 else -1, strings(_as_json(e.shapes())),
-                strings(_as_json(e.dtypes())), nan,
-            ))  # fmt: skip
+            ops.append(
+                (
+                    window,
+                    strings(name),
+                    e.start_ns(),
+                    e.duration_ns(),
+                    e.start_thread_id(),
+                    seq,
+                    (e.fwd_thread_id() or -1) if seq >= 0 else -1,
+                    strings(_as_json(e.shapes())),
+                    strings(_as_json(e.dtypes())),
+                    nan,
+                )
+            )
     return {"gpu": gpu, "runtime": runtime, "ops": ops, "spans": spans}

@@ -27,26 +27,48 @@ GPU_KIND = {CONCURRENT_KERNEL_KIND: GpuKind.KERNEL, MEMCPY_KIND: GpuKind.MEMCPY,
 u8, u16, u32, i32, u64 = np.uint8, np.uint16, np.uint32, np.int32, np.uint64
 FIELDS: dict[int, dict[str, tuple[int, type]]] = {
     CONCURRENT_KERNEL_KIND: {  # CUpti_ActivityKernel10
-        "start": (16, u64), "end": (24, u64), "device": (40, u32), "stream": (48, u32),
-        "grid_x": (52, i32), "grid_y": (56, i32), "grid_z": (60, i32),
-        "block_x": (64, i32), "block_y": (68, i32), "block_z": (72, i32),
-        "correlation": (92, u32), "name": (104, u64),
+        "start": (16, u64),
+        "end": (24, u64),
+        "device": (40, u32),
+        "stream": (48, u32),
+        "grid_x": (52, i32),
+        "grid_y": (56, i32),
+        "grid_z": (60, i32),
+        "block_x": (64, i32),
+        "block_y": (68, i32),
+        "block_z": (72, i32),
+        "correlation": (92, u32),
+        "name": (104, u64),
     },
     MEMCPY_KIND: {  # CUpti_ActivityMemcpy6
-        "copy_kind": (4, u8), "src_kind": (5, u8), "dst_kind": (6, u8), "bytes": (8, u64),
-        "start": (16, u64), "end": (24, u64), "device": (32, u32), "stream": (40, u32),
+        "copy_kind": (4, u8),
+        "src_kind": (5, u8),
+        "dst_kind": (6, u8),
+        "bytes": (8, u64),
+        "start": (16, u64),
+        "end": (24, u64),
+        "device": (32, u32),
+        "stream": (40, u32),
         "correlation": (44, u32),
     },
     MEMSET_KIND: {  # CUpti_ActivityMemset4
-        "bytes": (8, u64), "start": (16, u64), "end": (24, u64), "device": (32, u32), "stream": (40, u32),
-        "correlation": (44, u32), "memory_kind": (50, u16),
+        "bytes": (8, u64),
+        "start": (16, u64),
+        "end": (24, u64),
+        "device": (32, u32),
+        "stream": (40, u32),
+        "correlation": (44, u32),
+        "memory_kind": (50, u16),
     },
-}  # fmt: skip
+}
 
-_MEMCPY = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
-           10: "PtoP"}  # fmt: skip
-_MEMORY = {1: "Pageable", 2: "Pinned", 3: "Device", 4: "Array", 5: "Managed", 6: "Device Static",
-           7: "Managed Static"}  # fmt: skip
+# CUpti_ActivityMemcpyKind and CUpti_ActivityMemoryKind, from 1
+_MEMCPY = dict(enumerate("HtoD DtoH HtoA AtoH AtoA AtoD DtoA DtoD HtoH PtoP".split(), start=1))
+_MEMORY = dict(
+    enumerate(
+        ("Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static"), start=1
+    )
+)
 
 
 def memcpy_name(copy_kind: int, src: int, dst: int) -> str:
@@ -102,12 +124,14 @@ def columns(data: bytes, offsets: np.ndarray, kind: int) -> dict[str, np.ndarray
 
 def fields(data: bytes, offsets: np.ndarray) -> dict[str, np.ndarray]:
     """The numeric fields of the records at `offsets` (any mix of kinds, in any order) as int64 columns:
-    kind (analyzers.model.GpuKind; -1 for a kind brrrtui did not enable), start, end, device, stream,
+    kind (brrrtui.contract.schema.GpuKind; -1 for a kind brrrtui did not enable), start, end, device, stream,
     correlation, bytes (-1 where a kind has no such field: a kernel's bytes)."""
     n = len(offsets)
     kinds = np.frombuffer(data, dtype=np.uint32, count=len(data) // 4)[offsets >> 2]
-    cols = {name: np.full(n, -1, dtype=np.int64) for name in ("kind", "start", "end", "device", "stream",
-                                                             "correlation", "bytes")}  # fmt: skip
+    cols = {
+        name: np.full(n, -1, dtype=np.int64)
+        for name in ("kind", "start", "end", "device", "stream", "correlation", "bytes")
+    }
     for kind in KINDS:
         at = np.flatnonzero(kinds == kind)
         if len(at):
@@ -125,7 +149,8 @@ def malformed(data: bytes, offsets: np.ndarray) -> np.ndarray:
     c = {k: v[c["kind"] >= 0] for k, v in c.items()}
     dur = c["end"] - c["start"]
     both = (c["start"] > 0) & (c["end"] > 0)
-    return both & ((dur < 0) | (dur >= _HOUR_NS)) | (c["correlation"] < 0)
+    bad: np.ndarray = both & ((dur < 0) | (dur >= _HOUR_NS)) | (c["correlation"] < 0)
+    return bad
 
 
 # ---------------------------------------------------------------------------------------------- the scan
@@ -139,7 +164,7 @@ def malformed(data: bytes, offsets: np.ndarray) -> np.ndarray:
 
 _NAME_AT = FIELDS[CONCURRENT_KERNEL_KIND]["name"][0]
 _GRID_AT = FIELDS[CONCURRENT_KERNEL_KIND]["grid_x"][0]
-_BLOCK_AT = FIELDS[CONCURRENT_KERNEL_KIND]["block_x"][0]
+_SHAPE_END = FIELDS[CONCURRENT_KERNEL_KIND]["block_z"][0] + 4  # grid and block: six adjacent int32
 _COPY_AT = FIELDS[MEMCPY_KIND]["copy_kind"][0]
 _FILL_AT = FIELDS[MEMSET_KIND]["memory_kind"][0]
 
@@ -222,7 +247,7 @@ def scan(data: bytes, sizes: dict[int, int], base: int, out: Scanned, ids: ScanI
                 key = u64[(off + _NAME_AT) >> 3]
                 i = name_ids.get(key)
                 names.append(ids.name(key) if i is None else i)
-                raw = data[off + _GRID_AT : off + _GRID_AT + 24]  # grid and block, adjacent
+                raw = data[off + _GRID_AT : off + _SHAPE_END]
                 i = shape_ids.get(raw)
                 shapes.append(ids.shape(raw) if i is None else i)
             else:
@@ -245,7 +270,7 @@ def scan(data: bytes, sizes: dict[int, int], base: int, out: Scanned, ids: ScanI
 
 
 def rows_from_scan(data: bytes, parts: list[tuple[int, int, int]], found: Scanned) -> tuple[np.ndarray, int]:
-    """(analyzers.model.STREAM_SCHEMA rows as an int64 array on the recording's clock, records dropped as
+    """(STREAM_SCHEMA rows as an int64 array on the recording's clock, records dropped as
     incomplete or of another kind). `data`: the scanned buffers joined; `parts`: (after_window, offset_ns,
     record count) per buffer, in scan order."""
     offsets = np.asarray(found.offsets, dtype=np.int64)
@@ -256,12 +281,21 @@ def rows_from_scan(data: bytes, parts: list[tuple[int, int, int]], found: Scanne
     shapes = np.asarray(found.shapes, dtype=np.int64)
     grids = np.where(shapes < 0, -1, shapes >> 32)
     blocks = np.where(shapes < 0, -1, shapes & 0xFFFFFFFF)
-    rows = np.column_stack([
-        np.repeat(np.asarray([p[0] for p in parts], dtype=np.int64), counts), cols["kind"],
-        np.asarray(found.names, dtype=np.int64),
-        start + np.repeat(np.asarray([p[1] for p in parts], dtype=np.int64), counts), end - start,
-        cols["device"], cols["stream"], cols["correlation"], grids, blocks, cols["bytes"],
-    ]).reshape(n, ROW_WIDTH)  # fmt: skip
+    rows = np.column_stack(
+        [
+            np.repeat(np.asarray([p[0] for p in parts], dtype=np.int64), counts),
+            cols["kind"],
+            np.asarray(found.names, dtype=np.int64),
+            start + np.repeat(np.asarray([p[1] for p in parts], dtype=np.int64), counts),
+            end - start,
+            cols["device"],
+            cols["stream"],
+            cols["correlation"],
+            grids,
+            blocks,
+            cols["bytes"],
+        ]
+    ).reshape(n, ROW_WIDTH)
     keep = (cols["kind"] >= 0) & (start > 0) & (end > 0) & (end >= start) & (end - start < _HOUR_NS)
     return rows[keep], int(n - keep.sum())
 

@@ -142,11 +142,27 @@ class Bye:
 
 
 Message = (
-    Hello | Note | CaptureError | DeviceFacts | StepBatch | WindowBatch | StreamBatch | StreamStats
-    | MeasuredPeaks | Bye
+    Hello
+    | Note
+    | CaptureError
+    | DeviceFacts
+    | StepBatch
+    | WindowBatch
+    | StreamBatch
+    | StreamStats
+    | MeasuredPeaks
+    | Bye
 )
 MESSAGE_TYPES: tuple[type[Message], ...] = (
-    Hello, Note, CaptureError, DeviceFacts, StepBatch, WindowBatch, StreamBatch, StreamStats, MeasuredPeaks,
+    Hello,
+    Note,
+    CaptureError,
+    DeviceFacts,
+    StepBatch,
+    WindowBatch,
+    StreamBatch,
+    StreamStats,
+    MeasuredPeaks,
     Bye,
 )
 _BY_TAG: dict[str, type[Message]] = {cls.TAG: cls for cls in MESSAGE_TYPES}

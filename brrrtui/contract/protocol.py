@@ -95,5 +95,7 @@ def read_frames(fd: int) -> Iterator[Message]:
             try:
                 message = from_wire(wire)
             except ProtocolError as e:
-                message = Note(f"brrrtui dropped a capture message that does not fit the protocol: {e} (a bug)")
+                message = Note(
+                    f"brrrtui dropped a capture message that does not fit the protocol: {e} (a bug)"
+                )
             yield message

@@ -27,23 +27,39 @@ class WindowMode(IntEnum):
     FOREIGN = 2  # a whole torch.profiler trace opened from a file
 
 
-
 i64, i32, f64 = np.int64, np.int32, np.float64
 
 # Column schemas. Every table carries `window`, the id of the window it was captured in.
 GPU_SCHEMA = {
-    "window": i32, "kind": np.int8, "name": i32, "start_ns": i64, "dur_ns": i64, "device": i32, "stream": i32,
-    "correlation": i64, "grid": i32, "block": i32, "bytes": i64,
-}  # fmt: skip
+    "window": i32,
+    "kind": np.int8,
+    "name": i32,
+    "start_ns": i64,
+    "dur_ns": i64,
+    "device": i32,
+    "stream": i32,
+    "correlation": i64,
+    "grid": i32,
+    "block": i32,
+    "bytes": i64,
+}
 """grid/block: string ids of "x,y,z" (NONE when unknown); bytes: memcpy/memset size (NONE for kernels)."""
 
 RUNTIME_SCHEMA = {"window": i32, "name": i32, "start_ns": i64, "dur_ns": i64, "tid": i64, "correlation": i64}
 """CUDA runtime and driver API calls on the CPU (launches, syncs, copies)."""
 
 OP_SCHEMA = {
-    "window": i32, "name": i32, "start_ns": i64, "dur_ns": i64, "tid": i64, "seq": i64, "fwd_tid": i64,
-    "shapes": i32, "dtypes": i32, "flops": f64,
-}  # fmt: skip
+    "window": i32,
+    "name": i32,
+    "start_ns": i64,
+    "dur_ns": i64,
+    "tid": i64,
+    "seq": i64,
+    "fwd_tid": i64,
+    "shapes": i32,
+    "dtypes": i32,
+    "flops": f64,
+}
 """CPU operators (aten::..., autograd nodes, record_function scopes). shapes/dtypes: string ids of JSON lists
 of the inputs' shapes / dtype names as torch.profiler records them (NONE without record_shapes)."""
 
@@ -52,8 +68,16 @@ SPAN_SCHEMA = {"window": i32, "line": i32, "start_ns": i64, "dur_ns": i64, "tid"
 thread `tid`. brrrtui's capture records one per torch call with the exact line; foreign traces give Python
 function frames, which resolve only to the function."""
 
-WINDOW_SCHEMA = {"window": i32, "mode": np.int8, "start_ns": i64, "end_ns": i64, "first_step": i64,
-                 "last_step": i64, "stall_ns": i64, "events": i64}  # fmt: skip
+WINDOW_SCHEMA = {
+    "window": i32,
+    "mode": np.int8,
+    "start_ns": i64,
+    "end_ns": i64,
+    "first_step": i64,
+    "last_step": i64,
+    "stall_ns": i64,
+    "events": i64,
+}
 """first_step/last_step: optimizer steps completed inside the window (NONE when none); stall_ns: time the
 capture stopped the training thread to open, close and convert the window."""
 
@@ -66,9 +90,18 @@ LINE_SAMPLE_SCHEMA = {"window": i32, "line": i32, "t_ns": i64}
 torch, such as `time.sleep` or a Python loop): it tells which line the CPU was busy on during a GPU gap."""
 
 STREAM_SCHEMA = {
-    "after_window": i32, "kind": np.int8, "name": i32, "start_ns": i64, "dur_ns": i64, "device": i32,
-    "stream": i32, "correlation": i64, "grid": i32, "block": i32, "bytes": i64,
-}  # fmt: skip
+    "after_window": i32,
+    "kind": np.int8,
+    "name": i32,
+    "start_ns": i64,
+    "dur_ns": i64,
+    "device": i32,
+    "stream": i32,
+    "correlation": i64,
+    "grid": i32,
+    "block": i32,
+    "bytes": i64,
+}
 """GPU activity collected continuously between windows (CUPTI kernel, memcpy and memset records only: no CPU
 side, so no launch, op or line of its own). after_window: the last window closed before it (NONE: before the
 first). The other columns mean what GPU_SCHEMA's do; correlation orders launches like a window's."""

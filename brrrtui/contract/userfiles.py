@@ -15,7 +15,8 @@ _LIBRARY_MARKERS = ("site-packages", "dist-packages", "/lib/python3")
 def _library_roots() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     roots = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # brrrtui's own checkout or install
+    # brrrtui's own checkout or install
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     roots |= {os.path.join(here, "brrrtui"), os.path.join(here, "analyzers")}
     return tuple(sorted(r for r in roots if r))
 

@@ -44,11 +44,14 @@ from brrrtui.contract.protocol import read_frames
 from brrrtui.contract.schema import GPU_SCHEMA, STEP_SCHEMA, WINDOW_SCHEMA, GpuKind, WindowMode, column
 from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
 from brrrtui.record.latency import StreamLatency
+from brrrtui.record.targets import check_out_path, check_target
 from brrrtui.record.telemetry import TelemetrySampler
 from brrrtui.recording.store import RecordingWriter, device_meta, peaks_meta
 
 INBOX_MESSAGES = 64  # frames read but not yet written: a stream batch is 1-10 MB
-BOOTSTRAP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "capture", "bootstrap.py")
+BOOTSTRAP = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "capture", "bootstrap.py"
+)
 
 
 @dataclass
@@ -59,32 +62,6 @@ class RunSpec:
     window: WindowConfig = field(default_factory=WindowConfig)
     calibrate: bool = True
     capture_output: bool = False  # True under the TUI: the script's stdout/stderr become LogLines
-
-
-def check_target(target: list[str]) -> None:
-    """Reject what `python` would reject, with one clear line instead of Python's own complaint."""
-    if not target:
-        raise InputError("no script given; usage: brrrtui [record -o FILE] SCRIPT [ARGS...]")
-    if target[0] == "-m":
-        if len(target) < 2:
-            raise InputError("-m needs a module name, e.g. brrrtui -m mypkg.train")
-        return
-    script = target[0]
-    if not os.path.exists(script):
-        raise InputError(f"{script}: no such file")
-    if os.path.isdir(script) and not os.path.exists(os.path.join(script, "__main__.py")):
-        raise InputError(f"{script} is a directory without __main__.py; give a Python script")
-    if os.path.isfile(script):
-        with open(script, "rb") as f:
-            head = f.read(4096)
-        if b"\x00" in head or head.startswith((b"\x7fELF", b"SQLite format 3", b"\x1f\x8b", b"PK\x03\x04")):
-            raise InputError(f"{script} is not a Python script (binary file)")
-        try:
-            compile(open(script, "rb").read(), script, "exec")
-        except SyntaxError as e:
-            raise InputError(f"{script}:{e.lineno}: not valid Python ({e.msg})") from None
-        except ValueError:
-            raise InputError(f"{script} is not a Python script") from None
 
 
 class Recorder:
@@ -128,8 +105,12 @@ class Recorder:
         try:
             self.child = subprocess.Popen(
                 [self.spec.python, BOOTSTRAP, *self.spec.target],
-                env=env, pass_fds=(write_fd,), stdout=out, stderr=out, stdin=None if not out else subprocess.DEVNULL,
-            )  # fmt: skip
+                env=env,
+                pass_fds=(write_fd,),
+                stdout=out,
+                stderr=out,
+                stdin=None if not out else subprocess.DEVNULL,
+            )
         except OSError as e:
             os.close(read_fd)
             raise InputError(f"cannot start {self.spec.python}: {e.strerror}") from None
@@ -150,13 +131,7 @@ class Recorder:
 
     def _open_writer(self) -> None:
         path = self.spec.out_path
-        parent = os.path.dirname(os.path.abspath(path))
-        if os.path.isdir(path):
-            raise InputError(f"{path} is a directory; give a file name for the recording (-o run.brrr)")
-        if not os.path.isdir(parent):
-            raise InputError(f"cannot write {path}: folder {parent} does not exist")
-        if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-            raise InputError(f"cannot write {path}: permission denied; choose another path with -o")
+        check_out_path(path)
         try:
             for suffix in ("", "-journal"):
                 if os.path.exists(path + suffix):
@@ -165,9 +140,14 @@ class Recorder:
         except (OSError, sqlite3.Error) as e:
             raise InputError(f"cannot write {path}: {e}; choose another path with -o") from None
         self._write_meta(
-            argv=self.spec.target, cwd=os.getcwd(), python=self.spec.python, brrrtui_version=__version__,
-            started_at_ns=time.time_ns(), status="running", window_config=asdict(self.spec.window),
-        )  # fmt: skip
+            argv=self.spec.target,
+            cwd=os.getcwd(),
+            python=self.spec.python,
+            brrrtui_version=__version__,
+            started_at_ns=time.time_ns(),
+            status="running",
+            window_config=asdict(self.spec.window),
+        )
 
     def _thread(self, target: Callable[..., Any], *args: Any, name: str) -> None:
         t = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -183,7 +163,9 @@ class Recorder:
     def _read_frames(self, fd: int) -> None:
         try:
             for msg in read_frames(fd):
-                self.inbox.put(msg)  # waits only when INBOX_MESSAGES are queued: the disk has stalled that long
+                self.inbox.put(
+                    msg
+                )  # waits only when INBOX_MESSAGES are queued: the disk has stalled that long
                 self.inbox_max = max(self.inbox_max, self.inbox.qsize())
         finally:
             self.inbox.put(None)
@@ -243,18 +225,32 @@ class Recorder:
                 self.feed.put(StepsAdded(last_step, len(msg.steps)))
 
     def _on_window(self, msg: WindowBatch) -> None:
-        self._append({
-            "windows": [msg.window], "capture_costs": [msg.capture_cost], "strings": msg.strings,
-            "lines": msg.lines, "line_samples": msg.line_samples, "gpu": msg.gpu, "runtime": msg.runtime,
-            "ops": msg.ops, "spans": msg.spans,
-        })
+        self._append(
+            {
+                "windows": [msg.window],
+                "capture_costs": [msg.capture_cost],
+                "strings": msg.strings,
+                "lines": msg.lines,
+                "line_samples": msg.line_samples,
+                "gpu": msg.gpu,
+                "runtime": msg.runtime,
+                "ops": msg.ops,
+                "spans": msg.spans,
+            }
+        )
         window = dict(zip(WINDOW_SCHEMA, msg.window, strict=True))
         kind = column(GPU_SCHEMA, "kind")
         n_kernels = sum(1 for r in msg.gpu if r[kind] == GpuKind.KERNEL)
         self.windows += 1
         self.kernels += n_kernels
         first, last = window["first_step"], window["last_step"]
-        steps = f"steps {first}–{last}" if first >= 0 else "no step" if window["mode"] == WindowMode.STEPS else "time-based"
+        steps = (
+            f"steps {first}–{last}"
+            if first >= 0
+            else "no step"
+            if window["mode"] == WindowMode.STEPS
+            else "time-based"
+        )
         self.progress(
             f"window {window['window'] + 1}: {steps}, {n_kernels:,} kernels, {len(msg.ops):,} ops, "
             f"stall {window['stall_ns'] / 1e6:.0f} ms"
@@ -272,21 +268,23 @@ class Recorder:
             self._on_stream(rows, msg.sent_ns)
 
     def _on_stream_stats(self, msg: StreamStats) -> None:
-        self._write_meta(stream={
-            **self.stream.summary(),
-            "child_flush_ms_max": msg.flush_ns_max / 1e6,
-            "child_decode_ms": msg.decode_ns / 1e6,
-            "bytes": msg.buffer_bytes,
-            "child_queue_ms_max": msg.queue_ns_max / 1e6,
-            "child_write_ms_max": msg.write_ns_max / 1e6,
-            "recorder_write_ms_max": self.write_ns_max / 1e6,
-            "recorder_queue_max": self.inbox_max,
-            "incomplete_dropped": self.stream.dropped,
-            "forced_flushes": msg.forced_flushes,
-            "late_buffers_dropped": msg.late_buffers,
-            "error": msg.error,
-            "cupti_api": msg.cupti_api_version,
-        })
+        self._write_meta(
+            stream={
+                **self.stream.summary(),
+                "child_flush_ms_max": msg.flush_ns_max / 1e6,
+                "child_decode_ms": msg.decode_ns / 1e6,
+                "bytes": msg.buffer_bytes,
+                "child_queue_ms_max": msg.queue_ns_max / 1e6,
+                "child_write_ms_max": msg.write_ns_max / 1e6,
+                "recorder_write_ms_max": self.write_ns_max / 1e6,
+                "recorder_queue_max": self.inbox_max,
+                "incomplete_dropped": self.stream.dropped,
+                "forced_flushes": msg.forced_flushes,
+                "late_buffers_dropped": msg.late_buffers,
+                "error": msg.error,
+                "cupti_api": msg.cupti_api_version,
+            }
+        )
         if msg.error:
             self._note(f"kernel stream stopped: {msg.error}")
 
@@ -364,9 +362,11 @@ class Recorder:
         self.exit_code = returncode
         self._write_meta(status=status, exit_code=returncode, ended_at_ns=time.time_ns())
         if self.stream.records:
-            self.progress(f"kernel stream: {self.stream.records:,} GPU activities between windows, delivered "
-                          f"p50 {self.stream.percentile(50):.0f} ms / p99 {self.stream.percentile(99):.0f} ms "
-                          "after they ended")  # fmt: skip
+            self.progress(
+                f"kernel stream: {self.stream.records:,} GPU activities between windows, delivered "
+                f"p50 {self.stream.percentile(50):.0f} ms / p99 {self.stream.percentile(99):.0f} ms "
+                "after they ended"
+            )
         if self.feed:
             self.feed.put(Exited(returncode))
         with self.write_lock:

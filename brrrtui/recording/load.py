@@ -54,6 +54,4 @@ def _load_gzipped_recording(path: str) -> Trace:
                 shutil.copyfileobj(src, dst)
         except (OSError, EOFError) as e:
             raise InputError(f"{path} is a truncated or damaged gzip file ({e})") from None
-        trace = load_recording(plain)
-    trace.source = path
-    return trace
+        return load_recording(plain, source=path)

@@ -11,7 +11,7 @@ Tables (times are Unix-epoch nanoseconds; -1 means unknown; names are ids into `
     strings(id, s)          interned kernel/op names and shape strings
     lines(id, file, line, function)
     windows, steps, gpu, runtime, ops, spans, telemetry, capture_costs, line_samples, stream: the columns of
-                            analyzers.model's *_SCHEMA (a table's rowid is its append order)
+                            brrrtui.contract.schema's *_SCHEMA (a table's rowid is its append order)
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from typing import Any
 import numpy as np
 
 from analyzers.errors import InputError
-from analyzers.model import (
+from analyzers.model import Device, Peaks, SourceLine, Table, Trace, empty_table
+from brrrtui.contract.messages import DeviceFacts, MeasuredPeaks
+from brrrtui.contract.schema import (
     CAPTURE_COST_SCHEMA,
     GPU_SCHEMA,
     LINE_SAMPLE_SCHEMA,
@@ -35,14 +37,7 @@ from analyzers.model import (
     STREAM_SCHEMA,
     TELEMETRY_SCHEMA,
     WINDOW_SCHEMA,
-    Device,
-    Peaks,
-    SourceLine,
-    Table,
-    Trace,
-    empty_table,
 )
-from brrrtui.contract.messages import DeviceFacts, MeasuredPeaks
 
 FORMAT = "brrrtui-recording"
 FORMAT_VERSION = 1
@@ -172,9 +167,10 @@ def _read_table(db: sqlite3.Connection, table: str, schema: dict[str, Any], wher
     return Table({k: columns[k] for k in schema})
 
 
-def load_recording(path: str, stream_tail: int = STREAM_TAIL) -> Trace:
+def load_recording(path: str, stream_tail: int = STREAM_TAIL, source: str | None = None) -> Trace:
     """Read a whole recording (also one still being written, or one whose writer was killed); of the kernel
-    stream, only the newest `stream_tail` rows."""
+    stream, only the newest `stream_tail` rows. `source`: the file the user named, when `path` is a copy of
+    it (an unpacked .gz)."""
     try:
         db = open_readonly(path)
         try:
@@ -220,7 +216,7 @@ def load_recording(path: str, stream_tail: int = STREAM_TAIL) -> Trace:
         device=Device(**{k: dev.get(k) for k in Device.__dataclass_fields__}),
         peaks=Peaks(**peaks) if peaks else None,
         meta=meta,
-        source=path,
+        source=path if source is None else source,
         stream_total=stream_total,
         **tables,  # type: ignore[arg-type]  # one Table per table name: mypy cannot match ** to fields
     )
