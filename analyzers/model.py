@@ -97,7 +97,7 @@ def table_from_rows(rows: list[tuple[Any, ...]], schema: dict[str, Any]) -> Tabl
     return Table({k: np.asarray(c, dtype=dt) for (k, dt), c in zip(schema.items(), cols, strict=True)})
 
 
-@dataclass
+@dataclass(frozen=True)
 class Peaks:
     """Ceilings for the roofline. flops_per_s by unit: tensor-core dtypes vs SIMT fp32."""
 
@@ -108,7 +108,7 @@ class Peaks:
     l2_bytes: int | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Device:
     name: str | None = None
     num_sms: int | None = None

@@ -74,16 +74,25 @@ def _capture_options(p: argparse.ArgumentParser) -> None:
         help=f"at least this long between windows (default {d.min_gap_s:g})",
     )
     g.add_argument("--max-windows", type=int, default=0, metavar="N", help="stop capturing after N windows")
-    g.add_argument("--stream", action="store_true",
-                   help="also record every kernel between windows from CUPTI (experimental: measured +12%% step "
-                   "time on GPT-2 small on an H200, see the README)")  # fmt: skip
-    g.add_argument("--no-calibrate", action="store_true",
-                   help="skip measuring matmul FLOP/s and copy bandwidth after the script ends")  # fmt: skip
+    g.add_argument(
+        "--stream",
+        action="store_true",
+        help="also record every kernel between windows from CUPTI (experimental: measured +12%% step "
+        "time on GPT-2 small on an H200, see the README)",
+    )
+    g.add_argument(
+        "--no-calibrate",
+        action="store_true",
+        help="skip measuring matmul FLOP/s and copy bandwidth after the script ends",
+    )
 
 
 def _run_parser(prog: str, record: bool) -> Parser:
-    p = Parser(prog=prog, description=DESCRIPTION if not record else "Capture headlessly into a recording.",
-               formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p = Parser(
+        prog=prog,
+        description=DESCRIPTION if not record else "Capture headlessly into a recording.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--version", action="version", version=f"brrrtui {__version__}")
     p.add_argument(
         "-o",
@@ -127,8 +136,13 @@ def _window_config(ns: argparse.Namespace):  # noqa: ANN202
         raise UsageError("--window-steps must be at least 1")
     if ns.min_gap < 0:
         raise UsageError("--min-gap must not be negative")
-    return WindowConfig(duty=ns.duty, window_steps=ns.window_steps, min_gap_s=ns.min_gap,
-                        max_windows=max(0, ns.max_windows), stream=ns.stream)  # fmt: skip
+    return WindowConfig(
+        duty=ns.duty,
+        window_steps=ns.window_steps,
+        min_gap_s=ns.min_gap,
+        max_windows=max(0, ns.max_windows),
+        stream=ns.stream,
+    )
 
 
 def _default_output(target: list[str]) -> str:
@@ -147,10 +161,21 @@ def cmd_run(argv: list[str], record: bool) -> int:
     own, target = split_script(argv, parser)
     ns = parser.parse_args(own)
     if not target:
-        raise UsageError("no script given" + ("; usage: brrrtui record -o FILE SCRIPT [ARGS...]" if record else
-                         "; usage: brrrtui SCRIPT [ARGS...] (see brrrtui --help)"))  # fmt: skip
-    spec = RunSpec(target=target, out_path=ns.output or _default_output(target), python=ns.python,
-                   window=_window_config(ns), calibrate=not ns.no_calibrate)  # fmt: skip
+        raise UsageError(
+            "no script given"
+            + (
+                "; usage: brrrtui record -o FILE SCRIPT [ARGS...]"
+                if record
+                else "; usage: brrrtui SCRIPT [ARGS...] (see brrrtui --help)"
+            )
+        )
+    spec = RunSpec(
+        target=target,
+        out_path=ns.output or _default_output(target),
+        python=ns.python,
+        window=_window_config(ns),
+        calibrate=not ns.no_calibrate,
+    )
     if record or not _tui_available():
         return _run_headless(spec)
     return _run_live(spec)
@@ -178,10 +203,15 @@ def _run_headless(spec) -> int:  # noqa: ANN001
     finally:
         signal.signal(signal.SIGTERM, old_term)
     exit_code = recorder.exit_code or 0
-    exit_text = f"exited with code {recorder.exit_code}" if exit_code >= 0 else (
-        f"was killed by {signal.Signals(-exit_code).name}")  # fmt: skip
-    _stderr_progress(f"script {exit_text}; {recorder.windows} windows, {recorder.steps} steps, "
-                     f"{recorder.kernels:,} kernels -> {spec.out_path} (brrrtui view {spec.out_path})")  # fmt: skip
+    exit_text = (
+        f"exited with code {recorder.exit_code}"
+        if exit_code >= 0
+        else (f"was killed by {signal.Signals(-exit_code).name}")
+    )
+    _stderr_progress(
+        f"script {exit_text}; {recorder.windows} windows, {recorder.steps} steps, "
+        f"{recorder.kernels:,} kernels -> {spec.out_path} (brrrtui view {spec.out_path})"
+    )
     return code
 
 
@@ -222,8 +252,9 @@ def cmd_report(argv: list[str]) -> int:
     p.add_argument("file", help="a .brrr recording or a torch.profiler .json / .json.gz trace")
     p.add_argument("--json", action="store_true", help="print one JSON object (schema in the README)")
     p.add_argument("--top", type=int, default=15, metavar="N", help="lines and kernels to list (default 15)")
-    p.add_argument("--peaks", metavar="SPEC",
-                   help="override ceilings, e.g. flops=800e12,bw=4.2e12 (FLOP/s and bytes/s)")  # fmt: skip
+    p.add_argument(
+        "--peaks", metavar="SPEC", help="override ceilings, e.g. flops=800e12,bw=4.2e12 (FLOP/s and bytes/s)"
+    )
     ns = p.parse_args(argv)
     import json
 

@@ -7,12 +7,13 @@ import pytest
 
 from analyzers.model import SourceLine
 from analyzers.results import Breakdown, LineStat, Regime
+from brrrtui.contract.units import NA, fmt_bytes, fmt_flop_count, fmt_flops, fmt_mem, fmt_ns, fmt_pct
 from brrrtui.present.gutter import gutter_spans, share_bar
 from brrrtui.present.regime_bar import regime_bar, split_cells
 from brrrtui.present.source import highlight
 from brrrtui.present.sparkline import resample_max, spark
 from brrrtui.present.status import RunState, status_spans, telemetry_metrics, telemetry_spans
-from brrrtui.present.units import fmt_bytes, fmt_elapsed, fmt_flop_rate, fmt_ns, fmt_pct, fmt_tick, nice_step
+from brrrtui.present.units import fmt_elapsed, fmt_tick, nice_step
 
 
 def text(spans):
@@ -23,12 +24,14 @@ def test_units():
     assert fmt_ns(512) == "512 ns"
     assert fmt_ns(12_345) == "12.3 µs"
     assert fmt_ns(4_560_000) == "4.56 ms"
-    assert fmt_ns(1.5e9) == "1.50 s"
-    assert fmt_ns(None) == fmt_ns(math.nan) == "—"  # unknown is never shown as 0
-    assert fmt_bytes(1536) == "1.50 KiB"
-    assert fmt_bytes(141 * 2**30) == "141 GiB"
-    assert fmt_flop_rate(8.0e14) == "800 TFLOP/s"
-    assert fmt_pct(0.625) == "62%"
+    assert fmt_ns(1.5e9) == "1.5 s"
+    assert fmt_ns(None) == fmt_ns(math.nan) == NA == "?"  # unknown is never shown as 0
+    assert fmt_bytes(1.6e9) == "1.6 GB"  # decimal, as bandwidth datasheets
+    assert fmt_mem(1536) == "1.5 KiB" and fmt_mem(141 * 2**30) == "141 GiB"  # memory capacity: binary
+    assert fmt_mem(512) == "512 B" and fmt_mem(None) == NA
+    assert fmt_flops(8.0e14) == "800 TFLOP/s"  # a rate
+    assert fmt_flop_count(1.2e12) == "1.2 TFLOP" and fmt_flop_count(math.nan) == NA  # a count
+    assert fmt_pct(0.625) == "62%" and fmt_pct(0.051) == "5.1%"
     assert fmt_elapsed(3723) == "1:02:03" and fmt_elapsed(65) == "1:05"
     assert [nice_step(x) for x in (0.7, 1.2, 3, 7, 12)] == [1, 2, 5, 10, 20]
     assert fmt_tick(1.5e6, 5e5) == "1500 µs"  # unit from the step alone
@@ -58,7 +61,7 @@ def test_gutter_has_time_share_badge_fusion_and_the_same_width_on_every_line():
     blank = gutter_spans(None, 2_000_000, True, False, False, 3, 6)
     assert len(text(blank)) == len(text(full))
     compact = gutter_spans(stat(regime=Regime.COMPUTE), 2_000_000, False, False, True, 3, 5)
-    assert text(compact) == " 1.00 ms C     5 │"  # per window when steps are unknown, no bar
+    assert text(compact) == "    1 ms C     5 │"  # per window when steps are unknown, no bar
 
 
 def test_regime_bar_cells_add_up_and_each_regime_has_its_own_glyph():

@@ -1,12 +1,15 @@
-"""Human-readable numbers for findings and reports: `1.6 GB`, `0.4 ms`, `3.9 TB/s`, `312 TFLOP/s`.
+"""Human-readable numbers, the one formatter of quantities for findings, reports and the UI: `1.6 GB`,
+`0.4 ms`, `3.9 TB/s`, `312 TFLOP/s` (a rate), `1.2 TFLOP` (a count).
 
-Decimal prefixes (GB = 1e9 bytes), as bandwidth datasheets use. Unknown (None/NaN) prints as "?".
+Decimal prefixes (GB = 1e9 bytes), as bandwidth datasheets use; memory capacity alone (`fmt_mem`) is binary
+(GiB), as GPU memory is sold and reported. Unknown (None/NaN/inf) prints as `NA`, never as 0.
 """
 
 from __future__ import annotations
 
 import math
 
+NA = "?"  # an unknown number
 _PREFIXES = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
@@ -25,7 +28,7 @@ def _sig(x: float) -> str:
 
 def si(x: float | None, unit: str) -> str:
     if not _known(x):
-        return "?"
+        return NA
     assert x is not None
     for scale, p in _PREFIXES:
         if abs(x) >= scale:
@@ -42,12 +45,31 @@ def fmt_bw(bytes_per_s: float | None) -> str:
 
 
 def fmt_flops(flops_per_s: float | None) -> str:
+    """A rate: `312 TFLOP/s`."""
     return si(flops_per_s, "FLOP/s")
+
+
+def fmt_flop_count(flops: float | None) -> str:
+    """A count of floating-point operations: `1.2 TFLOP`."""
+    return si(flops, "FLOP")
+
+
+def fmt_mem(nbytes: float | None) -> str:
+    """Memory capacity or use, binary prefixes: `512 B`, `1.5 KiB`, `141 GiB`."""
+    if not _known(nbytes):
+        return NA
+    assert nbytes is not None
+    x = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(x) < 1024 or unit == "TiB":
+            return f"{_sig(x)} {unit}" if unit != "B" else f"{x:.0f} B"
+        x /= 1024
+    raise AssertionError("unreachable")
 
 
 def fmt_ns(ns: float | None) -> str:
     if not _known(ns):
-        return "?"
+        return NA
     assert ns is not None
     a = abs(ns)
     if a >= 1e9:
@@ -61,7 +83,7 @@ def fmt_ns(ns: float | None) -> str:
 
 def fmt_pct(fraction: float | None) -> str:
     if not _known(fraction):
-        return "?"
+        return NA
     assert fraction is not None
     pct = fraction * 100
     if abs(pct) >= 10 or pct == 0:

@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from analyzers.results import LineStat, Regime
-from brrrtui.present.units import fmt_ns
+from brrrtui.contract.units import fmt_ns
 
 Span = tuple[str, str]  # (text, role)
 
@@ -26,10 +26,6 @@ def share_bar(fraction: float, cells: int) -> str:
     full, part = divmod(eighths, 8)
     bar = "█" * full + (EIGHTHS[part] if part and full < cells else "")
     return bar.ljust(cells)
-
-
-def gutter_width(compact: bool, lineno_digits: int) -> int:
-    return len(gutter_spans(None, 1, False, False, compact, lineno_digits, 1))
 
 
 def line_time_ns(stat: LineStat, per_step: bool) -> float:

@@ -20,6 +20,7 @@ import numpy as np
 from analyzers.model import Trace
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Analysis, GapCause, Regime
 from analyzers.stream import Segment, StreamView
+from brrrtui.present.selection import Kind
 from brrrtui.present.timeline import IntervalIndex
 
 CPU_OP = 10
@@ -54,13 +55,21 @@ class PageKey:
     stream: bool = False
 
 
+LANE_KINDS = {Kind.KERNEL: "gpu", Kind.OP: "cpu", Kind.STREAMED: "stream"}  # what a lane holds -> its kind
+
+
 @dataclass(frozen=True)
 class Lane:
     key: str  # "gpu:<device>:<stream>" | "cpu:<tid>"
     label: str
-    kind: str  # "gpu" | "cpu" | "stream"
-    items: IntervalIndex  # rows: gpu rows (gpu lanes), op rows (cpu lanes) or stream rows (stream lanes)
+    holds: Kind  # its items: KERNEL (gpu rows), OP (op rows) or STREAMED (rows of the stream table)
+    items: IntervalIndex
     gaps: IntervalIndex  # rows: rows of Analysis.gaps
+
+    @property
+    def kind(self) -> str:
+        """ "gpu", "cpu" or "stream": the lane named by the kind of its items."""
+        return LANE_KINDS[self.holds]
 
 
 @dataclass(frozen=True)
@@ -159,7 +168,7 @@ def build_lanes(analysis: Analysis, window: int) -> WindowLanes:
             else IntervalIndex.empty(w0)
         )
         label = f"GPU{device} s{stream}" if len(keys) < 10 else f"{device}:{stream}"
-        lanes.append(Lane(f"gpu:{device}:{stream}", label, "gpu", items, gap_index))
+        lanes.append(Lane(f"gpu:{device}:{stream}", label, Kind.KERNEL, items, gap_index))
 
     ops = trace.ops
     omask = ops.window == window
@@ -182,7 +191,7 @@ def build_lanes(analysis: Analysis, window: int) -> WindowLanes:
                 w0,
             )
             label = f"{'bwd' if backward else 'CPU'} {tid}"[:9]
-            lanes.append(Lane(f"cpu:{tid}", label, "cpu", items, IntervalIndex.empty(w0)))
+            lanes.append(Lane(f"cpu:{tid}", label, Kind.OP, items, IntervalIndex.empty(w0)))
     return WindowLanes(window, w0, w1, tuple(lanes))
 
 
@@ -205,18 +214,18 @@ def build_stream_lanes(view: StreamView, segment: Segment) -> WindowLanes:
             st.start_ns[r], st.start_ns[r] + st.dur_ns[r], stream_classes(view, r), r, w0
         )
         label = f"GPU{device} s{stream}" if len(keys) < 10 else f"{device}:{stream}"
-        lanes.append(Lane(f"gpu:{device}:{stream}", label, "stream", items, IntervalIndex.empty(w0)))
+        lanes.append(Lane(f"gpu:{device}:{stream}", label, Kind.STREAMED, items, IntervalIndex.empty(w0)))
     return WindowLanes(segment.after_window, w0, max(segment.end_ns, w0 + 1), tuple(lanes), stream=True)
 
 
-def locate(wl: WindowLanes, kind: str, row: int, start_ns: int) -> tuple[int, int] | None:
-    """(lane index, position in the lane) of a gpu row (kind "gpu"), op row ("cpu"), gap row ("gap") or
-    stream row ("stream")."""
+def locate(wl: WindowLanes, kind: Kind, row: int, start_ns: int) -> tuple[int, int] | None:
+    """(lane index, position in the lane) of a row of the table `kind` names: a gpu row (KERNEL), op row (OP),
+    gap row (GAP) or stream row (STREAMED)."""
     t = float(start_ns - wl.start_ns)
     for li, lane in enumerate(wl.lanes):
-        idx = lane.gaps if kind == "gap" else lane.items
-        if lane.kind != ("gpu" if kind == "gap" else kind):
+        if lane.holds != (Kind.KERNEL if kind == Kind.GAP else kind):
             continue
+        idx = lane.gaps if kind == Kind.GAP else lane.items
         k = int(np.searchsorted(idx.start, t, "left"))
         while k < len(idx) and idx.start[k] == t:
             if idx.rows[k] == row:

@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.results import GAP_CAUSE_CODES, Analysis, GapCause, Regime
+from analyzers.results import GAP_CAUSE_CODES, Analysis, Finding, GapCause, KernelStat, LineStat, Regime
 from analyzers.stream import StreamView, stream_view
-from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flops, fmt_ns, fmt_pct, si
+from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
 
 SCHEMA = 1
 
@@ -61,8 +61,6 @@ def to_json(analysis: Analysis, top: int | None = None) -> dict[str, Any]:
     a = analysis
     b = a.breakdown
     o = a.overhead
-    lines = a.lines if top is None else a.lines[:top]
-    kernels = a.kernels if top is None else a.kernels[:top]
     doc = {
         "schema": SCHEMA,
         "device": {
@@ -83,45 +81,48 @@ def to_json(analysis: Analysis, top: int | None = None) -> dict[str, Any]:
             "profiled_step_ns": _num(o.profiled_step_ns),
             "unprofiled_step_ns": _num(o.unprofiled_step_ns),
         },
-        "lines": [
-            {
-                "file": s.line.file,
-                "line": int(s.line.line),
-                "function": s.line.function,
-                "gpu_ns": int(s.gpu_ns),
-                "idle_ns": int(s.idle_ns),
-                "regime": s.regime.value,
-                "flops": _num(s.flops),
-                "bytes": _num(s.bytes),
-                "kernels": int(s.kernels),
-            }
-            for s in lines
-        ],
-        "kernels": [
-            {
-                "name": k.name,
-                "calls": int(k.calls),
-                "gpu_ns": int(k.gpu_ns),
-                "regime": k.regime.value,
-                "achieved_flops_per_s": _num(k.achieved_flops_per_s),
-                "achieved_bytes_per_s": _num(k.achieved_bytes_per_s),
-            }
-            for k in kernels
-        ],
-        "findings": [
-            {
-                "kind": f.kind,
-                "lines": [{"file": ln.file, "line": int(ln.line)} for ln in f.lines],
-                "saving_ns": _num(f.saving_ns),
-                "message": f.message,
-                "action": f.action,
-            }
-            for f in a.findings
-        ],
+        "lines": [_line_json(s) for s in (a.lines if top is None else a.lines[:top])],
+        "kernels": [_kernel_json(k) for k in (a.kernels if top is None else a.kernels[:top])],
+        "findings": [_finding_json(f) for f in a.findings],
     }
     if len(a.trace.stream):
         doc["stream"] = _stream_json(a, stream_view(a), top)
     return doc
+
+
+def _line_json(s: LineStat) -> dict[str, Any]:
+    return {
+        "file": s.line.file,
+        "line": int(s.line.line),
+        "function": s.line.function,
+        "gpu_ns": int(s.gpu_ns),
+        "idle_ns": int(s.idle_ns),
+        "regime": s.regime.value,
+        "flops": _num(s.flops),
+        "bytes": _num(s.bytes),
+        "kernels": int(s.kernels),
+    }
+
+
+def _kernel_json(k: KernelStat) -> dict[str, Any]:
+    return {
+        "name": k.name,
+        "calls": int(k.calls),
+        "gpu_ns": int(k.gpu_ns),
+        "regime": k.regime.value,
+        "achieved_flops_per_s": _num(k.achieved_flops_per_s),
+        "achieved_bytes_per_s": _num(k.achieved_bytes_per_s),
+    }
+
+
+def _finding_json(f: Finding) -> dict[str, Any]:
+    return {
+        "kind": f.kind,
+        "lines": [{"file": ln.file, "line": int(ln.line)} for ln in f.lines],
+        "saving_ns": _num(f.saving_ns),
+        "message": f.message,
+        "action": f.action,
+    }
 
 
 def _stream_lines(a: Analysis, view: StreamView) -> list[tuple[int, int, int]]:
@@ -174,24 +175,52 @@ def _bar(fraction: float, width: int = 24) -> str:
 def render_text(analysis: Analysis, top: int = 15) -> str:
     a = analysis
     t = a.trace
-    b = a.breakdown
-    out: list[str] = []
+    out = _header_text(a)
+    if a.lines:
+        out.append("")
+        out.append(f"top lines (GPU + idle time{', per step' if a.steps_analysed else ''})")
+        per = a.steps_analysed or 1
+        out += [_line_text(s, per) for s in [s for s in a.lines if s.gpu_ns or s.idle_ns][:top]]
+    if a.kernels:
+        out.append("")
+        out.append("top kernels")
+        out.append(
+            f"  {'calls':>6} {'gpu time':>10}  {'regime':<8} {'FLOP/s':>12} {'bytes/s':>11} {'roof':>5}  name"
+        )
+        out += [_kernel_text(k) for k in a.kernels[:top]]
+    out.append("")
+    if a.findings:
+        out.append("findings (estimated saving first)")
+        for i, f in enumerate(a.findings, 1):
+            saving = f"  ~{fmt_ns(f.saving_ns)}" if f.saving_ns else ""
+            out.append(f"  {i}. [{f.kind}]{saving}  {f.message}")
+            out.append(f"     → {f.action}")
+    else:
+        out.append("findings: none above the reporting thresholds")
+    if len(t.stream):
+        out.append("")
+        out.extend(_stream_text(a, stream_view(a), min(top, 10)))
+    for n in a.notes:
+        out.append(f"note: {n}")
+    return "\n".join(out)
+
+
+def _header_text(a: Analysis) -> list[str]:
+    """The device and its roofs, what was analysed, and where the time goes by regime."""
+    t, b, p = a.trace, a.breakdown, a.peaks
     src = os.path.basename(t.source) if t.source else "trace"
-    p = a.peaks
-    out.append(f"brrrtui report: {src}")
     l2 = f", L2 {p.l2_bytes / 2**20:.0f} MiB" if p.l2_bytes else ""
-    out.append(
-        f"device   {t.device.name or 'unknown'} · peaks {p.source}: {fmt_flops(p.tensor_flops_per_s)} tensor,"
-        f" {fmt_flops(p.fp32_flops_per_s)} fp32, {fmt_bw(p.bytes_per_s)}{l2}"
-    )
     busy = b.compute_ns + b.memory_ns + (b.overhead_ns - (b.idle_ns or 0))
     nwin = len(t.windows)
     steps = f", {a.steps_analysed} step{'s' if a.steps_analysed != 1 else ''}" if a.steps_analysed else ""
-    out.append(
-        f"analysed {nwin} window{'s' if nwin != 1 else ''}{steps}, {fmt_ns(b.span_ns)} ({fmt_ns(busy)} GPU busy)"
-    )
-    out.append("")
-    out.append("where the time goes")
+    out = [
+        f"brrrtui report: {src}",
+        f"device   {t.device.name or 'unknown'} · peaks {p.source}: {fmt_flops(p.tensor_flops_per_s)} tensor,"
+        f" {fmt_flops(p.fp32_flops_per_s)} fp32, {fmt_bw(p.bytes_per_s)}{l2}",
+        f"analysed {nwin} window{'s' if nwin != 1 else ''}{steps}, {fmt_ns(b.span_ns)} ({fmt_ns(busy)} GPU busy)",
+        "",
+        "where the time goes",
+    ]
     idle = (
         {c: int(a.gaps.dur_ns[a.gaps.cause == GAP_CAUSE_CODES[c]].sum()) for c in GapCause}
         if len(a.gaps)
@@ -214,46 +243,25 @@ def render_text(analysis: Analysis, top: int = 15) -> str:
     )
     prof = f" · profiled step {fmt_ns(o.profiled_step_ns)}" if o.profiled_step_ns else ""
     out.append(f"  overhead share: raw {fmt_pct(o.raw_overhead_fraction)} · {corr}{prof}")
+    return out
 
-    if a.lines:
-        out.append("")
-        out.append(f"top lines (GPU + idle time{', per step' if a.steps_analysed else ''})")
-        per = a.steps_analysed or 1
-        for s in [s for s in a.lines if s.gpu_ns or s.idle_ns][:top]:
-            r = s.gpu_ns_by_regime
-            parts = "/".join(fmt_ns(r[x] / per) for x in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD))
-            out.append(
-                f"  {str(s.line) + ' ' + s.line.function:<40} {s.regime.value:<8}"
-                f" gpu {fmt_ns(s.gpu_ns / per)} (c/m/o {parts})  idle {fmt_ns(s.idle_ns / per)}"
-                f"  {s.kernels / per:.0f} kernels  {si(None if s.flops is None else s.flops / per, 'FLOP')}"
-                f"  {fmt_bytes(None if s.bytes is None else s.bytes / per)}"
-            )
-    if a.kernels:
-        out.append("")
-        out.append("top kernels")
-        out.append(
-            f"  {'calls':>6} {'gpu time':>10}  {'regime':<8} {'FLOP/s':>12} {'bytes/s':>11} {'roof':>5}  name"
-        )
-        for k in a.kernels[:top]:
-            out.append(
-                f"  {k.calls:>6} {fmt_ns(k.gpu_ns):>10}  {k.regime.value:<8} {fmt_flops(k.achieved_flops_per_s):>12}"
-                f" {fmt_bw(k.achieved_bytes_per_s):>11} {fmt_pct(k.roof_fraction):>5}  {short_kernel_name(k.name)}"
-            )
-    out.append("")
-    if a.findings:
-        out.append("findings (estimated saving first)")
-        for i, f in enumerate(a.findings, 1):
-            saving = f"  ~{fmt_ns(f.saving_ns)}" if f.saving_ns else ""
-            out.append(f"  {i}. [{f.kind}]{saving}  {f.message}")
-            out.append(f"     → {f.action}")
-    else:
-        out.append("findings: none above the reporting thresholds")
-    if len(t.stream):
-        out.append("")
-        out.extend(_stream_text(a, stream_view(a), min(top, 10)))
-    for n in a.notes:
-        out.append(f"note: {n}")
-    return "\n".join(out)
+
+def _line_text(s: LineStat, per: int) -> str:
+    r = s.gpu_ns_by_regime
+    parts = "/".join(fmt_ns(r[x] / per) for x in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD))
+    return (
+        f"  {str(s.line) + ' ' + s.line.function:<40} {s.regime.value:<8}"
+        f" gpu {fmt_ns(s.gpu_ns / per)} (c/m/o {parts})  idle {fmt_ns(s.idle_ns / per)}"
+        f"  {s.kernels / per:.0f} kernels  {fmt_flop_count(None if s.flops is None else s.flops / per)}"
+        f"  {fmt_bytes(None if s.bytes is None else s.bytes / per)}"
+    )
+
+
+def _kernel_text(k: KernelStat) -> str:
+    return (
+        f"  {k.calls:>6} {fmt_ns(k.gpu_ns):>10}  {k.regime.value:<8} {fmt_flops(k.achieved_flops_per_s):>12}"
+        f" {fmt_bw(k.achieved_bytes_per_s):>11} {fmt_pct(k.roof_fraction):>5}  {short_kernel_name(k.name)}"
+    )
 
 
 def _stream_text(a: Analysis, view: StreamView, top: int) -> list[str]:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from brrrtui.contract.units import fmt_ns
 from brrrtui.present.details import display_path
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.source import plain, read_highlighted
-from brrrtui.present.units import fmt_ns
 
 MAX_RESULTS = 60
 

@@ -1,7 +1,7 @@
 """Everything the screens draw from, built once per analysis off the UI thread.
 
-The UI never reads a live object: a `Snapshot` is immutable once built, and "pause" just means the app keeps
-showing the one it has. The kernel stream between windows moves faster than the windows: `with_stream`
+The UI never reads a live object: a `Snapshot` is immutable once built (frozen; its tables are shared, not
+copied, so nothing may write to them either), and "pause" just means the app keeps showing the one it has. The kernel stream between windows moves faster than the windows: `with_stream`
 derives a new snapshot that shares the analysis and replaces only the stream's rows, view and pages.
 """
 
@@ -20,7 +20,7 @@ from brrrtui.contract.userfiles import is_user_file
 from brrrtui.present.lanes import PageKey, WindowLanes, build_lanes, build_stream_lanes, window_ids
 
 
-@dataclass
+@dataclass(frozen=True)
 class Snapshot:
     analysis: Analysis
     windows: list[int]
@@ -48,10 +48,6 @@ class Snapshot:
     @property
     def trace(self) -> Trace:
         return self.analysis.trace
-
-    @property
-    def latest_window(self) -> int | None:
-        return self.windows[-1] if self.windows else None
 
     @property
     def latest_page(self) -> PageKey | None:

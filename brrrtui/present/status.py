@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from brrrtui.contract.units import NA, fmt_mem
+from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.sparkline import spark
-from brrrtui.present.units import fmt_bytes, fmt_elapsed
+from brrrtui.present.units import fmt_elapsed
 
 Span = tuple[str, str]
 
@@ -33,6 +36,37 @@ class RunState:
         return replace(self, **kw)  # type: ignore[arg-type]
 
 
+def state_after_analysis(state: RunState, snap: Snapshot) -> RunState:
+    """The run state once an analysis is shown. A finished recording states its own windows, steps, exit code
+    and wall time; live, the feed's counts stand unless the analysis has seen more."""
+    trace = snap.trace
+    kw: dict[str, object] = {"error": None, "device": trace.device.name}
+    if not state.live:
+        meta = trace.meta
+        kw["windows"] = len(snap.windows)
+        kw["steps"] = len(trace.steps) if len(trace.steps) else (snap.analysis.steps_analysed or None)
+        kw["exit_code"] = meta.get("exit_code")
+        t0, t1 = meta.get("started_at_ns"), meta.get("ended_at_ns")
+        if isinstance(t0, int) and isinstance(t1, int):
+            kw["elapsed_s"] = (t1 - t0) / 1e9
+    else:
+        kw["windows"] = max(state.windows, len(snap.windows))
+        if state.steps is None and len(trace.steps):
+            kw["steps"] = len(trace.steps)
+    return state.with_(**kw)
+
+
+def opening_lines(snap: Snapshot, path: str | None) -> list[str]:
+    """What the log says when the first analysis is shown: what was read, and the analysis's notes."""
+    a, trace = snap.analysis, snap.trace
+    name = os.path.basename(trace.source or path or "")
+    return [
+        f"{name}: {len(trace.gpu):,} GPU activities in {len(snap.windows)} window(s), "
+        f"{a.steps_analysed} step(s) analysed; roofs from {a.peaks.source}",
+        *a.notes,
+    ]
+
+
 def status_spans(s: RunState) -> list[Span]:
     spans: list[Span] = [("brrrtui ", "title"), (s.name, "name"), ("  ", "")]
     if s.live and s.running:
@@ -47,7 +81,7 @@ def status_spans(s: RunState) -> list[Span]:
         spans.append(("▣ recording" if s.exit_code is None else f"▣ recording, exit {s.exit_code}", "muted"))
     if s.elapsed_s is not None:
         spans.append((f" {fmt_elapsed(s.elapsed_s)}", "muted"))
-    spans.append((f"  steps {s.steps if s.steps is not None else '—'}", "label"))
+    spans.append((f"  steps {s.steps if s.steps is not None else NA}", "label"))
     spans.append((f"  windows {s.windows}", "label"))
     if s.device:
         spans.append((f"  {s.device}", "muted"))
@@ -71,11 +105,11 @@ class Metric:
 
 def _fmt(x: float, kind: str) -> str:
     if math.isnan(x):
-        return "—"
+        return NA
     if kind == "pct":
         return f"{x:.0f}%"
     if kind == "bytes":
-        return fmt_bytes(x)
+        return fmt_mem(x)
     if kind == "watts":
         return f"{x:.0f} W"
     return f"{x:.0f} MHz"

@@ -1,81 +1,15 @@
-"""Numbers with units, formatted the same way everywhere in the UI."""
+"""Numbers only the UI shows: elapsed wall-clock time and the timeline axis's ticks. Quantities (times,
+bytes, rates, FLOP, shares) are formatted by brrrtui.contract.units, the one formatter of quantities."""
 
 from __future__ import annotations
 
 import math
 
-NA = "—"  # shown for "unknown" (None / NaN), never 0
+from brrrtui.contract.units import NA
 
 
 def _known(x: float | None) -> bool:
-    return x is not None and not (isinstance(x, float) and math.isnan(x))
-
-
-def fmt_ns(ns: float | None) -> str:
-    """123 ns, 12.3 µs, 4.56 ms, 1.23 s (three significant digits)."""
-    if not _known(ns):
-        return NA
-    assert ns is not None
-    a = abs(ns)
-    for scale, unit in ((1e9, "s"), (1e6, "ms"), (1e3, "µs")):
-        if a >= scale:
-            return f"{_sig3(ns / scale)} {unit}"
-    return f"{ns:.0f} ns"
-
-
-def _sig3(x: float) -> str:
-    a = abs(x)
-    if a >= 100:
-        return f"{x:.0f}"
-    if a >= 10:
-        return f"{x:.1f}"
-    return f"{x:.2f}"
-
-
-def _scaled(x: float | None, unit: str, base: float, prefixes: str) -> str:
-    if not _known(x):
-        return NA
-    assert x is not None
-    i = 0
-    while abs(x) >= base and i < len(prefixes) - 1:
-        x /= base
-        i += 1
-    p = prefixes[i].strip()
-    return f"{_sig3(x)} {p}{unit}"
-
-
-def fmt_bytes(b: float | None) -> str:
-    """Binary prefixes: 512 B, 1.50 KiB, 40.0 MiB, 141 GiB."""
-    if not _known(b):
-        return NA
-    assert b is not None
-    if abs(b) < 1024:
-        return f"{b:.0f} B"
-    units = ["KiB", "MiB", "GiB", "TiB", "PiB"]
-    x, i = b / 1024, 0
-    while abs(x) >= 1024 and i < len(units) - 1:
-        x /= 1024
-        i += 1
-    return f"{_sig3(x)} {units[i]}"
-
-
-def fmt_flops(f: float | None) -> str:
-    return _scaled(f, "FLOP", 1000.0, " kMGTPE")
-
-
-def fmt_flop_rate(f: float | None) -> str:
-    return _scaled(f, "FLOP/s", 1000.0, " kMGTPE")
-
-
-def fmt_byte_rate(b: float | None) -> str:
-    return _scaled(b, "B/s", 1000.0, " kMGTPE")
-
-
-def fmt_pct(fraction: float | None) -> str:
-    if not _known(fraction):
-        return NA
-    assert fraction is not None
-    return f"{100 * fraction:.0f}%"
+    return x is not None and math.isfinite(x)
 
 
 def fmt_elapsed(seconds: float | None) -> str:

@@ -9,8 +9,8 @@ import math
 from typing import TypeGuard
 
 from analyzers.results import GapCause, LineStat, Regime
+from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.snapshot import Snapshot
-from brrrtui.present.units import fmt_byte_rate, fmt_bytes, fmt_flop_rate, fmt_ns, fmt_pct
 
 
 def finite(x: float | None) -> TypeGuard[float]:
@@ -18,8 +18,15 @@ def finite(x: float | None) -> TypeGuard[float]:
     return x is not None and not math.isnan(x)
 
 
-def kernel_verdict(snap: Snapshot, regime: Regime, flops: float | None, nbytes: float | None, dur_ns: float,
-                   calls: int = 1, tensor: bool | None = None) -> str:  # fmt: skip
+def kernel_verdict(
+    snap: Snapshot,
+    regime: Regime,
+    flops: float | None,
+    nbytes: float | None,
+    dur_ns: float,
+    calls: int = 1,
+    tensor: bool | None = None,
+) -> str:
     p = snap.analysis.peaks
     secs = dur_ns / 1e9 if dur_ns > 0 else None
     if regime is Regime.COMPUTE:
@@ -27,7 +34,7 @@ def kernel_verdict(snap: Snapshot, regime: Regime, flops: float | None, nbytes: 
         rate = flops / secs if finite(flops) and secs else None
         frac = f" ({fmt_pct(rate / peak)} of the roof)" if rate and peak else ""
         return (
-            f"compute-bound: {fmt_flop_rate(rate)} of {fmt_flop_rate(peak)}{frac}; only more FLOP/s helps "
+            f"compute-bound: {fmt_flops(rate)} of {fmt_flops(peak)}{frac}; only more FLOP/s helps "
             "(tensor cores, lower precision), not fusion."
         )
     if regime is Regime.MEMORY:
@@ -35,7 +42,7 @@ def kernel_verdict(snap: Snapshot, regime: Regime, flops: float | None, nbytes: 
         peak = p.bytes_per_s
         frac = f" ({fmt_pct(rate / peak)} of peak)" if rate and peak else ""
         return (
-            f"memory-bound: moves {fmt_bytes(nbytes)} at {fmt_byte_rate(rate)} of {fmt_byte_rate(peak)}{frac}; "
+            f"memory-bound: moves {fmt_bytes(nbytes)} at {fmt_bw(rate)} of {fmt_bw(peak)}{frac}; "
             "fusing it with its neighbours saves the DRAM round trips."
         )
     mean = dur_ns / calls if calls else dur_ns

@@ -9,33 +9,39 @@
   window that arrives meanwhile triggers one more run), and the new snapshot replaces the old one unless the
   user paused.
 - The kernel stream between windows (StreamAdded, about once a second) is followed without re-reading the
-  recording: at most every `stream_s`, a thread worker polls an `brrrtui.recording.store.StreamReader` for the rows
-  added since, keeps the newest `STREAM_TAIL` rows, re-infers their lines (`analyzers.stream.stream_view`,
-  against the analysis it has) and rebuilds the stream pages only. A full analysis resets the reader to where
-  its load ended; a stream update started before it is dropped (the reader re-reads those rows).
+  recording: at most every `stream_s`, a thread worker asks brrrtui.tui.live for the rows added since (it
+  re-infers their lines against the analysis it has and rebuilds the stream pages only). A full analysis
+  resets the reader to where its load ended; a stream update started before it is dropped (the reader re-reads
+  those rows).
+
+The loading, analysing and stream merging themselves live in brrrtui.tui.live; what the header says after an
+analysis in brrrtui.present.status.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 from textual.app import App
-from textual.binding import Binding
 from textual.message import Message
 from textual.worker import get_current_worker
 
-from brrrtui.present.snapshot import Snapshot, build_snapshot, with_stream
-from brrrtui.present.status import RunState
+from brrrtui.present.snapshot import Snapshot
+from brrrtui.present.status import RunState, opening_lines, state_after_analysis
 from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
+from brrrtui.recording.store import StreamReader
+from brrrtui.tui import live
+from brrrtui.tui.keymap import bindings
 from brrrtui.tui.screens.confirm_quit import ConfirmQuit
 from brrrtui.tui.screens.help import HelpScreen
 from brrrtui.tui.screens.main import MainScreen
+from brrrtui.tui.widgets.telemetry import Telemetry
 
-AnalyzeFn = Callable[..., Any]
+AnalyzeFn = live.AnalyzeFn
 
 # Colours of the regimes, gap causes and CPU lanes, as theme variables derived from the active theme (a theme
 # may override any of them in its `variables`). The regime -> colour map lives here, in the UI.
@@ -82,11 +88,7 @@ class AnalysisFailed(Message):
 class BrrrApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "brrrtui"
-    BINDINGS = [
-        Binding("q", "request_quit", "Quit"),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("p", "toggle_pause", "Pause"),
-    ]
+    BINDINGS = bindings("app")
 
     def __init__(
         self,
@@ -121,7 +123,7 @@ class BrrrApp(App):
         self.stream_s = stream_s
         self.stream_updates = 0  # stream updates applied or pending (tests wait on it)
         self._latest: Snapshot | None = None  # the newest snapshot, shown or pending
-        self._reader: Any = None  # brrrtui.recording.store.StreamReader, positioned where _latest's rows end
+        self._reader: StreamReader | None = None  # positioned where _latest's rows end
         self._generation = 0  # bumped by every full analysis: older stream updates are dropped
         self._stream_dirty = False
         self._stream_busy = False
@@ -175,8 +177,8 @@ class BrrrApp(App):
             elif isinstance(ev, StepsAdded):
                 self._set_state(steps=ev.last_step + 1)
             elif isinstance(ev, TelemetrySample):
-                main.query_one("#telemetry").add(ev.t_ns, ev.gpu_util_pct, ev.mem_used_bytes, ev.power_w,  # type: ignore[attr-defined]
-                                                 ev.sm_clock_mhz)  # fmt: skip
+                telemetry = main.query_one("#telemetry", Telemetry)
+                telemetry.add(ev.t_ns, ev.gpu_util_pct, ev.mem_used_bytes, ev.power_w, ev.sm_clock_mhz)
             elif isinstance(ev, LogLine):
                 main.log_pane.add(ev.stream, ev.text)
             elif isinstance(ev, Exited):
@@ -196,17 +198,12 @@ class BrrrApp(App):
         self.run_worker(self._analyse, thread=True, group="analysis", exit_on_error=False)
 
     def _analyse(self) -> None:
-        from analyzers.analyze import analyze as analyze_trace
         from analyzers.errors import InputError
-        from brrrtui.recording.load import load_trace
 
-        analyze = self._analyze or analyze_trace
         worker = get_current_worker()
         try:
             assert self.path is not None
-            trace = load_trace(self.path)
-            _keep_stream_tail(trace)
-            snap = build_snapshot(analyze(trace), self.script, self._version + 1)
+            snap = live.analyse_recording(self.path, self.script, self._version + 1, self._analyze)
         except InputError as e:
             self.post_message(AnalysisFailed(str(e)))
             return
@@ -222,10 +219,7 @@ class BrrrApp(App):
         self._generation += 1
         self._latest = message.snapshot
         if self.live and self.path:
-            from brrrtui.recording.store import StreamReader
-
-            tr = message.snapshot.trace
-            self._reader = StreamReader(self.path, tr.stream_total, len(tr.strings) - 1)
+            self._reader = live.stream_reader(self.path, message.snapshot)
         self._finish_analysis()
         if self.state.paused:
             self.pending = message.snapshot
@@ -257,27 +251,12 @@ class BrrrApp(App):
         self._stream_dirty = False
         self._stream_busy = True
         base, reader, gen = self._latest, self._reader, self._generation
-        self.run_worker(lambda: self._follow_stream(base, reader, gen), thread=True, group="stream",
-                        exit_on_error=False)  # fmt: skip
+        work = functools.partial(self._follow_stream, base, reader, gen)
+        self.run_worker(work, thread=True, group="stream", exit_on_error=False)
 
-    def _follow_stream(self, base: Snapshot, reader: Any, generation: int) -> None:
-        from analyzers.model import STREAM_SCHEMA, Table
-        from brrrtui.recording import store
-
-        tail = store.STREAM_TAIL
+    def _follow_stream(self, base: Snapshot, reader: StreamReader, generation: int) -> None:
         try:
-            rows, strings = reader.poll(limit=tail)
-            if not len(rows) and not strings:
-                self.post_message(StreamReady(None, generation))
-                return
-            old = base.stream.stream if base.stream is not None else base.trace.stream
-            keep = max(tail - len(rows), 0)
-            old = old.take(np.arange(max(len(old) - keep, 0), len(old)))
-            table = Table.concat([old, rows], STREAM_SCHEMA)
-            names = dict(base.stream_names)
-            n = len(base.trace.strings)
-            names.update((i, s) for i, s in strings if i >= n)
-            snap = with_stream(base, table, reader.rowid, names)
+            snap = live.follow_stream(base, reader)
         except Exception as e:  # noqa: BLE001 - shown once in the log; the next window's analysis reloads it
             self.post_message(StreamReady(None, generation, f"kernel stream: {type(e).__name__}: {e}"))
             return
@@ -302,31 +281,12 @@ class BrrrApp(App):
     def _apply(self, snap: Snapshot) -> None:
         first = self.snapshot is None
         self.snapshot = snap
-        trace = snap.trace
-        kw: dict[str, Any] = {"error": None, "device": trace.device.name}
-        if not self.live:
-            meta = trace.meta
-            kw["windows"] = len(snap.windows)
-            kw["steps"] = len(trace.steps) if len(trace.steps) else (snap.analysis.steps_analysed or None)
-            kw["exit_code"] = meta.get("exit_code")
-            t0, t1 = meta.get("started_at_ns"), meta.get("ended_at_ns")
-            if isinstance(t0, int) and isinstance(t1, int):
-                kw["elapsed_s"] = (t1 - t0) / 1e9
-        else:
-            kw["windows"] = max(self.state.windows, len(snap.windows))
-            if self.state.steps is None and len(trace.steps):
-                kw["steps"] = len(trace.steps)
-        self._set_state(**kw)
+        self.state = state_after_analysis(self.state, snap)
+        self._set_state()
         self.main.show_snapshot(snap, follow=self.live)
         if first:
-            a = snap.analysis
-            self.main.log_pane.add(
-                "brrrtui",
-                f"{os.path.basename(trace.source or self.path or '')}: {len(trace.gpu):,} GPU activities in {len(snap.windows)} window(s), "
-                f"{a.steps_analysed} step(s) analysed; roofs from {a.peaks.source}",
-            )
-            for note in a.notes:
-                self.main.log_pane.add("brrrtui", note)
+            for line in opening_lines(snap, self.path):
+                self.main.log_pane.add("brrrtui", line)
 
     # ------------------------------------------------------------------ actions
 
@@ -338,31 +298,8 @@ class BrrrApp(App):
             self._apply(snap)
 
     def action_help(self) -> None:
-        if isinstance(self.screen, HelpScreen):
-            return
-        from brrrtui.tui.widgets.details import Details
-        from brrrtui.tui.widgets.source_view import SourceView
-        from brrrtui.tui.widgets.timeline import Timeline
-
-        self.push_screen(
-            HelpScreen(
-                [
-                    ("everywhere", type(self).BINDINGS),
-                    ("everywhere", MainScreen.BINDINGS),
-                    ("timeline", Timeline.BINDINGS),
-                    ("source", SourceView.BINDINGS),
-                    ("details", Details.BINDINGS + [Binding("enter", "", "Drill into the highlighted item")]),
-                    (
-                        "hot lines",
-                        [
-                            Binding("up,down", "", "Move (the source follows)"),
-                            Binding("enter", "", "Details of the line"),
-                        ],
-                    ),  # fmt: skip
-                    ("quit dialog", ConfirmQuit.BINDINGS),
-                ]
-            )
-        )
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
 
     def action_request_quit(self) -> None:
         if self.live and self.state.running:
@@ -376,15 +313,6 @@ class BrrrApp(App):
             self.push_screen(ConfirmQuit(), answered)
         else:
             self.exit()
-
-
-def _keep_stream_tail(trace: Any) -> None:
-    """Hold at most STREAM_TAIL streamed rows, the newest (a load may have been given a larger tail)."""
-    from brrrtui.recording import store
-
-    n, tail = len(trace.stream), store.STREAM_TAIL
-    if n > tail:
-        trace.stream = trace.stream.take(np.arange(n - tail, n))
 
 
 def make_app(
@@ -402,5 +330,6 @@ def make_app(
     while the script still runs, before the app exits; the CLI stops the recorder after `run()` returns
     anyway. `analyze` replaces `analyzers.analyze.analyze` (tests). `stream_s`: the least time between two
     reads of the kernel stream while it runs."""
-    return BrrrApp(path, feed, script, on_quit_confirm, analyze=analyze, poll_s=poll_s, clock=clock,
-                   stream_s=stream_s)  # fmt: skip
+    return BrrrApp(
+        path, feed, script, on_quit_confirm, analyze=analyze, poll_s=poll_s, clock=clock, stream_s=stream_s
+    )

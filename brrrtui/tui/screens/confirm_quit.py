@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from brrrtui.tui.keymap import bindings
+
 
 class ConfirmQuit(ModalScreen[bool]):
-    BINDINGS = [
-        Binding("y,enter", "answer(True)", "Quit and stop the script"),
-        Binding("n,escape,q", "answer(False)", "Keep running"),
-    ]
+    BINDINGS = bindings("quit dialog")
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-quit"):

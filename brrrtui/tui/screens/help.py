@@ -1,23 +1,39 @@
-"""`?`: every key, generated from the bindings of the app, the main screen and each pane."""
+"""`?`: every key, from the keymap that also builds the panes' bindings."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from rich.table import Table
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from brrrtui.tui.keymap import Key, bindings, help_sections
+
 KEY_NAMES = {
-    "left_square_bracket": "[", "right_square_bracket": "]", "comma": ",", "full_stop": ".",
-    "less_than_sign": "<", "greater_than_sign": ">", "plus": "+", "equals_sign": "=", "minus": "-",
-    "underscore": "_", "question_mark": "?", "slash": "/", "escape": "esc", "enter": "enter",
-    "shift+left": "shift+←", "shift+right": "shift+→", "left": "←", "right": "→", "up": "↑", "down": "↓",
-    "pageup": "pgup", "pagedown": "pgdn",
-}  # fmt: skip
+    "left_square_bracket": "[",
+    "right_square_bracket": "]",
+    "comma": ",",
+    "full_stop": ".",
+    "less_than_sign": "<",
+    "greater_than_sign": ">",
+    "plus": "+",
+    "equals_sign": "=",
+    "minus": "-",
+    "underscore": "_",
+    "question_mark": "?",
+    "slash": "/",
+    "escape": "esc",
+    "enter": "enter",
+    "shift+left": "shift+←",
+    "shift+right": "shift+→",
+    "left": "←",
+    "right": "→",
+    "up": "↑",
+    "down": "↓",
+    "pageup": "pgup",
+    "pagedown": "pgdn",
+}
 
 # Keys Textual itself provides to every app, listed so the help is complete.
 BUILTIN = [
@@ -31,22 +47,19 @@ def key_label(keys: str) -> str:
     return " ".join(KEY_NAMES.get(k.strip(), k.strip()) for k in keys.split(","))
 
 
-def help_rows(sections: Iterable[tuple[str, Iterable[Binding | tuple]]]) -> list[tuple[str, str, str]]:
-    """(section, keys, what) for every binding, in declaration order."""
-    rows: list[tuple[str, str, str]] = []
-    for section, bindings in sections:
-        for b in bindings:
-            b = b if isinstance(b, Binding) else Binding(*b)
-            rows.append((section, key_label(b.key), b.description or b.action))
-    return rows
+def help_rows(sections: list[tuple[str, list[Key]]]) -> list[tuple[str, str, str]]:
+    """(section, keys, what) for every key, in declaration order."""
+    return [
+        (section, key_label(k.keys), k.description or k.action) for section, keys in sections for k in keys
+    ]
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss_help", "Close help")]
+    BINDINGS = bindings("help")
 
-    def __init__(self, sections: list[tuple[str, Iterable[Binding | tuple]]]) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.rows = help_rows(sections) + [("everywhere", k, w) for k, w in BUILTIN]
+        self.rows = help_rows(help_sections()) + [("everywhere", k, w) for k, w in BUILTIN]
 
     def text(self) -> str:
         """Plain text of the help (tests)."""

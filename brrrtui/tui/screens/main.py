@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import numpy as np
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, OptionList
 
-from analyzers.model import SourceLine
-from brrrtui.present.details import SUMMARY, Node
+from brrrtui.present import queries
+from brrrtui.present.selection import SUMMARY, Kind, Node, Selection
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.status import RunState
+from brrrtui.tui.keymap import bindings
 from brrrtui.tui.screens.search import Hit, SearchScreen
 from brrrtui.tui.widgets.details import Details
 from brrrtui.tui.widgets.drill import Drill
@@ -23,19 +22,13 @@ from brrrtui.tui.widgets.regime_bars import RegimeBars
 from brrrtui.tui.widgets.source_view import SourceView
 from brrrtui.tui.widgets.status_bar import StatusBar
 from brrrtui.tui.widgets.telemetry import Telemetry
-from brrrtui.tui.widgets.timeline import Selection, Timeline
+from brrrtui.tui.widgets.timeline import Timeline
 
 PANES = ("timeline", "source", "hot", "details", "log")
 
 
 class MainScreen(Screen):
-    BINDINGS = [
-        Binding("slash", "search", "Search", key_display="/"),
-        Binding("n", "finding(1)", "Next finding"),
-        Binding("N", "finding(-1)", "Previous finding", show=False),
-        Binding("g", "goto", "Kernel ⇄ line"),
-        Binding("escape", "back", "Back", show=False),
-    ]
+    BINDINGS = bindings("main")
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
 
@@ -165,7 +158,7 @@ class MainScreen(Screen):
     def on_source_view_line_chosen(self, event: SourceView.LineChosen) -> None:
         if event.stat is not None:
             if self.focused_pane() in (None, "source"):
-                self.details.show(Node("line", (event.stat.line_id,)))
+                self.details.show(Node(Kind.LINE, (event.stat.line_id,)))
             self.hot.select_line_id(event.stat.line_id)
 
     def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -174,11 +167,11 @@ class MainScreen(Screen):
         stat = self.snapshot.lines_by_id.get(int(event.option.id))
         if stat is not None and self.focused_pane() == "hot":
             self.source.show_line(stat.line, notify=False)
-            self.details.show(Node("line", (stat.line_id,)))
+            self.details.show(Node(Kind.LINE, (stat.line_id,)))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         if event.option_list is self.hot and event.option.id is not None:
-            self._drill(Node("line", (int(event.option.id),)))
+            self._drill(Node(Kind.LINE, (int(event.option.id),)))
 
     def on_details_back_at_root(self, event: Details.BackAtRoot) -> None:
         self.query_one(f"#{self._last_pane}").focus()
@@ -194,10 +187,10 @@ class MainScreen(Screen):
             node = self.timeline.selection_node()
         elif pane == "source":
             stat = self.source.current_stat()
-            node = Node("line", (stat.line_id,)) if stat else None
+            node = Node(Kind.LINE, (stat.line_id,)) if stat else None
         elif pane == "hot":
             lid = self.hot.highlighted_line_id()
-            node = Node("line", (lid,)) if lid is not None else None
+            node = Node(Kind.LINE, (lid,)) if lid is not None else None
         if node is not None and self.snapshot is not None and self.details.node != node:
             self.details.show(node)
 
@@ -223,90 +216,67 @@ class MainScreen(Screen):
         if f.lines:
             self.source.show_line(f.lines[0], notify=False)
         if f.kernels:
-            self.timeline.go_to("kernel", f.kernels[0])
-        self.details.show(Node("finding", (self.finding_index,)))
+            self.timeline.go_to(Kind.KERNEL, f.kernels[0])
+        self.details.show(Node(Kind.FINDING, (self.finding_index,)))
         self.details.query_one(OptionList).focus()
 
     def action_goto(self) -> None:
         """g: from a kernel to its source line, and from a line back to the kernel (or its first kernel)."""
-        snap = self.snapshot
-        if snap is None:
+        if self.snapshot is None:
             return
         pane = self.focused_pane()
         node = self.details.node if pane == "details" else None
-        if pane == "timeline" or (node is not None and node.kind in ("kernel", "gap", "streamed")):
-            sel = self.timeline.selection
-            row = node.key[0] if node is not None else (sel.row if sel else None)
-            kind = node.kind if node is not None else (sel.kind if sel else None)
-            if node is None and kind == "streamed" and row is not None:
-                row = snap.stream_rowid(row)  # a selection holds a stream row, a node its rowid
-            line = self._line_of(kind, row)
-            if line is None:
-                self.notify("No source line is known for this item.", timeout=2)
-                return
-            if sel is not None:
-                self._g_origin = (sel, self.timeline.window)
-            self.source.show_line(line)
-            self.source.focus()
+        if pane == "timeline" or (node is not None and node.kind in (Kind.KERNEL, Kind.GAP, Kind.STREAMED)):
+            self._goto_line(node)
+        else:
+            self._goto_kernel(pane, node)
+
+    def _goto_line(self, node: Node | None) -> None:
+        """g on an item: show its source line."""
+        snap = self.snapshot
+        assert snap is not None
+        sel = self.timeline.selection
+        row = node.key[0] if node is not None else (sel.row if sel else None)
+        kind = node.kind if node is not None else (sel.kind if sel else None)
+        if node is None and kind == Kind.STREAMED and row is not None:
+            row = snap.stream_rowid(row)  # a selection holds a stream row, a node its rowid
+        line = queries.line_of(snap, kind, row)
+        if line is None:
+            self.notify("No source line is known for this item.", timeout=2)
             return
+        if sel is not None:
+            self._g_origin = (sel, self.timeline.window)
+        self.source.show_line(line)
+        self.source.focus()
+
+    def _goto_kernel(self, pane: str | None, node: Node | None) -> None:
+        """g on a line: back to the kernel we came from, else the line's heaviest kernel."""
+        snap = self.snapshot
+        assert snap is not None
         line_id = None
         if pane in ("source", None):
             stat = self.source.current_stat()
             line_id = stat.line_id if stat else None
         elif pane == "hot":
             line_id = self.hot.highlighted_line_id()
-        elif node is not None and node.kind in ("line", "op"):
+        elif node is not None and node.kind in (Kind.LINE, Kind.OP):
             line_id = node.key[0]
-        if line_id is None:
+        origin = self._g_origin
+        if origin is not None and origin[0].kind == Kind.KERNEL and line_id is not None:
+            if queries.line_id_of(snap, Kind.KERNEL, origin[0].row) == line_id:
+                self.timeline.go_to(Kind.KERNEL, origin[0].row)
+                self.timeline.focus()
+                return
+        row = (
+            queries.heaviest_kernel_of_line(snap, line_id, self.timeline.window)
+            if line_id is not None
+            else None
+        )
+        if row is None:
             self.notify("This line launched no kernels.", timeout=2)
             return
-        origin = self._g_origin
-        if (
-            origin is not None
-            and origin[0].kind == "kernel"
-            and self._line_id_of("kernel", origin[0].row) == line_id
-        ):
-            self.timeline.go_to("kernel", origin[0].row)
-        else:
-            rows = np.nonzero(snap.analysis.links.kernel_line == line_id)[0]
-            if not len(rows):
-                self.notify("This line launched no kernels.", timeout=2)
-                return
-            in_window = rows[
-                snap.trace.gpu.window[rows]
-                == (self.timeline.window if self.timeline.window is not None else -1)
-            ]
-            pick = in_window if len(in_window) else rows
-            self.timeline.go_to("kernel", int(pick[np.argmax(snap.trace.gpu.dur_ns[pick])]))
+        self.timeline.go_to(Kind.KERNEL, row)
         self.timeline.focus()
-
-    def _line_id_of(self, kind: str | None, row: int | None) -> int | None:
-        snap = self.snapshot
-        if snap is None or row is None:
-            return None
-        links = snap.analysis.links
-        if kind == "kernel":
-            lid = int(links.kernel_line[row])
-        elif kind == "op":
-            lid = int(links.op_line[row])
-        elif kind == "gap":
-            lid = int(snap.analysis.gaps.line[row])
-        elif kind == "streamed":  # row: the stream's rowid; its line is inferred
-            r = snap.stream_row(row)
-            lid = int(snap.stream.line[r]) if r is not None and snap.stream is not None else -1
-        else:
-            return None
-        return lid if lid >= 0 else None
-
-    def _line_of(self, kind: str | None, row: int | None) -> SourceLine | None:
-        snap = self.snapshot
-        lid = self._line_id_of(kind, row)
-        if snap is None or lid is None:
-            return None
-        stat = snap.lines_by_id.get(lid)
-        if stat is not None:
-            return stat.line
-        return snap.trace.lines[lid] if 0 <= lid < len(snap.trace.lines) else None
 
     def action_search(self) -> None:
         snap = self.snapshot
@@ -328,22 +298,17 @@ class MainScreen(Screen):
         self.app.push_screen(SearchScreen(snap), jump)
 
     def _jump_to_kernel_name(self, name: str) -> None:
+        """The next call of the kernel after the cursor on this page (else its first call)."""
         snap = self.snapshot
         assert snap is not None
-        sid = snap.trace.sid(name)
-        rows = np.nonzero(snap.trace.gpu.name == sid)[0]
-        if not len(rows):
-            return
         tl = self.timeline
-        sel = tl.selection
-        after = rows
+        after = None
         if tl.window is not None and tl.lanes is not None:
-            here = rows[snap.trace.gpu.window[rows] == tl.window]
-            t = tl.lanes.start_ns + (sel.start if sel else tl.view.cursor_t)
-            later = here[snap.trace.gpu.start_ns[here] > t]
-            after = later if len(later) else (here if len(here) else rows)
-        tl.go_to("kernel", int(after[np.argmin(snap.trace.gpu.start_ns[after])]))
-        tl.focus()
+            after = tl.lanes.start_ns + (tl.selection.start if tl.selection else tl.view.cursor_t)
+        row = queries.next_kernel_named(snap, name, tl.window, after)
+        if row is not None:
+            tl.go_to(Kind.KERNEL, row)
+            tl.focus()
 
     def show_summary(self) -> None:
         self.details.show(SUMMARY)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, OptionList
@@ -12,13 +11,11 @@ from textual.widgets.option_list import Option
 
 from brrrtui.present.search import Hit, search
 from brrrtui.present.snapshot import Snapshot
+from brrrtui.tui.keymap import bindings
 
 
 class SearchScreen(ModalScreen[Hit | None]):
-    BINDINGS = [
-        Binding("escape", "cancel", "Close search"),
-        Binding("down", "focus_results", "To the results", show=False),
-    ]
+    BINDINGS = bindings("search")
 
     def __init__(self, snap: Snapshot, query: str = "") -> None:
         super().__init__()
@@ -46,8 +43,12 @@ class SearchScreen(ModalScreen[Hit | None]):
         self.hits = search(self.snap, q)
         results = self.query_one("#search-results", OptionList)
         results.clear_options()
-        results.add_options([Option(Text(h.label, no_wrap=True, overflow="ellipsis"), id=str(i))
-                             for i, h in enumerate(self.hits)])  # fmt: skip
+        results.add_options(
+            [
+                Option(Text(h.label, no_wrap=True, overflow="ellipsis"), id=str(i))
+                for i, h in enumerate(self.hits)
+            ]
+        )
         if self.hits:
             results.highlighted = 0
 

@@ -5,29 +5,22 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from brrrtui.present.details import SUMMARY, Detail, Node, describe
+from brrrtui.present.details import Detail, describe
+from brrrtui.present.selection import SUMMARY, Node
 from brrrtui.present.snapshot import Snapshot
+from brrrtui.tui.keymap import bindings
 from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
 
 
 class Details(RoleStyles, Vertical):
     COMPONENT_CLASSES = ROLE_CLASSES
 
-    BINDINGS = [Binding("escape", "back", "Back (details)", show=False)]
-
-    class Navigated(Message):
-        """The node shown changed (tests and the screen's g key read it)."""
-
-        def __init__(self, node: Node, depth: int) -> None:
-            super().__init__()
-            self.node = node
-            self.depth = depth
+    BINDINGS = bindings("details")
 
     class BackAtRoot(Message):
         """Esc at the top of the stack: give focus back to the pane we came from."""
@@ -97,14 +90,16 @@ class Details(RoleStyles, Vertical):
                 text.append(chunk, self.role_style(role))
         body.update(text)
         children.clear_options()
-        children.add_options([Option(Text(label, no_wrap=True, overflow="ellipsis"), id=str(k))
-                              for k, (label, _) in enumerate(d.children)])  # fmt: skip
+        options = [
+            Option(Text(label, no_wrap=True, overflow="ellipsis"), id=str(k))
+            for k, (label, _) in enumerate(d.children)
+        ]
+        children.add_options(options)
         if d.children:
             children.highlighted = 0
         crumbs = " › ".join(n.kind for n in self.stack)
         self.border_title = escape(f"details · {crumbs}")
         self.border_subtitle = "enter: drill · esc: back" if d.children else "esc: back"
-        self.post_message(self.Navigated(self.node, len(self.stack)))
 
     def on_mount(self) -> None:
         self._show()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from brrrtui.present.details import Node
+from brrrtui.present.selection import Node
 
 
 class Drill(Message):

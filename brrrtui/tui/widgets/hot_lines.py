@@ -7,10 +7,10 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from analyzers.results import LineStat
+from brrrtui.contract.units import fmt_ns
 from brrrtui.present.details import display_path
 from brrrtui.present.gutter import BADGES, line_time_ns
 from brrrtui.present.snapshot import Snapshot
-from brrrtui.present.units import fmt_ns
 from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
 
 MAX_LINES = 200
@@ -47,8 +47,13 @@ class HotLines(RoleStyles, OptionList):
         share = s.gpu_ns / snap.total_gpu_ns if snap.total_gpu_ns else 0.0
         fused = " F" if s.line in snap.fused_lines else "  "
         if snap.cpu_only:
-            return self.spans_text([(f"CPU {fmt_ns(s.cpu_ns):>8} ", "gutter-time"), (display_path(snap, s.line), "path"),
-                                    (f" {s.line.function}", "muted")])  # fmt: skip
+            return self.spans_text(
+                [
+                    (f"CPU {fmt_ns(s.cpu_ns):>8} ", "gutter-time"),
+                    (display_path(snap, s.line), "path"),
+                    (f" {s.line.function}", "muted"),
+                ]
+            )
         steps = max(snap.analysis.steps_analysed, 1) if snap.per_step else 1
         idle = f"+{fmt_ns(s.idle_ns / steps)}" if s.idle_ns else ""
         return self.spans_text(

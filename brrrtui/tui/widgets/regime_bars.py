@@ -20,8 +20,13 @@ class RegimeBars(RoleStyles, Widget):
         self.corrected: float | None = None
         self.placeholder = "waiting for the first window"
 
-    def set_breakdowns(self, window: tuple[str, Breakdown | None] | None, run: Breakdown | None,
-                       corrected_overhead: float | None, placeholder: str | None = None) -> None:  # fmt: skip
+    def set_breakdowns(
+        self,
+        window: tuple[str, Breakdown | None] | None,
+        run: Breakdown | None,
+        corrected_overhead: float | None,
+        placeholder: str | None = None,
+    ) -> None:
         """`placeholder`: what the window bar says when it has no breakdown."""
         self.window, self.run, self.corrected = window, run, corrected_overhead
         self.placeholder = placeholder or "waiting for the first window"

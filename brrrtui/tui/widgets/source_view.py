@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from rich.markup import escape
 from rich.segment import Segment
 from textual import events
-from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
@@ -15,10 +14,12 @@ from textual.strip import Strip
 
 from analyzers.model import SourceLine
 from analyzers.results import LineStat
-from brrrtui.present.details import Node, display_path
+from brrrtui.present.details import display_path
 from brrrtui.present.gutter import gutter_spans
+from brrrtui.present.selection import Kind, Node
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.source import read_highlighted
+from brrrtui.tui.keymap import bindings
 from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
 from brrrtui.tui.widgets.drill import Drill
 
@@ -35,19 +36,7 @@ class Row:
 class SourceView(RoleStyles, ScrollView, can_focus=True):
     COMPONENT_CLASSES = ROLE_CLASSES
 
-    BINDINGS = [
-        Binding("up,k", "cursor(-1)", "Previous line", show=False),
-        Binding("down,j", "cursor(1)", "Next line", show=False),
-        Binding("pageup", "page(-1)", "Page up", show=False),
-        Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "edge(0)", "First line", show=False),
-        Binding("end", "edge(1)", "Last line", show=False),
-        Binding("left_square_bracket", "hot(-1)", "Previous line with GPU time", show=False, key_display="["),
-        Binding("right_square_bracket", "hot(1)", "Next line with GPU time", show=False, key_display="]"),
-        Binding("left,h", "hscroll(-8)", "Scroll left", show=False),
-        Binding("right,l", "hscroll(8)", "Scroll right", show=False),
-        Binding("enter", "drill", "Details", show=False),
-    ]
+    BINDINGS = bindings("source")
 
     class LineChosen(Message):
         """The cursor moved to another line (stat is None on lines without GPU work)."""
@@ -156,7 +145,7 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
     def action_drill(self) -> None:
         stat = self.current_stat()
         if stat is not None:
-            self.post_message(Drill(Node("line", (stat.line_id,))))
+            self.post_message(Drill(Node(Kind.LINE, (stat.line_id,))))
 
     def _set_cursor(self, k: int) -> None:
         k = min(max(k, 0), max(len(self.rows) - 1, 0))

@@ -8,71 +8,33 @@ windows and, between them, the kernels streamed after each (brrrtui.present.lane
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from rich.markup import escape
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
-from textual.binding import Binding
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from brrrtui.present.details import Node
-from brrrtui.present.lanes import GAP_LABELS, GAP_ROLES, ITEM_ROLES, Lane, PageKey, WindowLanes
+from brrrtui.present import queries
+from brrrtui.present.lanes import GAP_LABELS, GAP_ROLES, ITEM_ROLES, Lane, PageKey, WindowLanes, locate
+from brrrtui.present.selection import Kind, Node, Selection
 from brrrtui.present.snapshot import Snapshot
-from brrrtui.present.timeline import Cell, View, axis_text, bin_index, lane_cells, neighbour, pick
-from brrrtui.present.units import fmt_ns
+from brrrtui.present.timeline import Cell, View, axis_text, bin_index, lane_cells
+from brrrtui.present.timeline_text import selection_text, timeline_title
+from brrrtui.tui.keymap import bindings
 from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
 from brrrtui.tui.widgets.drill import Drill
 
 LABEL_W = 9
-_ITEM_KIND = {"gpu": "kernel", "cpu": "op", "stream": "streamed"}  # lane kind -> Selection kind of its items
-
-
-@dataclass(frozen=True)
-class Selection:
-    kind: str  # "kernel" | "op" | "gap" | "streamed"
-    row: int  # gpu, op, gap or stream row (of the snapshot's stream table)
-    start: float  # ns relative to the page start
-    end: float
+__all__ = ["LABEL_W", "Selection", "Timeline"]
 
 
 class Timeline(RoleStyles, ScrollView, can_focus=True):
     COMPONENT_CLASSES = ROLE_CLASSES
 
-    BINDINGS = [
-        Binding("left,h", "move(-1)", "Cursor left (pans at the edge)", show=False),
-        Binding("right,l", "move(1)", "Cursor right (pans at the edge)", show=False),
-        Binding("shift+left,H", "pan(-0.5)", "Pan left half a view", show=False),
-        Binding("shift+right,L", "pan(0.5)", "Pan right half a view", show=False),
-        Binding("up,k", "lane(-1)", "Previous lane", show=False),
-        Binding("down,j", "lane(1)", "Next lane", show=False),
-        Binding("plus,equals_sign", "zoom(2)", "Zoom in", key_display="+"),
-        Binding("minus,underscore", "zoom(0.5)", "Zoom out", key_display="-"),
-        Binding("0", "fit", "Fit the window", show=False),
-        Binding("left_square_bracket", "item(-1)", "Previous kernel or gap", show=False, key_display="["),
-        Binding("right_square_bracket", "item(1)", "Next kernel or gap", show=False, key_display="]"),
-        Binding(
-            "comma,less_than_sign",
-            "window(-1)",
-            "Previous page (window or stream)",
-            show=False,
-            key_display=",",
-        ),
-        Binding(
-            "full_stop,greater_than_sign",
-            "window(1)",
-            "Next page (window or stream)",
-            show=False,
-            key_display=".",
-        ),
-        Binding("home", "edge(0)", "Start of the window", show=False),
-        Binding("end", "edge(1)", "End of the window", show=False),
-        Binding("enter", "drill", "Details", show=False),
-    ]
+    BINDINGS = bindings("timeline")
 
     class Selected(Message):
         def __init__(self, timeline: Timeline, selection: Selection | None) -> None:
@@ -206,22 +168,11 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
         if lane is None:
             return
         t = self.selection.start if self.selection else self.view.cursor_t
-        cands = []
-        k = neighbour(lane.items, t, direction)
-        if k is not None:
-            cands.append((float(lane.items.start[k]), _ITEM_KIND[lane.kind], lane.items, k))
-        k = neighbour(lane.gaps, t, direction)
-        if k is not None:
-            cands.append((float(lane.gaps.start[k]), "gap", lane.gaps, k))
-        if not cands:
+        sel = queries.next_item(lane, t, direction)
+        if sel is None:
             return
-        start, kind, idx, k = (
-            min(cands, key=lambda c: c[0]) if direction > 0 else max(cands, key=lambda c: c[0])
-        )
-        self._select(Selection(kind, int(idx.rows[k]), start, float(idx.end[k])))
-        self.view = self.view.centred_on(
-            min(max((start + float(idx.end[k])) / 2, 0.0), self.view.extent - 1e-9)
-        )
+        self._select(sel)
+        self.view = self.view.centred_on(min(max((sel.start + sel.end) / 2, 0.0), self.view.extent - 1e-9))
         self._refresh_all()
 
     def action_drill(self) -> None:
@@ -230,63 +181,43 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
             self.post_message(Drill(node))
 
     def selection_node(self) -> Node | None:
-        s = self.selection
-        if s is None:
-            return None
-        if s.kind == "kernel":
-            return Node("kernel", (s.row,))
-        if s.kind == "gap":
-            return Node("gap", (s.row,))
-        snap = self.snapshot
-        if s.kind == "streamed":  # keyed by rowid: rows move as the stream's tail moves
-            return Node("streamed", (snap.stream_rowid(s.row),)) if snap is not None else None
-        if snap is not None:  # a CPU op: its line
-            lid = int(snap.analysis.links.op_line[s.row])
-            if lid in snap.lines_by_id:
-                return Node("line", (lid,))
-        return None
+        return queries.selection_node(self.snapshot, self.selection)
 
     def go_to(self, kind: str, row: int) -> bool:
-        """Select a gpu row ("kernel"), gap row ("gap") or stream row ("streamed") and bring it into view;
-        False if no page holds it."""
-        from brrrtui.present.lanes import locate
-
+        """Select a gpu row (KERNEL), gap row (GAP) or stream row (STREAMED) and bring it into view; False if
+        no page holds it."""
         snap = self.snapshot
-        if snap is None:
+        found = queries.page_of(snap, Kind(kind), row) if snap is not None else None
+        if snap is None or found is None:
             return False
-        if kind == "kernel":
-            page, start = PageKey(int(snap.trace.gpu.window[row])), int(snap.trace.gpu.start_ns[row])
-        elif kind == "gap":
-            page, start = PageKey(int(snap.analysis.gaps.window[row])), int(snap.analysis.gaps.start_ns[row])
-        else:
-            if snap.stream is None:
-                return False
-            st = snap.stream.stream
-            page, start = PageKey(int(st.after_window[row]), True), int(st.start_ns[row])
+        page, start = found
         if page != self.page:
             if snap.page_lanes(page) is None:
                 return False
             self._show_page(page)
         wl = self.lanes
         assert wl is not None
-        found = locate(wl, {"kernel": "gpu", "gap": "gap", "streamed": "stream"}[kind], row, start)
-        if found is None:
+        at = locate(wl, Kind(kind), row, start)
+        if at is None:
             return False
-        self.lane, k = found
+        self.lane, k = at
         lane = wl.lanes[self.lane]
-        idx = lane.gaps if kind == "gap" else lane.items
+        idx = lane.gaps if kind == Kind.GAP else lane.items
         s, e = float(idx.start[k]), float(idx.end[k])
-        # zoom in until the item is at least a few cells wide (or as far as it goes)
+        self._zoom_to(s, e)
+        self._select(Selection(Kind(kind), row, s, e))
+        self.scroll_to_region_for_lane()
+        self._refresh_all()
+        return True
+
+    def _zoom_to(self, s: float, e: float) -> None:
+        """Zoom in until [s, e) is at least a few cells wide (or as far as it goes), and centre it."""
         while (e - s) < 4 * self.view.cell and self.view.cell > View.MIN_CELL_NS * 2:
             before = self.view.span
             self.view = self.view.centred_on(min(max(s, 0.0), self.view.extent - 1e-9)).zoomed(2)
             if self.view.span == before:
                 break
         self.view = self.view.centred_on(min(max((s + e) / 2, 0.0), self.view.extent - 1e-9))
-        self._select(Selection(kind, row, s, e))
-        self.scroll_to_region_for_lane()
-        self._refresh_all()
-        return True
 
     # ------------------------------------------------------------------ selection
 
@@ -302,25 +233,7 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
 
     def _select_at_cursor(self) -> None:
         lane = self._lane()
-        if lane is None:
-            self._select(None)
-            return
-        a, b = self.view.cell_range(self.view.cursor)
-        t = self.view.cursor_t
-        k = pick(lane.items, a, b, t)
-        if k is not None:
-            kind = _ITEM_KIND[lane.kind]
-            self._select(
-                Selection(kind, int(lane.items.rows[k]), float(lane.items.start[k]), float(lane.items.end[k]))
-            )
-            return
-        k = pick(lane.gaps, a, b, t)
-        if k is not None:
-            self._select(
-                Selection("gap", int(lane.gaps.rows[k]), float(lane.gaps.start[k]), float(lane.gaps.end[k]))
-            )
-            return
-        self._select(None)
+        self._select(queries.item_at(lane, self.view) if lane is not None else None)
 
     def _select(self, sel: Selection | None) -> None:
         if sel != self.selection:
@@ -333,76 +246,11 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
     # ------------------------------------------------------------------ titles
 
     def _update_titles(self) -> None:
-        snap, wl = self.snapshot, self.lanes
-        if snap is None or wl is None:
-            self.border_title = "timeline"
-            self.border_subtitle = ""
-            return
-        n = len(snap.windows)
-        k = snap.windows.index(wl.window) + 1 if wl.window in snap.windows else n
-        v = self.view
-        view = f"{fmt_ns(wl.extent_ns)} · view +{fmt_ns(v.t0)}…+{fmt_ns(v.t1)} · zoom ×{v.zoom:.0f}"
-        if wl.stream:
-            self.border_title = f"timeline · {self._stream_page_title(snap, wl)} · {view}"
-            self.border_subtitle = escape(self.selection_text())
-            return
-        steps = ""
-        w = snap.trace.windows
-        rows = (w.window == wl.window).nonzero()[0]
-        if len(rows) and int(w.first_step[rows[0]]) >= 0:
-            first, last = int(w.first_step[rows[0]]), int(w.last_step[rows[0]])
-            steps = f" · step {first}" if first == last else f" · steps {first}–{last}"
-        self.border_title = f"timeline · window {k}/{n}{steps} · {view}"
-        self.border_subtitle = escape(self.selection_text())
-
-    @staticmethod
-    def _stream_page_title(snap: Snapshot, wl: WindowLanes) -> str:
-        """The title of a stream page: stream after window 3 · 12,345 kernels · lines inferred (87% matched)."""
-        where = (
-            f"after window {snap.windows.index(wl.window) + 1}"
-            if wl.window in snap.windows
-            else "before the first window"
-            if wl.window < 0
-            else f"after window {wl.window + 1}"
-        )
-        count = sum(len(lane.items) for lane in wl.lanes)
-        view = snap.stream
-        matched = 0
-        if view is not None and count:
-            rows = [lane.items.rows for lane in wl.lanes]
-            matched = sum(int((view.template_row[r] >= 0).sum()) for r in rows)
-        share = 100 * matched / count if count else None
-        pct = (
-            "–" if share is None else f"{share:.0f}%" if share < 99.5 or matched == count else f"{share:.1f}%"
-        )
-        return f"stream {where} · {count:,} kernels · lines inferred ({pct} matched)"
+        self.border_title = timeline_title(self.snapshot, self.lanes, self.view)
+        self.border_subtitle = escape(self.selection_text()) if self.lanes is not None else ""
 
     def selection_text(self) -> str:
-        s, snap = self.selection, self.snapshot
-        if s is None or snap is None:
-            return "cursor +" + fmt_ns(self.view.cursor_t)
-        dur = fmt_ns(s.end - s.start)
-        if s.kind == "kernel":
-            from analyzers.results import REGIMES_BY_CODE
-
-            regime = REGIMES_BY_CODE.get(int(snap.analysis.kernel_regime[s.row]))
-            name = snap.kernel_name(s.row)
-            return f"{name[:60]} · {dur} · {regime.value if regime else '?'} · +{fmt_ns(s.start)}"
-        if s.kind == "streamed" and snap.stream is not None:
-            from analyzers.results import REGIMES_BY_CODE
-
-            st = snap.stream
-            regime = REGIMES_BY_CODE.get(int(st.regime[s.row]))
-            name = snap.stream_name(int(st.stream.name[s.row]))
-            verdict = f"{regime.value} (inferred)" if regime else "no window has seen it"
-            return f"{name[:60]} · {dur} · {verdict} · +{fmt_ns(s.start)}"
-        if s.kind == "gap":
-            from brrrtui.present.details import CAUSES_BY_CODE
-
-            cause = CAUSES_BY_CODE.get(int(snap.analysis.gaps.cause[s.row]))
-            return f"GPU idle · {dur} · {cause.value if cause else '?'} · +{fmt_ns(s.start)}"
-        name = snap.trace.name(int(snap.trace.ops.name[s.row]))
-        return f"{name} · {dur} on the CPU · +{fmt_ns(s.start)}"
+        return selection_text(self.snapshot, self.selection, self.view.cursor_t)
 
     # ------------------------------------------------------------------ drawing
 
@@ -464,7 +312,7 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
         for c, cell in enumerate(cells):
             fg, bg = cell.fg, cell.bg
             if sel_lo <= c <= sel_hi:
-                if s is not None and s.kind == "gap":
+                if s is not None and s.kind == Kind.GAP:
                     bg = "selected-gap"
                 elif cell.glyph != " ":
                     fg = "selected"

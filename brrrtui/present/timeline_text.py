@@ -1,0 +1,69 @@
+"""The timeline's words: its title (page, steps, span, view, zoom) and the line naming the selection."""
+
+from __future__ import annotations
+
+from analyzers.results import REGIMES_BY_CODE
+from brrrtui.contract.units import fmt_ns
+from brrrtui.present.details import CAUSES_BY_CODE
+from brrrtui.present.lanes import WindowLanes
+from brrrtui.present.selection import Kind, Selection
+from brrrtui.present.snapshot import Snapshot
+from brrrtui.present.timeline import View
+
+
+def timeline_title(snap: Snapshot | None, wl: WindowLanes | None, view: View) -> str:
+    """`timeline · window 2/5 · steps 4–5 · 12.3 ms · view +0 ns…+12.3 ms · zoom ×1`."""
+    if snap is None or wl is None:
+        return "timeline"
+    where = f"{fmt_ns(wl.extent_ns)} · view +{fmt_ns(view.t0)}…+{fmt_ns(view.t1)} · zoom ×{view.zoom:.0f}"
+    if wl.stream:
+        return f"timeline · {stream_page_title(snap, wl)} · {where}"
+    n = len(snap.windows)
+    k = snap.windows.index(wl.window) + 1 if wl.window in snap.windows else n
+    return f"timeline · window {k}/{n}{_steps(snap, wl.window)} · {where}"
+
+
+def _steps(snap: Snapshot, window: int) -> str:
+    w = snap.trace.windows
+    rows = (w.window == window).nonzero()[0]
+    if not len(rows) or int(w.first_step[rows[0]]) < 0:
+        return ""
+    first, last = int(w.first_step[rows[0]]), int(w.last_step[rows[0]])
+    return f" · step {first}" if first == last else f" · steps {first}–{last}"
+
+
+def stream_page_title(snap: Snapshot, wl: WindowLanes) -> str:
+    """The title of a stream page: stream after window 3 · 12,345 kernels · lines inferred (87% matched)."""
+    if wl.window in snap.windows:
+        where = f"after window {snap.windows.index(wl.window) + 1}"
+    else:
+        where = "before the first window" if wl.window < 0 else f"after window {wl.window + 1}"
+    count = sum(len(lane.items) for lane in wl.lanes)
+    view = snap.stream
+    matched = 0
+    if view is not None and count:
+        matched = sum(int((view.template_row[lane.items.rows] >= 0).sum()) for lane in wl.lanes)
+    share = 100 * matched / count if count else None
+    pct = "–" if share is None else f"{share:.0f}%" if share < 99.5 or matched == count else f"{share:.1f}%"
+    return f"stream {where} · {count:,} kernels · lines inferred ({pct} matched)"
+
+
+def selection_text(snap: Snapshot | None, s: Selection | None, cursor_t: float) -> str:
+    """One line naming the selection: name · duration · regime or cause · start on the page."""
+    if s is None or snap is None:
+        return "cursor +" + fmt_ns(cursor_t)
+    dur, at = fmt_ns(s.end - s.start), f"+{fmt_ns(s.start)}"
+    if s.kind == Kind.KERNEL:
+        regime = REGIMES_BY_CODE.get(int(snap.analysis.kernel_regime[s.row]))
+        return f"{snap.kernel_name(s.row)[:60]} · {dur} · {regime.value if regime else '?'} · {at}"
+    if s.kind == Kind.STREAMED and snap.stream is not None:
+        st = snap.stream
+        regime = REGIMES_BY_CODE.get(int(st.regime[s.row]))
+        name = snap.stream_name(int(st.stream.name[s.row]))
+        verdict = f"{regime.value} (inferred)" if regime else "no window has seen it"
+        return f"{name[:60]} · {dur} · {verdict} · {at}"
+    if s.kind == Kind.GAP:
+        cause = CAUSES_BY_CODE.get(int(snap.analysis.gaps.cause[s.row]))
+        return f"GPU idle · {dur} · {cause.value if cause else '?'} · {at}"
+    name = snap.trace.name(int(snap.trace.ops.name[s.row]))
+    return f"{name} · {dur} on the CPU · {at}"

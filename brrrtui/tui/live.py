@@ -1,0 +1,63 @@
+"""What the app's thread workers do: load and analyse a recording into a snapshot, and follow the recording's
+kernel stream between analyses. The App only schedules these and shows their results.
+
+A full analysis keeps at most `STREAM_TAIL` streamed rows, the newest (a load may have been given a larger
+tail). A stream update polls a `StreamReader` for the rows added since, keeps the newest `STREAM_TAIL` rows of
+the shown stream and the new ones, re-infers their lines against the analysis it has and rebuilds the stream
+pages only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from analyzers.model import STREAM_SCHEMA, Table, Trace
+from brrrtui.present.snapshot import Snapshot, build_snapshot, with_stream
+from brrrtui.recording import store
+from brrrtui.recording.store import StreamReader
+
+AnalyzeFn = Callable[..., Any]
+
+
+def analyse_recording(
+    path: str, script: str | None, version: int, analyze: AnalyzeFn | None = None
+) -> Snapshot:
+    """Load `path`, analyse it (`analyze` replaces analyzers.analyze.analyze in tests) and build a snapshot.
+    Raises what loading and analysing raise (analyzers.errors.InputError for a file that is not a recording)."""
+    from analyzers.analyze import analyze as analyze_trace
+    from brrrtui.recording import load  # looked up at each call: tests count the loads
+
+    trace = _newest_stream_rows(load.load_trace(path))
+    return build_snapshot((analyze or analyze_trace)(trace), script, version)
+
+
+def _newest_stream_rows(trace: Trace) -> Trace:
+    n, tail = len(trace.stream), store.STREAM_TAIL
+    if n <= tail:
+        return trace
+    return dataclasses.replace(trace, stream=trace.stream.take(np.arange(n - tail, n)))
+
+
+def stream_reader(path: str, snap: Snapshot) -> StreamReader:
+    """A reader positioned where the snapshot's load ended (its stream rows and strings)."""
+    tr = snap.trace
+    return StreamReader(path, tr.stream_total, len(tr.strings) - 1)
+
+
+def follow_stream(base: Snapshot, reader: StreamReader) -> Snapshot | None:
+    """`base` with the stream rows the reader gained since its last poll; None when it gained none."""
+    tail = store.STREAM_TAIL
+    rows, strings = reader.poll(limit=tail)
+    if not len(rows) and not strings:
+        return None
+    old = base.stream.stream if base.stream is not None else base.trace.stream
+    keep = max(tail - len(rows), 0)
+    old = old.take(np.arange(max(len(old) - keep, 0), len(old)))
+    names = dict(base.stream_names)
+    n = len(base.trace.strings)
+    names.update((i, s) for i, s in strings if i >= n)
+    return with_stream(base, Table.concat([old, rows], STREAM_SCHEMA), reader.rowid, names)
