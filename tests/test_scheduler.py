@@ -30,10 +30,44 @@ def run_steps(sched: Scheduler, start_ns: int, n: int, step_ns: int) -> list[Act
     return actions
 
 
-def test_first_step_opens_a_window_at_once_and_it_closes_after_window_steps():
+def test_the_first_window_waits_for_settled_steps_and_closes_after_window_steps():
     sched = Scheduler(WindowConfig(window_steps=2), now_ns=0)
-    actions = run_steps(sched, 0, 3, 50 * MS)
-    assert actions == [Action.OPEN, Action.NONE, Action.CLOSE]
+    actions = run_steps(sched, 0, 7, 50 * MS)
+    # step 0 has no duration; steps 2-4 are the first three settled durations after step 1
+    assert actions[:5] == [Action.NONE] * 4 + [Action.OPEN] and actions[6] == Action.CLOSE
+    assert sched.steady_from_step == 5
+
+
+def test_warm_up_steps_keep_the_first_window_closed():
+    """Hugging Face GPT-2 on the H200, plain: 1528, 27.6, 39.7, then 58 ms steps."""
+    sched = Scheduler(WindowConfig(), now_ns=0)
+    t, actions = 0, []
+    for ms in (1528, 27.6, 39.7, 58.1, 58.3, 57.9, 58.2):
+        t += int(ms * MS)
+        actions.append(sched.on_step(t))
+    assert actions[:6] == [Action.NONE] * 5 + [Action.OPEN]  # steady once 58.1, 58.3, 57.9 are in
+
+
+def test_a_run_that_never_settles_still_gets_a_window():
+    sched = Scheduler(WindowConfig(warmup_max_steps=10, warmup_max_s=100), now_ns=0)
+    t, actions = 0, []
+    for i in range(10):
+        t += (20 if i % 2 else 90) * MS
+        actions.append(sched.on_step(t))
+    assert actions == [Action.NONE] * 9 + [Action.OPEN]
+
+
+def test_a_set_up_window_is_not_charged_to_the_training_loop():
+    cfg = WindowConfig(duty=0.02, min_gap_s=1.0)
+    sched = Scheduler(cfg, now_ns=0)
+    sched.torch_seen_ns = 0
+    assert sched.on_timer(1 * S) == Action.OPEN  # model construction, before any step
+    sched.opened(1 * S)
+    assert sched.on_step(3 * S) == Action.CLOSE  # the first optimizer step ends the time window
+    sched.closing()
+    sched.settled(1 * S, 3 * S, 4 * S, stall_ns=800 * MS, convert_ns=500 * MS, events=50_000, steps=1)
+    assert sched.next_open_ns == 5 * S  # settled + min gap, not 1.3 s / 2 % = 65 s later
+    assert not sched.tail_open
 
 
 def test_cost_over_duty_spaces_the_windows():
@@ -111,14 +145,17 @@ def test_a_time_window_closes_once_its_torch_calls_add_up_to_the_event_budget():
 
 def test_step_windows_are_not_closed_by_torch_calls():
     sched = Scheduler(WindowConfig(target_events=100), now_ns=0)
+    sched.steady_from_step = 0
+    sched.step_times_ns = [0]
     sched.settled(0, 10, 10, 0, 0, events=1_000, steps=1, calls=10)
-    assert sched.on_step(S) == Action.OPEN
-    sched.opened(S)
-    assert sched.timer_decision(S + 1, calls=1_000_000) == Action.NONE
+    assert sched.on_step(2 * S) == Action.OPEN
+    sched.opened(2 * S)
+    assert sched.timer_decision(2 * S + 1, calls=1_000_000) == Action.NONE
 
 
 def test_max_windows_and_disabled():
     sched = Scheduler(WindowConfig(max_windows=1), now_ns=0)
+    sched.steady_from_step = 0
     assert sched.on_step(1) == Action.OPEN
     sched.opened(1)
     sched.closing()
@@ -133,7 +170,7 @@ def test_slow_steps_after_a_window_are_charged_to_it():
     cfg = WindowConfig(duty=0.05, window_steps=1, min_gap_s=0)
     sched = Scheduler(cfg, now_ns=0)
     sched.step_times_ns = [i * 50 * MS for i in range(11)]  # 50 ms steps
-    sched.step_windows = 1  # not the run's first window, which would open at once
+    sched.steady_from_step = 11  # past the warm-up
     sched.settled(400 * MS, 450 * MS, 500 * MS, stall_ns=10 * MS, convert_ns=0, events=10, steps=1)
     assert sched.next_open_ns == 400 * MS + int(10 * MS / 0.05)
     assert sched.on_step(650 * MS) == Action.NONE  # 150 ms: 100 ms over the median, charged

@@ -15,6 +15,16 @@ when a step makes many events, shorter time windows when ops come fast.
 Training scripts open and close windows on optimizer steps; scripts with no optimizer get time-based windows
 from ticks the timer thread delivers to the main thread (the profiler must start and stop on the thread that
 runs the model).
+
+The first step window waits for the steady state. A run's first steps are warm-up (allocator growth, cuBLAS
+and cuDNN heuristics; on an H200 GPT-2 small's first profiled steps took 460-475 ms against 44 ms steady), and a
+window there both misleads the verdicts and, through its cost, keeps the duty cycle from opening another for
+tens of seconds. A time window opened before the first step (set-up: model construction, data loading) is
+not charged to the training loop's budget either:
+
+    steps      s0--------|s1|s2-|s3|s4|s5|s6|s7|s8|s9| ...
+    windows  [setup]                    [==W1==]               [==W2==]
+                                   ^ last 3 durations within ±25 % of their median: steady
 """
 
 from __future__ import annotations
@@ -60,10 +70,14 @@ class Scheduler:
         self.last_opened_ns = 0
         self.tail_open = False  # steps after a window are still slow (CUPTI teardown, caches): add them
         self.disabled = False
+        self.steady_from_step: int | None = None  # step count at which the durations settled (or forced)
+        self.setup_window = False  # the open window opened before the first optimizer step
 
     # -- inputs
     def on_step(self, now_ns: int) -> Action:
         self.step_times_ns.append(now_ns)
+        if len(self.step_times_ns) == 1 and self.next_open_ns != NEVER:
+            self.next_open_ns = now_ns  # set-up windows are not charged to the training loop
         if self.tail_open and self.open_since_ns is None and self.next_open_ns != NEVER:
             self._charge_tail(now_ns)
         if self.open_since_ns is not None:
@@ -75,11 +89,30 @@ class Scheduler:
             return Action.NONE
         if self.disabled or self._limit_reached():
             return Action.NONE
-        # the first step window of a run opens at once (short runs are never empty); later ones wait
-        if (self.step_windows == 0 and self.next_open_ns != NEVER) or now_ns >= self.next_open_ns:
+        if self.warming_up(now_ns):
+            return Action.NONE
+        if now_ns >= self.next_open_ns:
             self.open_mode = WindowMode.STEPS
             return Action.OPEN
         return Action.NONE
+
+    def warming_up(self, now_ns: int) -> bool:
+        """True until the step durations settle: the last `settle_steps` (step 0 aside, which has no start)
+        within `settle_tolerance` of their median, or the warm-up limits are reached."""
+        if self.steady_from_step is not None:
+            return False
+        t, cfg = self.step_times_ns, self.cfg
+        if len(t) >= cfg.warmup_max_steps or now_ns - t[0] >= cfg.warmup_max_s * 1e9:
+            self.steady_from_step = len(t)
+            return False
+        if len(t) < cfg.settle_steps + 2:
+            return True
+        durations = [t[i] - t[i - 1] for i in range(len(t) - cfg.settle_steps, len(t))]
+        median = statistics.median(durations)
+        if all(abs(d - median) <= cfg.settle_tolerance * median for d in durations):
+            self.steady_from_step = len(t)
+            return False
+        return True
 
     def on_timer(self, now_ns: int, calls: int = 0) -> Action:
         action = self.timer_decision(now_ns, calls)
@@ -120,6 +153,7 @@ class Scheduler:
         self.steps_in_window = 0
         self.windows += 1
         self.step_windows += self.open_mode == WindowMode.STEPS
+        self.setup_window = not self.step_times_ns
 
     def closing(self) -> None:
         """The window is stopped; no new one opens until its conversion has `settled`."""
@@ -158,6 +192,12 @@ class Scheduler:
                 rate = events / (wall / 1e9)
                 self.time_window_s = min(self.cfg.window_max_s, max(0.02, self.cfg.target_events / rate))
         self.last_opened_ns, self.last_settled_ns = opened_ns, settled_ns
+        if self.setup_window:
+            if self.step_times_ns:  # the training loop began: its budget starts afresh
+                self.next_open_ns = int(settled_ns + self.cfg.min_gap_s * 1e9)
+            else:
+                self._schedule()
+            return cost
         self.tail_open = True
         self._schedule()
         return cost

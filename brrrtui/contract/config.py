@@ -17,6 +17,12 @@ class WindowConfig:
     step_stale_s: float = 5.0  # no optimizer step for this long: fall back to time windows
     min_gap_s: float = 1.0  # at least this long between windows
     max_windows: int = 0  # 0 = unlimited
+    # The first step window waits for the steady state: the last `settle_steps` step durations within
+    # `settle_tolerance` of their median. It opens anyway after `warmup_max_steps` steps or `warmup_max_s`.
+    settle_steps: int = 3
+    settle_tolerance: float = 0.25
+    warmup_max_steps: int = 30
+    warmup_max_s: float = 20.0
     stream: bool = False  # every kernel between windows from CUPTI (brrrtui.capture.stream); opt-in (README)
 
     @classmethod
