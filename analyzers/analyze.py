@@ -29,6 +29,7 @@ from analyzers.lines import line_stats
 from analyzers.links import Links, link
 from analyzers.model import Peaks, Table, Trace, WindowMode, flag_of
 from analyzers.peaks import resolve_peaks
+from analyzers.phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
 from analyzers.results import GAP_CAUSE_CODES, Analysis, GapCause
 from analyzers.roofline import roofline
 from brrrtui.contract.units import fmt_ns, fmt_pct
@@ -98,22 +99,26 @@ def trim_close_stalls(trace: Trace) -> tuple[Trace, list[str]]:
     return replace(trace, windows=Table(cols)), notes
 
 
+def phases_of(trace: Trace) -> TracePhases:
+    w = trace.windows
+    return trace_phases(trace.steps.t_ns, w.window, w.start_ns, w.end_ns, w.first_step)
+
+
 def analyze(
     trace: Trace,
     peaks_override: str | dict[str, Any] | Peaks | None = None,
     windows: Iterable[int] | None = None,
+    phase: Phase | None = None,
 ) -> Analysis:
-    """Analyse `trace` (all windows, or only `windows`). `peaks_override`: "flops=800e12,bw=4.2e12", a dict
+    """Analyse `trace`: the windows of the phase it leads with (the steady state when the run reached one),
+    or only `windows`, or only the windows of `phase`. `peaks_override`: "flops=800e12,bw=4.2e12", a dict
     with those keys, or a complete Peaks used as is."""
-    if windows is not None:
-        trace = select_windows(trace, windows)
+    phases = phases_of(trace)
+    lead, chosen = _choose_windows(phases, windows, phase)
+    trace = select_windows(trace, chosen)
     trace, trim_notes = trim_close_stalls(trace)
     links = link(trace)
-    if isinstance(peaks_override, Peaks):
-        peaks = peaks_override
-    else:
-        peaks = resolve_peaks(trace, peaks_override)
-
+    peaks = peaks_override if isinstance(peaks_override, Peaks) else resolve_peaks(trace, peaks_override)
     roof = roofline(trace, links, peaks)
     busy = gp.busy_mask(trace, roof.host_copy)
     evidence = GapEvidence(trace, links, roof.host_copy)
@@ -121,12 +126,10 @@ def analyze(
     stream_gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, True), roof.host_copy, evidence)
     per_launch = lt.per_launch_ns(trace, busy)
     launch_bound = lt.launch_bound(trace, links, busy)
-
     per_window = bd.window_breakdowns(trace, busy, roof.regime)
     total = bd.total(per_window)
     steps = bd.steps_analysed(trace)
     overhead = bd.overhead_correction(total, bd.profiled_step_ns(trace), bd.unprofiled_step_ns(trace), steps)
-
     chains = fusion_chains(trace, links, roof, peaks, per_launch)
     ctx = Context(trace, links, roof, peaks, gaps, total, overhead, steps, per_launch, launch_bound)
     return Analysis(
@@ -144,7 +147,10 @@ def analyze(
         window_breakdowns=per_window,
         overhead=overhead,
         steps_analysed=steps,
-        notes=_notes(trace, links, peaks) + trim_notes + _tail_notes(trace, gaps),
+        notes=_phase_notes(phases, lead)
+        + _notes(trace, links, peaks)
+        + trim_notes
+        + _tail_notes(trace, gaps),
         kernel_tensor_cores=roof.tensor_cores,
         kernel_roof_fraction=roof.roof_fraction,
         kernel_achieved_flops_per_s=roof.achieved_flops_per_s,
@@ -155,7 +161,42 @@ def analyze(
         queue_depth=lt.queue_depth(trace, links),
         per_launch_ns=per_launch,
         windows=tuple(int(w) for w in trace.windows.window.tolist()),
+        phase=lead,
+        phases=phases,
     )
+
+
+def _choose_windows(
+    phases: TracePhases, windows: Iterable[int] | None, phase: Phase | None
+) -> tuple[Phase, list[int]]:
+    if windows is not None:
+        chosen = list(windows)
+        found = {phases.windows.get(w, Phase.UNKNOWN) for w in chosen}
+        return (found.pop() if len(found) == 1 else Phase.UNKNOWN), chosen
+    if phase is not None:
+        return phase, phases.windows_in(phase)
+    return phases.lead()
+
+
+def _phase_notes(phases: TracePhases, lead: Phase) -> list[str]:
+    """Say which phase the figures come from when it is not the steady state of a training run."""
+    run = phases.run
+    if run.steps == 0:
+        return []
+    others = ", ".join(
+        f"{len(phases.windows_in(p))} {p.value}" for p in (Phase.SETUP, Phase.WARMUP) if phases.windows_in(p)
+    )
+    if lead is Phase.STEADY:
+        assert run.steady_from_step is not None
+        aside = f"; {others} window(s) reported apart" if others else ""
+        return [f"steady state from step {run.steady_from_step} of {run.steps}{aside}"]
+    if run.steps < SETTLE_STEPS + 2:
+        why = f"{run.steps} step(s) are too few to tell warm-up from the steady state"
+    elif not run.reached:
+        why = f"the step times never settled in {run.steps} steps"
+    else:
+        why = f"no window was recorded in it (steady from step {run.steady_from_step} of {run.steps})"
+    return [f"no steady-state window: {why}; these figures come from the {lead.label} phase"]
 
 
 def _notes(trace: Trace, links: Links, peaks: Peaks) -> list[str]:

@@ -38,6 +38,10 @@ class Phase(str, Enum):
     STEADY = "steady"  # the rest of the run
     UNKNOWN = "unknown"  # a run without optimizer steps: no step times to tell phases by
 
+    @property
+    def label(self) -> str:
+        return "warm-up" if self is Phase.WARMUP else self.value
+
 
 @dataclass(frozen=True)
 class RunPhases:
@@ -105,7 +109,9 @@ def _first_settled_run(settled: np.ndarray, perturbed: np.ndarray, run: int) -> 
     return None
 
 
-def perturbed_steps(step_end_ns: np.ndarray, window_start_ns: np.ndarray, window_end_ns: np.ndarray) -> np.ndarray:
+def perturbed_steps(
+    step_end_ns: np.ndarray, window_start_ns: np.ndarray, window_end_ns: np.ndarray
+) -> np.ndarray:
     """True for each step whose end falls inside a profiler window or ends the first step after one."""
     ends = np.asarray(step_end_ns, dtype=np.int64)
     out = np.zeros(len(ends), dtype=bool)
@@ -117,9 +123,7 @@ def perturbed_steps(step_end_ns: np.ndarray, window_start_ns: np.ndarray, window
     return out
 
 
-def window_phases(
-    phases: RunPhases, first_step: np.ndarray, window_start_ns: np.ndarray
-) -> list[Phase]:
+def window_phases(phases: RunPhases, first_step: np.ndarray, window_start_ns: np.ndarray) -> list[Phase]:
     """The phase of each window: setup before the first step ended, else that of its first step."""
     out = []
     for step, start in zip(np.asarray(first_step), np.asarray(window_start_ns), strict=True):
@@ -134,3 +138,35 @@ def window_phases(
             out.append(phases.phase_of_step(int(step)))
     return out
 
+
+@dataclass(frozen=True)
+class TracePhases:
+    """A recording's phases: the run's, and each window's (window id -> phase)."""
+
+    run: RunPhases
+    windows: dict[int, Phase]
+
+    def windows_in(self, phase: Phase) -> list[int]:
+        return [w for w, p in self.windows.items() if p is phase]
+
+    def lead(self) -> tuple[Phase, list[int]]:
+        """The phase a report leads with: the steady state, else the warm-up, else the set-up, else all."""
+        for phase in (Phase.STEADY, Phase.WARMUP, Phase.SETUP):
+            windows = self.windows_in(phase)
+            if windows:
+                return phase, windows
+        return Phase.UNKNOWN, list(self.windows)
+
+
+def trace_phases(
+    step_end_ns: np.ndarray,
+    window_ids: np.ndarray,
+    window_start_ns: np.ndarray,
+    window_end_ns: np.ndarray,
+    first_step: np.ndarray,
+) -> TracePhases:
+    """Phases of a recording from its steps and windows tables (columns passed as arrays)."""
+    ends = np.sort(np.asarray(step_end_ns, dtype=np.int64))
+    run = detect_phases(ends, perturbed_steps(ends, window_start_ns, window_end_ns))
+    labels = window_phases(run, first_step, window_start_ns)
+    return TracePhases(run, {int(w): p for w, p in zip(np.asarray(window_ids), labels, strict=True)})

@@ -13,6 +13,7 @@ import numpy as np
 
 from analyzers.links import Links
 from analyzers.model import Peaks, SourceLine, Table, Trace
+from analyzers.phases import Phase, TracePhases
 
 
 class Regime(Enum):
@@ -163,3 +164,5 @@ class Analysis:
     queue_depth: Table | None = None  # columns window, stream, t_ns, depth (HTA's queue length)
     per_launch_ns: float | None = None  # median idle between consecutive kernels of a stream
     windows: tuple[int, ...] = ()  # the windows analysed
+    phase: Phase = Phase.UNKNOWN  # the phase those windows belong to (the steady state when there is one)
+    phases: TracePhases | None = None  # every window's phase and the run's

@@ -89,19 +89,7 @@ LINE_SAMPLE_SCHEMA = {"window": i32, "line": i32, "t_ns": i64}
 """Inside windows, the user line the main thread was executing, sampled every few ms (also lines that call no
 torch, such as `time.sleep` or a Python loop): it tells which line the CPU was busy on during a GPU gap."""
 
-STREAM_SCHEMA = {
-    "after_window": i32,
-    "kind": np.int8,
-    "name": i32,
-    "start_ns": i64,
-    "dur_ns": i64,
-    "device": i32,
-    "stream": i32,
-    "correlation": i64,
-    "grid": i32,
-    "block": i32,
-    "bytes": i64,
-}
+STREAM_SCHEMA = {"after_window": i32} | {k: v for k, v in GPU_SCHEMA.items() if k != "window"}
 """GPU activity collected continuously between windows (CUPTI kernel, memcpy and memset records only: no CPU
 side, so no launch, op or line of its own). after_window: the last window closed before it (NONE: before the
 first). The other columns mean what GPU_SCHEMA's do; correlation orders launches like a window's."""

@@ -40,7 +40,7 @@ def train(name: str, args: argparse.Namespace, model: torch.nn.Module,
             print(f"step {step} loss {loss.item():.4f}", flush=True)
     if args.device.startswith("cuda"):
         torch.cuda.synchronize()
-    steps_ms = [1e3 * (b - a) for a, b in zip(times, times[1:])]
+    steps_ms = [1e3 * (b - a) for a, b in zip(times[:-1], times[1:], strict=True)]
     steady = steps_ms[len(steps_ms) // 2:]
     result = {"workload": args.name or name, "steps": args.steps, "batch": args.batch,
               "median_step_ms": statistics.median(steady), "steps_ms": [round(t, 3) for t in steps_ms]}
