@@ -25,13 +25,13 @@ from analyzers.findings import all_findings
 from analyzers.fusion import fusion_chains
 from analyzers.gap_evidence import GapEvidence
 from analyzers.kernel_stats import kernel_stats
-from analyzers.lines import line_stats
+from analyzers.lines import line_stats, unprofiled_idle_scale
 from analyzers.links import Links, link
 from analyzers.model import Peaks, Table, Trace, WindowMode, flag_of
 from analyzers.peaks import resolve_peaks
 from analyzers.phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
-from analyzers.results import GAP_CAUSE_CODES, Analysis, GapCause
-from analyzers.roofline import roofline
+from analyzers.results import GAP_CAUSE_CODES, Analysis, Breakdown, GapCause, OverheadCorrection
+from analyzers.roofline import Roofline, roofline
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
 
@@ -120,10 +120,7 @@ def analyze(
     links = link(trace)
     peaks = peaks_override if isinstance(peaks_override, Peaks) else resolve_peaks(trace, peaks_override)
     roof = roofline(trace, links, peaks)
-    busy = gp.busy_mask(trace, roof.host_copy)
-    evidence = GapEvidence(trace, links, roof.host_copy)
-    gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, False), roof.host_copy, evidence)
-    stream_gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, True), roof.host_copy, evidence)
+    busy, gaps, stream_gaps = _gaps(trace, links, roof)
     per_launch = lt.per_launch_ns(trace, busy)
     launch_bound = lt.launch_bound(trace, links, busy)
     per_window = bd.window_breakdowns(trace, busy, roof.regime)
@@ -141,16 +138,14 @@ def analyze(
         kernel_bytes=roof.bytes,
         gaps=gaps,
         kernels=kernel_stats(trace, roof),
-        lines=line_stats(trace, links.kernel_line, roof.regime, roof.flops, roof.bytes, gaps, steps),
+        lines=line_stats(trace, links.kernel_line, roof.regime, roof.flops, roof.bytes, gaps, steps, None,
+                         _idle_scale(total, steps, overhead)),
         findings=all_findings(ctx, chains),
         breakdown=total,
         window_breakdowns=per_window,
         overhead=overhead,
         steps_analysed=steps,
-        notes=_phase_notes(phases, lead)
-        + _notes(trace, links, peaks)
-        + trim_notes
-        + _tail_notes(trace, gaps),
+        notes=[*_phase_notes(phases, lead), *_notes(trace, links, peaks), *trim_notes, *_tail_notes(trace, gaps)],
         kernel_tensor_cores=roof.tensor_cores,
         kernel_roof_fraction=roof.roof_fraction,
         kernel_achieved_flops_per_s=roof.achieved_flops_per_s,
@@ -164,6 +159,20 @@ def analyze(
         phase=lead,
         phases=phases,
     )
+
+
+def _gaps(trace: Trace, links: Links, roof: Roofline) -> tuple[np.ndarray, Table, Table]:
+    """The busy mask, then GPU idle gaps device-wide and per stream, each with its cause and line."""
+    busy = gp.busy_mask(trace, roof.host_copy)
+    evidence = GapEvidence(trace, links, roof.host_copy)
+    gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, False), roof.host_copy, evidence)
+    stream_gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, True), roof.host_copy, evidence)
+    return busy, gaps, stream_gaps
+
+
+def _idle_scale(total: Breakdown, steps: int, overhead: OverheadCorrection) -> float | None:
+    busy = total.compute_ns + total.memory_ns
+    return unprofiled_idle_scale(total.idle_ns or 0, busy, steps, overhead.unprofiled_step_ns)
 
 
 def _choose_windows(
@@ -236,3 +245,15 @@ def _tail_notes(trace: Trace, gaps: Table) -> list[str]:
                     " CPU operator (the profiler stopping?); they count as overhead"
                 )
     return notes
+
+
+def analyze_other_phases(trace: Trace, lead: Analysis) -> dict[Phase, Analysis]:
+    """The set-up and warm-up windows a report shows apart from the phase it leads with, each analysed on its
+    own (with the lead's ceilings)."""
+    if lead.phases is None:
+        return {}
+    out = {}
+    for phase in (Phase.SETUP, Phase.WARMUP):
+        if phase is not lead.phase and lead.phases.windows_in(phase):
+            out[phase] = analyze(trace, lead.peaks, phase=phase)
+    return out

@@ -60,6 +60,14 @@ def _idle_ns_by_line(gaps: Table, n_lines: int) -> np.ndarray:
     return idle
 
 
+def _ns_by_regime(line: np.ndarray, dur: np.ndarray, regime: np.ndarray, n_lines: int) -> np.ndarray:
+    """[regime code, line] -> summed GPU ns."""
+    out = np.zeros((3, n_lines), dtype=np.int64)
+    for code in range(3):
+        np.add.at(out[code], line[regime == code], dur[regime == code])
+    return out
+
+
 def line_stats(
     trace: Trace,
     kernel_line: np.ndarray,
@@ -69,8 +77,11 @@ def line_stats(
     gaps: Table,
     steps: int,
     rows: np.ndarray | None = None,
+    idle_scale: float | None = None,
 ) -> list[LineStat]:
-    """One LineStat per line with any kernel, CPU span or idle time, by GPU + idle time descending."""
+    """One LineStat per line with any kernel, CPU span or idle time, by GPU + idle time descending.
+    `idle_scale` (see `unprofiled_idle_scale`) turns the idle measured inside windows into the unprofiled
+    estimate the verdicts use; the measured figure stays in `idle_profiled_ns`."""
     n_lines = len(trace.lines)
     if n_lines == 0:
         return []
@@ -80,9 +91,7 @@ def line_stats(
     ok = (kl >= 0) & (kl < n_lines)
     kl, dur = kl[ok], gpu.dur_ns[sel][ok].astype(np.int64)
     reg = regime[sel][ok]
-    by_regime = np.zeros((3, n_lines), dtype=np.int64)
-    for code in range(3):
-        np.add.at(by_regime[code], kl[reg == code], dur[reg == code])
+    by_regime = _ns_by_regime(kl, dur, reg, n_lines)
     kernels = np.bincount(kl, minlength=n_lines)
     f, b = flops[sel][ok], nbytes[sel][ok]
     f_sum = np.bincount(kl, weights=np.where(np.isfinite(f), f, 0.0), minlength=n_lines)
@@ -90,11 +99,12 @@ def line_stats(
     b_sum = np.bincount(kl, weights=np.where(np.isfinite(b), b, 0.0), minlength=n_lines)
     b_cnt = np.bincount(kl, weights=np.isfinite(b).astype(float), minlength=n_lines)
 
-    idle = _idle_ns_by_line(gaps, n_lines)
+    idle_profiled = _idle_ns_by_line(gaps, n_lines)
+    idle = idle_profiled if idle_scale is None else np.rint(idle_profiled * idle_scale).astype(np.int64)
     cpu = _union_ns_by_line(trace.spans, n_lines)
 
     gpu_ns = by_regime.sum(axis=0)
-    present = (kernels > 0) | (cpu > 0) | (idle > 0)
+    present = (kernels > 0) | (cpu > 0) | (idle_profiled > 0)
     stats: list[LineStat] = []
     for i in np.nonzero(present)[0].tolist():
         per = {r: int(by_regime[REGIME_CODES[r], i]) for r in _REGIMES}
@@ -108,6 +118,7 @@ def line_stats(
                 gpu_ns_by_regime=per,
                 cpu_ns=int(cpu[i]),
                 idle_ns=int(idle[i]),
+                idle_profiled_ns=int(idle_profiled[i]),
                 flops=float(f_sum[i]) if f_cnt[i] else None,
                 bytes=float(b_sum[i]) if b_cnt[i] else None,
                 kernels=int(kernels[i]),
@@ -117,3 +128,24 @@ def line_stats(
         )
     stats.sort(key=lambda s: (-(s.gpu_ns + s.idle_ns), -s.cpu_ns, s.line_id))
     return stats
+
+
+def unprofiled_idle_scale(
+    idle_ns: int, busy_ns: int, steps: int, unprofiled_step_ns: float | None
+) -> float | None:
+    """How much of the GPU idle measured inside windows an unprofiled step keeps.
+
+    The profiler slows the CPU (every op is recorded, every torch call tagged), so a window's steps show more
+    GPU idle than the same steps without it; the GPU work itself is not slowed. Per step, unprofiled idle is
+    the unprofiled step time (the recorder times every step) less the GPU busy time the window measured::
+
+        profiled step    |busy|idle.......|busy|idle....|      idle_ns / steps
+        unprofiled step  |busy|idle|busy|i|                    unprofiled_step - busy_ns / steps
+
+    Each line keeps its share of the idle, scaled by the ratio (at most 1). None without steps or an
+    unprofiled step time to compare with.
+    """
+    if steps <= 0 or not unprofiled_step_ns or idle_ns <= 0:
+        return None
+    unprofiled_idle = max(0.0, unprofiled_step_ns - busy_ns / steps) * steps
+    return min(1.0, unprofiled_idle / idle_ns)

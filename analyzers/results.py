@@ -63,12 +63,13 @@ class LineStat:
     gpu_ns: int
     gpu_ns_by_regime: dict[Regime, int]
     cpu_ns: int  # time inside torch calls issued from this line (on its thread)
-    idle_ns: int  # GPU idle time attributed to this line
+    idle_ns: int  # GPU idle time attributed to this line, as an unprofiled step would have it (estimate)
     flops: float | None
     bytes: float | None
     kernels: int  # kernel launches
     regime: Regime  # dominant regime (idle counts as overhead)
     per_step_gpu_ns: float | None  # gpu_ns divided by the steps analysed, when steps are known
+    idle_profiled_ns: int = -1  # the idle measured inside the windows (-1: not given)
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,8 @@ class FindingKind(str, Enum):
     DATA = "data"
     NO_TENSOR_CORES = "no_tensor_cores"
     OPTIMIZER = "optimizer"
+    SLOW_GEMM = "slow_gemm"
+    CONV_LAYOUT = "conv_layout"
 
     def __str__(self) -> str:
         return str(self.value)

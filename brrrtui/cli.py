@@ -261,14 +261,15 @@ def cmd_report(argv: list[str]) -> int:
     from brrrtui.recording.load import load_trace
 
     trace = load_trace(ns.file)
-    from analyzers.analyze import analyze
+    from analyzers.analyze import analyze, analyze_other_phases
     from brrrtui.present.report import render_text, to_json
 
     analysis = analyze(trace, peaks_override=ns.peaks)
+    others = analyze_other_phases(trace, analysis)
     if ns.json:
-        print(json.dumps(to_json(analysis), indent=1))
+        print(json.dumps(to_json(analysis, others=others), indent=1))
     else:
-        print(render_text(analysis, top=ns.top))
+        print(render_text(analysis, top=ns.top, others=others))
     return 0
 
 

@@ -9,7 +9,9 @@ import sys
 
 from fixtures.synthetic import BF16, TraceBuilder
 
-from analyzers.analyze import analyze
+from analyzers.analyze import analyze, analyze_other_phases, select_windows
+from analyzers.model import WindowMode
+from analyzers.phases import Phase
 from brrrtui.contract.units import fmt_bytes, fmt_lines, fmt_ns, fmt_pct
 from brrrtui.present.report import render_text, short_kernel_name, to_json
 
@@ -39,8 +41,16 @@ def test_json_schema_exactly():
         "lines",
         "kernels",
         "findings",
+        "phase",
+        "windows",
+        "phases",
+        "other_phases",
     ]
-    assert doc["schema"] == 1
+    assert doc["schema"] == 2
+    # no optimizer step recorded: phases cannot be told, every window is analysed
+    assert doc["phase"] == "unknown" and doc["windows"] == [0] and doc["other_phases"] == {}
+    assert doc["phases"] == {"steps": 0, "steady_from_step": None, "steady_step_ns": None, "reached": False,
+                             "windows": {"unknown": [0]}}
     assert doc["device"] == {"name": "NVIDIA H200", "peak_flops_per_s": 989e12, "peak_bytes_per_s": 4.8e12,
                              "peaks_source": "datasheet:H200 SXM"}  # fmt: skip
     assert list(doc["breakdown_ns"]) == ["compute", "memory", "overhead"]
@@ -59,6 +69,7 @@ def test_json_schema_exactly():
         "function",
         "gpu_ns",
         "idle_ns",
+        "idle_profiled_ns",
         "regime",
         "flops",
         "bytes",
@@ -141,3 +152,60 @@ def test_analyzers_import_no_ui_and_no_torch():
         "assert ours <= {'brrrtui.contract', 'brrrtui.present'} | {m for m in ours if m.startswith(('brrrtui.contract.', 'brrrtui.present.'))}, ours\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def phased_run():
+    """Set-up window 0 (model construction, before step 0), then steps of 10 ms after a 200 ms first step;
+    window 1 holds step 1 (warm-up), window 2 holds step 20 (steady). Each step window: one 4 ms GEMM on
+    its line, then 4 ms of GPU idle (profiled steps run at 10 ms, the unprofiled ones at 5 ms)."""
+    ms = 1_000_000
+    b = TraceBuilder()
+    setup, fwd = b.line("train.py", 10, "<module>"), b.line("train.py", 41, "step")
+    b.span(setup, 1 * ms, 55 * ms, window=0)
+    b.launch("vectorized_elementwise_kernel", 2 * ms, 3 * ms, 1 * ms, window=0)  # weights initialised
+    b.launch("vectorized_elementwise_kernel", 54 * ms, 55 * ms, 1 * ms, window=0)
+    b.window(0, 60 * ms, window=0, mode=WindowMode.TIME)
+    t = 200 * ms
+    b.step(0, t)
+    for step in range(1, 40):
+        start, t = t, t + (10 if step in (1, 20) else 5) * ms
+        if step in (1, 20):
+            w = 1 if step == 1 else 2
+            b.span(fwd, start + ms // 10, 4 * ms, window=w)
+            shapes = [[8192, 8192], [8192, 8192]]
+            b.op("aten::mm", start + ms // 10, 3 * ms, shapes=shapes, dtypes=[BF16, BF16], window=w)
+            b.launch("sm90_xmma_gemm_bf16bf16", start + ms // 5, start + 2 * ms, 4 * ms, window=w)
+            b.window(start, t, first_step=step, last_step=step, window=w)
+        b.step(step, t)
+    return b.build()
+
+
+def test_report_leads_with_the_steady_state_and_shows_the_rest_apart():
+    trace = phased_run()
+    a = analyze(trace)
+    others = analyze_other_phases(trace, a)
+    doc = to_json(a, others=others)
+    assert doc["phase"] == "steady" and doc["windows"] == [2]
+    # step 2 follows a window (its duration would hold the close): skipped, so the steady state starts at 3
+    assert doc["phases"]["steady_from_step"] == 3 and doc["phases"]["steady_step_ns"] == 5_000_000
+    assert doc["phases"]["windows"] == {"setup": [0], "warmup": [1], "steady": [2]}
+    assert list(doc["other_phases"]) == ["setup", "warmup"]
+    assert doc["other_phases"]["setup"]["lines"][0]["line"] == 10
+    (line,) = [ln for ln in doc["lines"] if ln["line"] == 41]
+    # profiled: 10 ms step, 4 ms busy -> 6 ms idle; unprofiled step 5 ms -> 1 ms idle; the line gets its share
+    profiled_idle = line["idle_profiled_ns"]
+    assert profiled_idle > 0 and line["idle_ns"] == round(profiled_idle * 1_000_000 / 6_000_000)
+    text = render_text(a, others=others)
+    assert "phase    steady state, from step 3 of 40 (5 ms a step)" in text
+    assert "setup (window 0;" in text and "warm-up (window 1;" in text
+
+
+def test_a_run_without_a_steady_window_says_so():
+    trace = phased_run()
+    a = analyze(trace, windows=[0, 1])
+    assert a.phase is Phase.UNKNOWN  # a mix of phases asked for by hand
+    warm = analyze(trace, phase=Phase.WARMUP)
+    assert warm.windows == (1,) and warm.phase is Phase.WARMUP
+    no_steady = analyze(select_windows(trace, [0, 1]))
+    assert no_steady.phase is Phase.WARMUP
+    assert any("no steady-state window: no window was recorded in it" in n for n in no_steady.notes)

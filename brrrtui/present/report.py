@@ -37,15 +37,18 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from analyzers.phases import Phase
 from analyzers.results import GAP_CAUSE_CODES, Analysis, Finding, GapCause, KernelStat, LineStat, Regime
 from analyzers.stream import StreamView, stream_view
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
+from brrrtui.present.phase_report import phase_json, phase_line, phase_sections
 
-SCHEMA = 1
+SCHEMA = 2
 
 
 def _num(x: float | int | None) -> float | int | None:
@@ -57,7 +60,10 @@ def _num(x: float | int | None) -> float | int | None:
     return x if math.isfinite(x) else None
 
 
-def to_json(analysis: Analysis, top: int | None = None) -> dict[str, Any]:
+def to_json(
+    analysis: Analysis, top: int | None = None, others: Mapping[Phase, Analysis] | None = None
+) -> dict[str, Any]:
+    """`others`: the set-up / warm-up analyses shown apart (analyzers.analyze.analyze_other_phases)."""
     a = analysis
     b = a.breakdown
     o = a.overhead
@@ -84,7 +90,7 @@ def to_json(analysis: Analysis, top: int | None = None) -> dict[str, Any]:
         "lines": [_line_json(s) for s in (a.lines if top is None else a.lines[:top])],
         "kernels": [_kernel_json(k) for k in (a.kernels if top is None else a.kernels[:top])],
         "findings": [_finding_json(f) for f in a.findings],
-    }
+    } | phase_json(a, others or {})
     if len(a.trace.stream):
         doc["stream"] = _stream_json(a, stream_view(a), top)
     return doc
@@ -97,6 +103,7 @@ def _line_json(s: LineStat) -> dict[str, Any]:
         "function": s.line.function,
         "gpu_ns": int(s.gpu_ns),
         "idle_ns": int(s.idle_ns),
+        "idle_profiled_ns": int(s.idle_profiled_ns),
         "regime": s.regime.value,
         "flops": _num(s.flops),
         "bytes": _num(s.bytes),
@@ -172,7 +179,7 @@ def _bar(fraction: float, width: int = 24) -> str:
     return "█" * n + "·" * (width - n)
 
 
-def render_text(analysis: Analysis, top: int = 15) -> str:
+def render_text(analysis: Analysis, top: int = 15, others: Mapping[Phase, Analysis] | None = None) -> str:
     a = analysis
     t = a.trace
     out = _header_text(a)
@@ -200,6 +207,7 @@ def render_text(analysis: Analysis, top: int = 15) -> str:
     if len(t.stream):
         out.append("")
         out.extend(_stream_text(a, stream_view(a), min(top, 10)))
+    out += phase_sections(others or {}, _line_text)
     for n in a.notes:
         out.append(f"note: {n}")
     return "\n".join(out)
@@ -218,6 +226,7 @@ def _header_text(a: Analysis) -> list[str]:
         f"device   {t.device.name or 'unknown'} · peaks {p.source}: {fmt_flops(p.tensor_flops_per_s)} tensor,"
         f" {fmt_flops(p.fp32_flops_per_s)} fp32, {fmt_bw(p.bytes_per_s)}{l2}",
         f"analysed {nwin} window{'s' if nwin != 1 else ''}{steps}, {fmt_ns(b.span_ns)} ({fmt_ns(busy)} GPU busy)",
+        phase_line(a),
         "",
         "where the time goes",
     ]
