@@ -1,17 +1,18 @@
 """The verdicts as text (`render_text`) and as a stable JSON document (`to_json`).
 
-JSON schema 1 (`brrrtui report --json`). Times in ns, rates per second, unknown numbers null; regimes are
+JSON schema 2 (`brrrtui report --json`; the README documents it, with what changed since schema 1). Times in ns, rates per second, unknown numbers null; regimes are
 "compute" | "memory" | "overhead"::
 
     {
-      "schema": 1,
+      "schema": 2,
       "device": {"name": str|null, "peak_flops_per_s": float|null, "peak_bytes_per_s": float|null,
                  "peaks_source": "measured" | "override" | "datasheet:<name>" | "unknown"},
       "span_ns": int,                                   # wall time of the analysed windows
       "breakdown_ns": {"compute": int, "memory": int, "overhead": int},   # sums to span_ns exactly
       "overhead": {"raw_fraction": float, "corrected_fraction": float|null,
                    "profiled_step_ns": float|null, "unprofiled_step_ns": float|null},
-      "lines": [{"file": str, "line": int, "function": str, "gpu_ns": int, "idle_ns": int,
+      "lines": [{"file": str, "line": int, "function": str, "gpu_ns": int, "idle_ns": int,  # unprofiled est.
+                 "idle_profiled_ns": int,
                  "regime": str, "flops": float|null, "bytes": float|null, "kernels": int}],
       "kernels": [{"name": str, "calls": int, "gpu_ns": int, "regime": str,
                    "achieved_flops_per_s": float|null, "achieved_bytes_per_s": float|null}],
@@ -19,7 +20,9 @@ JSON schema 1 (`brrrtui report --json`). Times in ns, rates per second, unknown 
                     "message": str, "action": str}],
       "stream": {"records": int, "rows_analysed": int, "gpu_ns": int,     # only when the trace has a
                  "matched_fraction": float, "confirmed_fraction": float, #   kernel stream
-                 "lines": [{"file": str, "line": int, "function": str, "gpu_ns": int, "kernels": int}]}
+                 "lines": [{"file": str, "line": int, "function": str, "gpu_ns": int, "kernels": int}]},
+      "phase": "steady" | "warmup" | "setup" | "unknown", "windows": [int],      # what was analysed
+      "phases": {...}, "other_phases": {...}             # present/phase_report.py
     }
 
 `peak_flops_per_s` is the tensor-core (bf16) roof. Lines are sorted by gpu_ns + idle_ns, kernels by gpu_ns,
