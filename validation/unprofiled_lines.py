@@ -1,0 +1,104 @@
+"""Per-line overhead without the profiler: brrrtui's estimate against the kernel stream's measurement.
+
+brrrtui's verdicts come from short profiler windows, whose steps run slower on the CPU; per line, the idle the
+window measured is scaled to the unprofiled step time (`analyzers.lines.unprofiled_idle_scale`). A recording
+made with `--stream` also holds every kernel of the unprofiled steps between windows, each with the line the
+windows taught (`analyzers.stream`). From those, the GPU idle of unprofiled steps is measured directly: each
+device-wide idle gap is charged to the line of the kernel that ends it (the launch the GPU waited for).
+
+    python validation/unprofiled_lines.py run.brrr [--top 10] [--json out.json]
+
+Prints, per line, overhead share = idle / (GPU + idle) per step, estimated (windows) and measured (stream),
+and the difference in points; and the same for the whole step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from analyzers.analyze import analyze  # noqa: E402
+from analyzers.results import Analysis  # noqa: E402
+from analyzers.stream import stream_view  # noqa: E402
+from brrrtui.recording.load import load_trace  # noqa: E402
+
+
+def measured(a: Analysis) -> tuple[dict[int, tuple[float, float]], float, int]:
+    """(line -> (GPU ns, idle ns) summed over the stream), the stream's span, and the unprofiled steps in it."""
+    view = stream_view(a)
+    s = view.stream
+    keep = view.line >= 0
+    if not keep.any():
+        return {}, 0.0, 0
+    start, end, line = s.start_ns[keep], s.start_ns[keep] + s.dur_ns[keep], view.line[keep]
+    order = np.argsort(start, kind="stable")
+    start, end, line = start[order], end[order], line[order]
+    out: dict[int, list[float]] = {}
+    reach = int(end[0])
+    for i in range(len(start)):
+        gap = max(0, int(start[i]) - reach)
+        busy = max(0, int(end[i]) - max(int(start[i]), reach))
+        acc = out.setdefault(int(line[i]), [0.0, 0.0])
+        acc[0] += busy
+        acc[1] += gap
+        reach = max(reach, int(end[i]))
+    steps = a.trace.steps.t_ns
+    n_steps = int(((steps >= start[0]) & (steps <= reach)).sum())
+    return {k: (v[0], v[1]) for k, v in out.items()}, float(reach - start[0]), n_steps
+
+
+def share(gpu: float, idle: float) -> float:
+    return idle / (gpu + idle) if gpu + idle > 0 else 0.0
+
+
+def compare(a: Analysis, top: int) -> dict[str, object]:
+    by_line, span, n_steps = measured(a)
+    if not by_line or not n_steps or not a.steps_analysed:
+        return {"error": "no streamed kernels with a line, or no steps: record with --stream"}
+    rows = []
+    for s in a.lines[:top]:
+        m_gpu, m_idle = by_line.get(s.line_id, (0.0, 0.0))
+        est = share(s.gpu_ns, s.idle_ns)
+        meas = share(m_gpu, m_idle)
+        rows.append({"line": f"{os.path.basename(s.line.file)}:{s.line.line}",
+                     "est_gpu_ms": s.gpu_ns / a.steps_analysed / 1e6, "est_idle_ms": s.idle_ns / a.steps_analysed / 1e6,
+                     "meas_gpu_ms": m_gpu / n_steps / 1e6, "meas_idle_ms": m_idle / n_steps / 1e6,
+                     "est_share": est, "meas_share": meas, "diff_points": 100 * (est - meas),
+                     "profiled_idle_ms": s.idle_profiled_ns / a.steps_analysed / 1e6})  # fmt: skip
+    total_idle = sum(v[1] for v in by_line.values())
+    return {"unprofiled_steps": n_steps, "stream_span_ms": span / 1e6,
+            "run_overhead_measured": total_idle / span if span else None,
+            "run_overhead_corrected": a.overhead.corrected_overhead_fraction,
+            "run_overhead_raw": a.overhead.raw_overhead_fraction, "lines": rows}  # fmt: skip
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("recording")
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--json")
+    ns = p.parse_args()
+    result = compare(analyze(load_trace(ns.recording)), ns.top)
+    if ns.json:
+        with open(ns.json, "w") as f:
+            json.dump(result, f, indent=1)
+    if "error" in result:
+        print(result["error"])
+        return 1
+    print(f"unprofiled steps in the stream: {result['unprofiled_steps']}; run overhead: measured "
+          f"{result['run_overhead_measured']:.1%}, corrected {result['run_overhead_corrected']}, "
+          f"raw {result['run_overhead_raw']:.1%}")  # fmt: skip
+    print(f"{'line':<28}{'est gpu/idle ms':>18}{'meas gpu/idle ms':>18}{'est':>7}{'meas':>7}{'diff':>7}")
+    for r in result["lines"]:  # type: ignore[attr-defined]
+        print(f"{r['line']:<28}{r['est_gpu_ms']:>9.2f}/{r['est_idle_ms']:<8.2f}{r['meas_gpu_ms']:>9.2f}/"
+              f"{r['meas_idle_ms']:<8.2f}{r['est_share']:>7.1%}{r['meas_share']:>7.1%}{r['diff_points']:>+6.1f}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
