@@ -14,6 +14,10 @@ windows hold steps, else per window; they are estimates of what the change could
 | data            | idle gaps covered by DataLoader.__next__ (by line)             | num_workers, pin_memory            |
 | no_tensor_cores | matmul-family kernels on the SIMT fp32 units                   | TF32 precision or autocast         |
 | optimizer       | many small kernels inside Optimizer.step                       | foreach=True / fused=True          |
+| slow_gemm       | tensor-core matmul/conv kernels under half their roof, and why | pad shapes, bigger matmuls         |
+| conv_layout     | cuDNN NCHW<->NHWC conversions around convolutions              | channels_last                      |
+
+slow_gemm and conv_layout come from efficiency_findings.py (the causes: gemm_shapes.py).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from analyzers.efficiency_findings import efficiency_findings
 from analyzers.finding_context import MIN_SAVING_SHARE, Context, count_lines, where
 from analyzers.fusion import FusionChain
 from analyzers.idle_findings import gap_findings, overhead_findings, small_kernel_findings
@@ -239,5 +244,6 @@ def all_findings(ctx: Context, chains: list[FusionChain]) -> list[Finding]:
         + attention_findings(ctx)
         + tensor_core_findings(ctx)
         + optimizer_findings(ctx)
+        + efficiency_findings(ctx)
     )
     return sorted(found, key=lambda f: -(f.saving_ns or 0.0))

@@ -29,14 +29,14 @@ Occurrences with the same kernels from the same lines (every step repeats them) 
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from analyzers.fusion_patterns import ChainOp, match_pattern, named_pattern as named_pattern
 from analyzers.links import Links
 from analyzers.model import NONE, GpuKind, Peaks, SourceLine, Trace
-from analyzers.op_families import Family, base_name
+from analyzers.op_families import Family
 from analyzers.opcost import OpCost
 from analyzers.results import REGIME_CODES, Regime
 from analyzers.roofline import Roofline
@@ -67,6 +67,7 @@ class FusionChain:
     saving_ns: float = 0.0  # estimated time saved by fusing
     all_rows: list[int] = field(default_factory=list)
     windows: set[int] = field(default_factory=set)
+    chain_ops: list[ChainOp] = field(default_factory=list)  # op_names with their recorded operands
 
     @property
     def bytes_fused(self) -> float | None:
@@ -74,26 +75,9 @@ class FusionChain:
 
     @property
     def pattern(self) -> str | None:
-        return named_pattern(self.op_names)
-
-
-def named_pattern(op_names: list[str]) -> str | None:
-    """A fused PyTorch op that does what the chain does, when the chain's ops say which."""
-    count = Counter(base_name(n).rstrip("_") for n in op_names)
-    if count["tanh"] and (count["pow"] or count["mul"] >= 3) and count["add"]:
-        return "gelu_tanh"  # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x**3)))
-    if count["erf"] and count["mul"]:
-        return "gelu"  # 0.5 * x * (1 + erf(x / sqrt(2)))
-    if count["rsqrt"] or (count["sqrt"] and count["div"]):
-        if count["sub"] or count["var"] or count["var_mean"]:
-            return "layer_norm"
-        if count["mean"] or count["pow"]:
-            return "rms_norm"
-    if count["exp"] and count["sum"] and count["div"]:
-        return "softmax"
-    if count["sigmoid"] and count["mul"]:
-        return "silu"
-    return None
+        """The fused function the chain computes, when its ops match that function's formula
+        (fusion_patterns.py says what is checked)."""
+        return match_pattern(self.chain_ops) if self.chain_ops else named_pattern(self.op_names)
 
 
 def _feeds(a: OpCost | None, b: OpCost | None) -> tuple[bool, float]:
@@ -358,6 +342,7 @@ def _group_runs(
                 saving_ns=float(sums["saving"][g]),
                 all_rows=runs.rows[order[bounds[g] : bounds[g + 1]]].tolist(),
                 windows={int(w) for w in win_pairs[win_pairs[:, 0] == g, 1].tolist()},
+                chain_ops=[_chain_op(trace, o) for o in ops_seq],
             )
         )
     return sorted(chains, key=lambda c: -c.saving_ns)
@@ -366,3 +351,12 @@ def _group_runs(
 def _distinct_in_a_row(values: list[int]) -> list[int]:
     """`values` with repeats of the previous value dropped: a chain's ops, each once per stretch of kernels."""
     return [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+
+
+def _chain_op(trace: Trace, op: int) -> ChainOp:
+    if op < 0:
+        return ChainOp("")
+    ops = trace.ops
+    return ChainOp.parse(
+        trace.name(int(ops.name[op])), trace.name(int(ops.shapes[op])), trace.name(int(ops.dtypes[op]))
+    )

@@ -129,6 +129,7 @@ def test_named_patterns():
         "aten::mul",
     ]
     assert named_pattern(gelu) == "gelu_tanh"
+    assert named_pattern(["aten::mul", "aten::div", "aten::erf", "aten::add", "aten::mul"]) == "gelu"
     assert (
         named_pattern(["aten::mean", "aten::sub", "aten::pow", "aten::mean", "aten::add", "aten::rsqrt"])
         == "layer_norm"
@@ -136,11 +137,57 @@ def test_named_patterns():
     assert named_pattern(["aten::pow", "aten::mean", "aten::add", "aten::rsqrt", "aten::mul"]) == "rms_norm"
     assert named_pattern(["aten::mul", "aten::add", "aten::tanh"]) is None
     assert named_pattern(["aten::sigmoid", "aten::mul"]) == "silu"
+    # the old counting rule called these GELU / norms; their structure is not the formula's
+    assert named_pattern(["aten::tanh", "aten::mul", "aten::add"] * 3) is None  # h = tanh(h) + 0.5*h, looped
+    assert (
+        named_pattern(["aten::mul", "aten::tanh", "aten::pow", "aten::add", "aten::mul", "aten::mul"]) is None
+    )
+    assert named_pattern(["aten::rsqrt", "aten::mul", "aten::sub"]) is None  # no reduction before it
+    assert named_pattern(["aten::erf", "aten::mul"]) is None
+
+
+SC, TN = [], [N]  # a Python-number operand is recorded as [] (dtype double), a tensor by its shape
+
+
+def ops_with_operands(*spec: tuple[str, list[list[int]]]):
+    """(aten name, operand shapes) -> pointwise_trace ops on line 20, dtypes as torch.profiler records them."""
+    return [(20, f"aten::{n}", shapes, [BF16 if s else "double" for s in shapes]) for n, shapes in spec]
+
+
+# HF NewGELUActivation, op by op as recorded on the H200 (hf_gpt2): 0.5*x * (1 + tanh(c * (x + k * x**3)))
+REAL_GELU = ops_with_operands(
+    ("mul", [TN, SC]),
+    ("pow", [TN, SC]),
+    ("mul", [TN, SC]),
+    ("add", [TN, TN]),
+    ("mul", [TN, SC]),
+    ("tanh", [TN]),
+    ("add", [TN, SC]),
+    ("mul", [TN, TN]),
+)
 
 
 def test_gelu_chain_suggests_f_gelu():
-    gelu = [(20, f"aten::{n}", [[N], []] if n != "tanh" else [[N]], [BF16, "Scalar"] if n != "tanh" else [BF16])
-            for n in ("pow", "mul", "add", "mul", "tanh", "add", "mul")]  # fmt: skip
-    a = analyze(pointwise_trace(gelu).build())
+    a = analyze(pointwise_trace(REAL_GELU).build())
     (f,) = [f for f in a.findings if f.kind == "fusion"]
     assert 'F.gelu(x, approximate="tanh")' in f.action
+
+
+def test_tanh_plus_half_is_not_called_gelu():
+    """`tanh(h) + 0.5*h`: tanh, mul, add of the right names, but not GELU's structure -> generic advice."""
+    not_gelu = ops_with_operands(("tanh", [TN]), ("mul", [TN, SC]), ("add", [TN, TN]))
+    for ops in (not_gelu, not_gelu * 3):  # once, and in a loop
+        a = analyze(pointwise_trace(ops).build())
+        (f,) = [f for f in a.findings if f.kind == "fusion"]
+        assert "gelu" not in f.action.lower() and "torch.compile the function `forward`" in f.action
+
+
+def test_operands_decide_between_a_formula_and_a_look_alike():
+    """Same op names as REAL_GELU, but x + k*x**3 added a scalar (add_s) instead of x: not GELU."""
+    look_alike = [
+        op if i != 3 else (20, "aten::add", [TN, SC], [BF16, "double"]) for i, op in enumerate(REAL_GELU)
+    ]
+    chains = chains_of(pointwise_trace(look_alike))
+    assert chains and chains[0].pattern is None
+    (c,) = chains_of(pointwise_trace(REAL_GELU))
+    assert c.pattern == "gelu_tanh"
