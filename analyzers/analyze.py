@@ -30,7 +30,7 @@ from analyzers.links import Links, link
 from analyzers.model import Peaks, Table, Trace, WindowMode, flag_of
 from analyzers.peaks import resolve_peaks
 from analyzers.phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
-from analyzers.results import GAP_CAUSE_CODES, Analysis, Breakdown, GapCause, OverheadCorrection
+from analyzers.results import GAP_CAUSE_CODES, Analysis, Breakdown, GapCause, LineStat, OverheadCorrection
 from analyzers.roofline import Roofline, roofline
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
@@ -138,20 +138,19 @@ def analyze(
         kernel_bytes=roof.bytes,
         gaps=gaps,
         kernels=kernel_stats(trace, roof),
-        lines=line_stats(trace, links.kernel_line, roof.regime, roof.flops, roof.bytes, gaps, steps, None,
-                         _idle_scale(total, steps, overhead)),
+        lines=_line_stats(trace, links, roof, gaps, steps, _idle_scale(total, steps, overhead)),
         findings=all_findings(ctx, chains),
         breakdown=total,
         window_breakdowns=per_window,
         overhead=overhead,
         steps_analysed=steps,
-        notes=[*_phase_notes(phases, lead), *_notes(trace, links, peaks), *trim_notes, *_tail_notes(trace, gaps)],
-        kernel_tensor_cores=roof.tensor_cores,
-        kernel_roof_fraction=roof.roof_fraction,
-        kernel_achieved_flops_per_s=roof.achieved_flops_per_s,
-        kernel_achieved_bytes_per_s=roof.achieved_bytes_per_s,
-        kernel_fits_in_l2=roof.fits_in_l2,
-        kernel_launch_bound=launch_bound,
+        notes=[
+            *_phase_notes(phases, lead),
+            *_notes(trace, links, peaks),
+            *trim_notes,
+            *_tail_notes(trace, gaps),
+        ],
+        **_kernel_details(roof, launch_bound),
         stream_gaps=stream_gaps,
         queue_depth=lt.queue_depth(trace, links),
         per_launch_ns=per_launch,
@@ -159,6 +158,26 @@ def analyze(
         phase=lead,
         phases=phases,
     )
+
+
+def _line_stats(
+    trace: Trace, links: Links, roof: Roofline, gaps: Table, steps: int, idle_scale: float | None
+) -> list[LineStat]:
+    return line_stats(
+        trace, links.kernel_line, roof.regime, roof.flops, roof.bytes, gaps, steps, None, idle_scale
+    )
+
+
+def _kernel_details(roof: Roofline, launch_bound: np.ndarray) -> dict[str, np.ndarray]:
+    """The per-GPU-row columns the details pane shows."""
+    return {
+        "kernel_tensor_cores": roof.tensor_cores,
+        "kernel_roof_fraction": roof.roof_fraction,
+        "kernel_achieved_flops_per_s": roof.achieved_flops_per_s,
+        "kernel_achieved_bytes_per_s": roof.achieved_bytes_per_s,
+        "kernel_fits_in_l2": roof.fits_in_l2,
+        "kernel_launch_bound": launch_bound,
+    }
 
 
 def _gaps(trace: Trace, links: Links, roof: Roofline) -> tuple[np.ndarray, Table, Table]:
