@@ -8,6 +8,11 @@ A kernel takes the cost of the nearest op at or above its launching op that has 
     launch   cudaLaunchKernel ...
     GPU            [init_workspace][ sm90_xmma_fprop .............. ]   <- the op's cost split by duration
 
+Layout conversions cuDNN runs inside a convolution (`nchwToNhwcKernel`, `nhwcToNchwKernel`) move bytes and do
+no math: the op's FLOPs and its own bytes are split among its other kernels, and the conversions share
+LAYOUT_TRAFFIC x the op's bytes (each of the op's tensors read and written once more in the other layout; on an
+H200, ResNet-50's conversions ran at 2.0-2.6 TB/s by that count).
+
 Each distinct (name, shapes, dtypes) is costed once. Two costs need the op's context and are redone per op:
 a forward convolution's output size (read from the op that consumes the output) and which gradients a
 convolution_backward computed (read from the names of the kernels it launched).
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.links import Links
-from analyzers.model import NONE, GpuKind, Trace
+from analyzers.model import NONE, GpuKind, Trace, flag_of
 from analyzers.op_families import Family
 from analyzers.opcost import OpCost, op_cost, parse_args
 
@@ -30,6 +35,8 @@ MAX_DEPTH = 12  # op nesting levels searched above a kernel's launching op
 GEMM_NAME = re.compile(
     r"gemm|xmma|nvjet|cutlass|wgmma|conv|fprop|dgrad|wgrad|implicit|fmha|flash|attention|attn|cudnn", re.I
 )
+LAYOUT_NAME = re.compile(r"nchwtonhwc|nhwctonchw", re.I)
+LAYOUT_TRAFFIC = 2.0  # bytes a layout conversion moves, per byte of its op's inputs + outputs
 _HELPER_NAME = re.compile(
     r"splitkreduce|init_device_workspace|addpadding|memset|nchwtonhwc|nhwctonchw|convert", re.I
 )
@@ -270,3 +277,24 @@ def split_by_duration(value: np.ndarray, owner: np.ndarray, dur: np.ndarray, n_o
     share = np.where(tot[o] > 0, d / np.where(tot[o] > 0, tot[o], 1.0), 1.0 / cnt[o])
     out[ok] = value[ok] * share
     return out
+
+
+def split_costs(
+    trace: Trace, op_flops: np.ndarray, op_bytes: np.ndarray, flops_op: np.ndarray, bytes_op: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per gpu row, its share of its op's FLOPs and bytes (`op_flops`/`op_bytes`: the op's whole cost per row).
+
+    Shares go by duration among the op's kernels; layout conversions take no FLOPs, and share LAYOUT_TRAFFIC x
+    the op's bytes among themselves. Memcpy/memset rows take no share (their own counts replace it).
+    """
+    gpu = trace.gpu
+    n_ops = len(trace.ops)
+    kernel = gpu.kind == GpuKind.KERNEL
+    layout = kernel & flag_of(trace.string_flags(LAYOUT_NAME.search), gpu.name)
+    compute = kernel & ~layout
+    flops = split_by_duration(op_flops, np.where(compute, flops_op, NONE), gpu.dur_ns, n_ops)
+    flops[layout & (flops_op >= 0)] = 0.0
+    nbytes = split_by_duration(op_bytes, np.where(compute, bytes_op, NONE), gpu.dur_ns, n_ops)
+    moved = split_by_duration(LAYOUT_TRAFFIC * op_bytes, np.where(layout, bytes_op, NONE), gpu.dur_ns, n_ops)
+    nbytes[layout] = moved[layout]
+    return flops, nbytes

@@ -1,8 +1,11 @@
 """Which family an operator belongs to, from its name: the classes the cost formulas and the verdicts use.
 
-Families are decided on the `aten::` name alone (record_function scopes and autograd nodes are OTHER); an op
-not named in any set below is POINTWISE. ATTENTION_BSHD and ATTENTION_BACKWARD_BSHD take their tensors as
-(batch, seq, heads, dim), the other attention ops as (batch, heads, seq, dim).
+Families are decided on the `aten::` name alone (record_function scopes and autograd nodes are OTHER; the
+`flash_attn::` package's ops are named like aten's); an op not named in any set below is POINTWISE.
+ATTENTION_BSHD and ATTENTION_BACKWARD_BSHD take their tensors as (batch, seq, heads, dim), the other attention
+ops as (batch, heads, seq, dim). Every SDPA backend's inner op is named (`_cudnn_attention_forward` under
+`_scaled_dot_product_cudnn_attention` launches the cuDNN kernel), so a kernel's nearest costed op is an
+attention op, never a pointwise fallback.
 """
 
 from __future__ import annotations
@@ -56,15 +59,22 @@ _CONV_BWD = name_set("convolution_backward convolution_backward_overrideable cud
 _ATTN_BHSD = name_set(
     "scaled_dot_product_attention _scaled_dot_product_flash_attention "
     "_scaled_dot_product_efficient_attention _scaled_dot_product_cudnn_attention "
-    "_scaled_dot_product_flash_attention_for_cpu _scaled_dot_product_fused_attention_overrideable"
+    "_scaled_dot_product_flash_attention_for_cpu _scaled_dot_product_fused_attention_overrideable "
+    "_cudnn_attention_forward _scaled_dot_product_attention_math _scaled_dot_product_attention_math_for_mps"
 )
-ATTENTION_BSHD = name_set("_flash_attention_forward _efficient_attention_forward")
+ATTENTION_BSHD = name_set("_flash_attention_forward _efficient_attention_forward _flash_attn_forward")
+# flash_attn's variable-length ops take packed (total_tokens, heads, dim) tensors: attention without a FLOP count
+# (it needs the per-sequence lengths, which are tensor values)
+_ATTN_VARLEN = name_set("_flash_attn_varlen_forward")
+_ATTN_BWD_VARLEN = name_set("_flash_attn_varlen_backward")
 _ATTN_BWD_BHSD = name_set(
     "_scaled_dot_product_flash_attention_backward _scaled_dot_product_efficient_attention_backward "
     "_scaled_dot_product_cudnn_attention_backward _scaled_dot_product_flash_attention_for_cpu_backward "
-    "_scaled_dot_product_fused_attention_overrideable_backward"
+    "_scaled_dot_product_fused_attention_overrideable_backward _cudnn_attention_backward"
 )
-ATTENTION_BACKWARD_BSHD = name_set("_flash_attention_backward _efficient_attention_backward")
+ATTENTION_BACKWARD_BSHD = name_set(
+    "_flash_attention_backward _efficient_attention_backward _flash_attn_backward"
+)
 _NORM = name_set(
     "batch_norm native_batch_norm _batch_norm_impl_index cudnn_batch_norm _native_batch_norm_legit "
     "_native_batch_norm_legit_no_training _batch_norm_with_update layer_norm native_layer_norm group_norm "
@@ -93,14 +103,21 @@ _VIEW = name_set(
 )
 
 
+_NAMESPACES = ("aten::", "flash_attn::")
+
+
 def base_name(name: str) -> str:
-    """`aten::add_` -> `add_`; record_function scopes and autograd nodes are returned unchanged."""
-    return name[6:] if name.startswith("aten::") else name
+    """`aten::add_` -> `add_`, `flash_attn::_flash_attn_forward` -> `_flash_attn_forward`; record_function
+    scopes and autograd nodes are returned unchanged."""
+    for ns in _NAMESPACES:
+        if name.startswith(ns):
+            return name[len(ns) :]
+    return name
 
 
 def family_of(name: str) -> Family:
     b = base_name(name)
-    if not name.startswith("aten::"):
+    if b == name:
         return Family.OTHER
     if b in _MATMUL:
         return Family.MATMUL
@@ -108,9 +125,9 @@ def family_of(name: str) -> Family:
         return Family.CONV
     if b in _CONV_BWD:
         return Family.CONV_BACKWARD
-    if b in _ATTN_BHSD or b in ATTENTION_BSHD:
+    if b in _ATTN_BHSD or b in ATTENTION_BSHD or b in _ATTN_VARLEN:
         return Family.ATTENTION
-    if b in _ATTN_BWD_BHSD or b in ATTENTION_BACKWARD_BSHD:
+    if b in _ATTN_BWD_BHSD or b in ATTENTION_BACKWARD_BSHD or b in _ATTN_BWD_VARLEN:
         return Family.ATTENTION_BACKWARD
     if b.startswith("_foreach_") or b.startswith("_fused_"):
         return Family.FOREACH if b not in _NORM else Family.NORM

@@ -2,26 +2,30 @@
 
 Pure Python (never torch): the formulas for matmuls, convolutions and attention re-implement
 `torch.utils.flop_counter` (2·m·n·k per matmul; convolution 2·N·C_out·C_in/groups·prod(kernel)·prod(out spatial);
-SDPA forward two bmms, backward four, causal masks ignored), so offline numbers match FlopCounterMode's.
-Differences, all deliberate:
+attention in attention_cost.py), so offline numbers match FlopCounterMode's. Differences, all deliberate:
 
-- `_flash_attention_*` / `_efficient_attention_*` take (batch, seq, heads, dim); they are permuted to
-  (batch, heads, seq, dim) before the SDPA formula (flop_counter never sees them: they run beneath the SDPA op).
+- attention ops that take (batch, seq, heads, dim) are permuted to (batch, heads, seq, dim) first, and the
+  backends' inner ops (`_cudnn_attention_*`, `_flash_attention_*`, `_efficient_attention_*`, `flash_attn::*`)
+  are costed like the SDPA op above them (flop_counter never sees them: they run beneath it).
 - convolution_backward's grad-weight FLOPs equal the forward FLOPs with the weight's per-group C_in, which keeps
   grouped convolutions right.
 
 Bytes are inputs + outputs (shape x dtype size), each read or written once: the DRAM traffic of a kernel that
-streams its tensors once. It overstates traffic when tensors fit in L2 and understates it for multi-pass ops
-(training batch norm reads its input twice). Outputs are inferred:
+streams its tensors once. It overstates traffic when tensors fit in L2. Layers whose kernels read a tensor twice
+or touch only part of one (norms, nll_loss, embedding backward, gather) have their own formulas in
+layer_costs.py. Outputs are inferred:
 
     matmul family      from the operand shapes (mm [m,k]x[k,n] -> [m,n], linear, bmm, broadcasting matmul)
-    convolution        from a hint (the consumer op's input, see roofline.py), else the input's spatial size
+    convolution        from a hint (the consumer op's input, see kernel_costs.py), else the input's spatial size
     attention          the query's shape with the value's head dim
     in-place (`add_`)  self is read and written; `fill_`/`zero_` only write; `copy_` reads src, writes self
     reductions         output counted as 0 bytes (its size needs the reduced dims, which are not recorded)
     pointwise, other   the broadcast of the tensor inputs, in the widest input dtype
 
-Pointwise and reduction FLOPs are per-element estimates (1 for add/mul, ~4 for transcendental, ~8 for norms);
+TensorList ops (`_foreach_*`, fused optimizers `_fused_adam(w)_`/`_fused_sgd_`, `cat`, `stack`) stay unknown:
+torch.profiler records a TensorList argument as dims `[]` and type "TensorList", without its tensors' sizes.
+
+Pointwise and reduction FLOPs are per-element estimates (1 for add/mul, ~4 for transcendental, ~5 for softmax);
 they only need to be small next to the bytes, which they are.
 """
 
@@ -31,6 +35,8 @@ import json
 from dataclasses import dataclass
 from math import prod
 
+from analyzers.attention_cost import attention, attention_backward
+from analyzers.layer_costs import layer_cost
 from analyzers.op_families import (
     ATTENTION_BACKWARD_BSHD,
     ATTENTION_BSHD,
@@ -40,33 +46,13 @@ from analyzers.op_families import (
     family_of,
     name_set,
 )
-
-
-def _of_width(nbytes: int, names: str) -> dict[str, int]:
-    """{name: nbytes} for each of the comma-separated dtype names (some hold spaces: "long int")."""
-    return {name.strip(): nbytes for name in names.split(",")}
-
-
-# bytes per element by the dtype names torch.profiler records ("c10::BFloat16") and torch's own ("bfloat16")
-DTYPE_BYTES: dict[str, int] = {
-    **_of_width(
-        1,
-        "signed char, unsigned char, bool, c10::Float8_e4m3fn, c10::Float8_e5m2, "
-        "c10::Float8_e4m3fnuz, c10::Float8_e5m2fnuz, c10::Float8_e8m0fnu, c10::qint8, "
-        "c10::quint8, int8, uint8, float8_e4m3fn, float8_e5m2",
-    ),
-    **_of_width(
-        2,
-        "c10::Half, c10::BFloat16, short int, short, unsigned short, float16, half, bfloat16, int16",
-    ),
-    **_of_width(4, "float, int, c10::complex<c10::Half>, c10::qint32, unsigned int, float32, int32"),
-    **_of_width(8, "double, long int, long, c10::complex<float>, unsigned long, float64, int64, complex64"),
-    **_of_width(16, "c10::complex<double>, complex128"),
-}
-LOW_PRECISION = {"c10::Half", "c10::BFloat16", "float16", "half", "bfloat16"} | {
-    d for d in DTYPE_BYTES if "Float8" in d or d.startswith("float8")
-}
-
+from analyzers.tensor_args import (
+    DTYPE_BYTES as DTYPE_BYTES,
+    LOW_PRECISION as LOW_PRECISION,
+    Args as Args,
+    TensorArg as TensorArg,
+    Traffic,
+)
 
 _SOFTMAX = name_set(
     "softmax _softmax log_softmax _log_softmax _softmax_backward_data _log_softmax_backward_data "
@@ -80,23 +66,6 @@ _GELU_LIKE = name_set("gelu gelu_backward silu silu_backward mish mish_backward 
 _WRITE_ONLY_INPLACE = name_set(
     "fill_ zero_ normal_ uniform_ random_ bernoulli_ exponential_ geometric_ cauchy_ log_normal_"
 )
-
-
-@dataclass(frozen=True)
-class TensorArg:
-    shape: tuple[int, ...]
-    dtype: str
-
-    @property
-    def numel(self) -> int:
-        return prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * DTYPE_BYTES[self.dtype]
-
-
-Args = list[TensorArg | None]  # one entry per recorded argument; None when it is not a tensor
 
 
 @dataclass(frozen=True)
@@ -153,27 +122,6 @@ def broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
 def conv_flops(x: tuple[int, ...], w: tuple[int, ...], out_spatial: tuple[int, ...]) -> float:
     """2 · N · C_out · (C_in/groups) · prod(kernel) · prod(output spatial); `w` is [C_out, C_in/groups, *k]."""
     return 2.0 * x[0] * w[0] * w[1] * prod(w[2:]) * prod(out_spatial)
-
-
-def sdpa_flops(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> float:
-    """(b, h, s, d) layout. QK^T plus PV; GQA (fewer KV heads) broadcasts KV, so the query's heads count."""
-    b, h, s_q, d = q
-    s_k, d_v = k[2], v[3]
-    return 2.0 * b * h * s_q * s_k * d + 2.0 * b * h * s_q * s_k * d_v
-
-
-def sdpa_backward_flops(q: tuple[int, ...], k: tuple[int, ...], v: tuple[int, ...]) -> float:
-    """flop_counter's sdpa_backward_flop_count: recompute QK^T, dV, dP, dQ, dK (five bmms)."""
-    b, h, s_q, d = q
-    s_k, d_v = k[2], v[3]
-    return 2.0 * b * h * (s_q * s_k * d + s_q * s_k * d_v + s_k * s_q * d_v + s_q * s_k * d + s_q * s_k * d)
-
-
-def _bshd_to_bhsd(t: TensorArg) -> TensorArg:
-    if len(t.shape) != 4:
-        return t
-    b, s, h, d = t.shape
-    return TensorArg((b, h, s, d), t.dtype)
 
 
 def _widest(tensors: list[TensorArg]) -> str:
@@ -247,11 +195,7 @@ def _elementwise_flops_per_element(b: str, family: Family) -> float:
     return 1.0
 
 
-# (FLOPs, output, bytes read, bytes written besides the output) of a matmul-family op
-_Traffic = tuple[float | None, TensorArg | None, float, float]
-
-
-def _conv(b: str, ts: list[TensorArg], in_bytes: float, out_spatial_hint: tuple[int, ...] | None) -> _Traffic:
+def _conv(b: str, ts: list[TensorArg], in_bytes: float, out_spatial_hint: tuple[int, ...] | None) -> Traffic:
     xs, ws = ts[0].shape, ts[1].shape
     out_sp = out_spatial_hint or xs[2:]
     if b in CONV_TRANSPOSE:  # flop_counter: a transposed conv iterates the *input* spatial positions
@@ -259,7 +203,7 @@ def _conv(b: str, ts: list[TensorArg], in_bytes: float, out_spatial_hint: tuple[
     return conv_flops(xs, ws, out_sp), TensorArg((xs[0], ws[0], *out_sp), ts[0].dtype), in_bytes, 0.0
 
 
-def _conv_backward(ts: list[TensorArg], mask: tuple[bool, bool]) -> _Traffic:
+def _conv_backward(ts: list[TensorArg], mask: tuple[bool, bool]) -> Traffic:
     """Reads grad_out, input and weight; writes the gradients `mask` asks for (input's, weight's)."""
     go, x, w = ts[0], ts[1], ts[2]
     grads = int(mask[0]) + int(mask[1])
@@ -268,34 +212,13 @@ def _conv_backward(ts: list[TensorArg], mask: tuple[bool, bool]) -> _Traffic:
     return flops, None, in_bytes, float(x.nbytes * mask[0] + w.nbytes * mask[1])
 
 
-def _attention(b: str, ts: list[TensorArg], in_bytes: float) -> _Traffic:
-    q, k, v = ts[0], ts[1], ts[2]
-    if b in ATTENTION_BSHD:
-        q, k, v = _bshd_to_bhsd(q), _bshd_to_bhsd(k), _bshd_to_bhsd(v)
-    if not all(len(t.shape) == 4 for t in (q, k, v)):
-        return None, None, in_bytes, 0.0
-    out = TensorArg((*q.shape[:3], v.shape[3]), q.dtype)
-    return sdpa_flops(q.shape, k.shape, v.shape), out, float(q.nbytes + k.nbytes + v.nbytes), 0.0
-
-
-def _attention_backward(b: str, ts: list[TensorArg], in_bytes: float) -> _Traffic:
-    go, q, k, v = ts[0], ts[1], ts[2], ts[3]
-    if b in ATTENTION_BACKWARD_BSHD:
-        go, q, k, v = (_bshd_to_bhsd(t) for t in (go, q, k, v))
-    if not all(len(t.shape) == 4 for t in (go, q, k, v)):
-        return None, None, in_bytes, 0.0
-    # reads grad_out, q, k, v, out (grad_out's shape); writes dq, dk, dv
-    read = float(2 * go.nbytes + q.nbytes + k.nbytes + v.nbytes)
-    return sdpa_backward_flops(q.shape, k.shape, v.shape), None, read, float(q.nbytes + k.nbytes + v.nbytes)
-
-
 def _matmul_family(
     family: Family,
     b: str,
     ts: list[TensorArg],
     out_spatial_hint: tuple[int, ...] | None,
     conv_backward_mask: tuple[bool, bool],
-) -> _Traffic | None:
+) -> Traffic | None:
     """The traffic of a matmul-family op; None when it is not one or lacks the tensors its formula needs (it
     is then costed element-wise)."""
     in_bytes = float(sum(t.nbytes for t in ts))
@@ -307,9 +230,9 @@ def _matmul_family(
     if family == Family.CONV_BACKWARD and len(ts) >= 3 and len(ts[0].shape) >= 3:
         return _conv_backward(ts, conv_backward_mask)
     if family == Family.ATTENTION and len(ts) >= 3:
-        return _attention(b, ts, in_bytes)
+        return attention(ts, b in ATTENTION_BSHD, in_bytes)
     if family == Family.ATTENTION_BACKWARD and len(ts) >= 4:
-        return _attention_backward(b, ts, in_bytes)
+        return attention_backward(ts, b in ATTENTION_BACKWARD_BSHD, in_bytes)
     return None
 
 
@@ -331,6 +254,9 @@ def op_cost(
         return OpCost(family, None, None, tuple(args), None, low, tensor_list=True)
     if not ts:
         return OpCost(family, None, None, tuple(args), None, low)
+    layer = layer_cost(b, ts)
+    if layer is not None:
+        return OpCost(family, layer[0], layer[2], tuple(args), layer[1], low)
     traffic = _matmul_family(family, b, ts, out_spatial_hint, conv_backward_mask)
     if traffic is None:
         return _elementwise(name, b, family, args, ts, low)

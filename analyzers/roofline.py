@@ -10,10 +10,11 @@ Where a kernel's cost comes from::
 A kernel takes the cost of the nearest op at or above its launching op that has one (so the bias `add_` inside
 `linear` costs its own bytes, not the matmul's). When that op launched several kernels, its FLOPs and bytes are
 split among them in proportion to duration: the op's intensity is shared by all of them, and helper kernels
-(workspace init, split-K reduce) get a small share because they are short. A profiler-recorded `flops` on the
-op itself, or on an ancestor of the same family (`aten::conv2d` above `cudnn_convolution`, which knows stride
-and padding), wins over our formula. Memcpy/memset rows use their own `bytes` (device-to-device copies count
-read + write).
+(workspace init, split-K reduce) get a small share because they are short. cuDNN's layout conversions
+(`nchwToNhwcKernel`) take no FLOPs, only the bytes they move (kernel_costs.split_costs). A profiler-recorded
+`flops` on the op itself, or on an ancestor of the same family (`aten::conv2d` above `cudnn_convolution`, which
+knows stride and padding), wins over our formula. Memcpy/memset rows use their own `bytes` (device-to-device
+copies count read + write).
 
 Which roof applies (tensor cores or not) is not recorded; the rule, per kernel:
 
@@ -42,7 +43,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.kernel_costs import GEMM_NAME, OpCosts, cost_ops, recorded_flops, split_by_duration
+from analyzers.kernel_costs import GEMM_NAME, OpCosts, cost_ops, recorded_flops, split_costs
 from analyzers.links import Links
 from analyzers.model import NONE, GpuKind, Peaks, Trace, flag_of
 from analyzers.op_families import MATMUL_FAMILIES, Family
@@ -118,9 +119,10 @@ def _row_costs(
     rec = recorded_flops(trace, links, flops_op, op_fam_all) if len(ops) else np.full(len(gpu), np.nan)
     op_flops = np.where(np.isfinite(rec), rec, per_op(c_flops, flops_op))
     op_bytes = per_op(c_bytes, bytes_op)
+    row_flops, row_bytes = split_costs(trace, op_flops, op_bytes, flops_op, bytes_op)
     return _RowCosts(
-        flops=split_by_duration(op_flops, flops_op, gpu.dur_ns, len(ops)),
-        bytes=split_by_duration(op_bytes, bytes_op, gpu.dur_ns, len(ops)),
+        flops=row_flops,
+        bytes=row_bytes,
         op_bytes=op_bytes,
         family=np.where(flops_op >= 0, fam_of_flops_op, per_op(c_fam, bytes_op)).astype(np.int8),
         low=per_op(c_low, np.where(flops_op >= 0, flops_op, bytes_op)),

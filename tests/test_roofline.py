@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -302,3 +303,44 @@ def test_override_string_errors_are_one_line_value_errors():
     for bad in ("flops", "speed=3", "bw=fast", "bw=-1"):
         with pytest.raises(InputError):  # the CLI prints InputErrors as one line, no traceback
             parse_override(bad)
+
+
+def test_layout_conversions_move_bytes_and_leave_the_flops_to_the_conv_kernel():
+    x, w, out = [128, 256, 56, 56], [256, 256, 3, 3], [128, 256, 56, 56]
+    b = TraceBuilder()
+    b.op("aten::cudnn_convolution", 0, 20_000, shapes=[x, w, [], []], dtypes=[BF16, BF16, "", ""])
+    b.launch("void cudnn::engines_precompiled::nchwToNhwcKernel<__nv_bfloat16>", 1_000, 10_000, 160_000)
+    b.launch("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc", 2_000, 200_000, 100_000)
+    b.launch("void cudnn::engines_precompiled::nhwcToNchwKernel<__nv_bfloat16>", 3_000, 350_000, 240_000)
+    b.op("aten::add_", 30_000, 5_000, shapes=[out, out, []], dtypes=[BF16, BF16, "Scalar"])  # the consumer
+    b.window(0, 700_000)
+    _, r = analyse(b)
+    flops = 2 * 128 * 256 * 256 * 9 * 56 * 56
+    op_bytes = (2 * 128 * 256 * 56 * 56 + 256 * 256 * 9) * 2
+    assert r.flops[:3].tolist() == [0.0, flops, 0.0]
+    assert r.bytes[1] == op_bytes  # the conv kernel's own traffic
+    assert r.bytes[0] == pytest.approx(2 * op_bytes * 160 / 400)  # conversions share 2x the op's bytes
+    assert r.bytes[2] == pytest.approx(2 * op_bytes * 240 / 400)
+    assert r.regime[:3].tolist() == [M, C, M]
+    assert r.family[0] == Family.CONV  # still the conv's rows
+
+
+def test_cudnn_sdpa_kernels_on_an_h200_recording_are_compute_bound():
+    """GPT-2 small (B=16, T=1024, bf16) on an H200: the cuDNN SDPA kernels take the FLOPs of
+    `_cudnn_attention_forward/backward` (they were costed per element as pointwise ops: ~0.05 TFLOP/s, memory)."""
+    from analyzers.analyze import analyze
+    from brrrtui.recording.load import load_trace
+
+    a = analyze(load_trace(os.path.join(os.path.dirname(__file__), "fixtures", "h200_gpt_stream.brrr.gz")))
+    fwd, bwd = (
+        next(k for k in a.kernels if k.name.startswith(f"cudnn_generated_fort_native_sdpa_sm90_flash_{p}"))
+        for p in ("fprop", "bprop")
+    )
+    per_call = 4 * 16 * 12 * 1024 * 1024 * 64  # QK^T and PV
+    assert (fwd.calls, fwd.flops, fwd.bytes) == (24, 24 * per_call, 24 * 4 * 16 * 12 * 1024 * 64 * 2)
+    # five bmms to the forward's two; cuDNN's helper kernels (dO.O row sums, dQ to bf16) share the op's FLOPs
+    # by duration, 19 % of them here
+    assert bwd.calls == 24 and 0.75 * 2.5 * fwd.flops < bwd.flops < 2.5 * fwd.flops
+    for k in (fwd, bwd):
+        assert k.regime == Regime.COMPUTE and k.uses_tensor_cores
+        assert k.achieved_flops_per_s > 400e12 and k.roof_fraction > 0.4
