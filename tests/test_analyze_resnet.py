@@ -93,7 +93,7 @@ def test_lines_and_findings(a):
     )
     assert line.regime == Regime.OVERHEAD
     kinds = [f.kind for f in a.findings]
-    assert kinds == ["overhead", "small_kernels", "fusion", "fusion", "sync", "fusion"]
+    assert kinds == ["overhead", "small_kernels", "fusion", "fusion", "sync", "slow_gemm", "fusion"]  # the C_in=3 stem conv
     fusions = [f for f in a.findings if f.kind == "fusion"]
     assert "native_batch_norm, add_, clamp_min_" in fusions[0].message
     assert "threshold_backward, native_batch_norm_backward" in fusions[1].message
