@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 from typing import Any
-
-import numpy as np
 
 from analyzers.errors import InputError
 from analyzers.model import Device, SourceLine, StringTable, Trace, empty_table, table_from_rows
@@ -29,6 +28,8 @@ from brrrtui.contract.schema import (
     WindowMode,
 )
 from brrrtui.contract.userfiles import is_user_file
+from brrrtui.recording.checks import TIME_LIMIT
+from brrrtui.recording.safe import safe_text
 
 
 class TraceFormatError(InputError):
@@ -52,14 +53,59 @@ def read_json(path: str) -> dict[str, Any]:
     return data
 
 
-def _tid(value: Any, tids: dict[Any, int]) -> int:
+def _int(value: Any, default: int = NONE, limit: int = 2**62) -> int:
+    """An integer field of a trace event, or `default` where it holds anything else (a damaged trace)."""
+    if isinstance(value, bool):
+        return default
     if isinstance(value, int):
+        return value if -limit <= value <= limit else default
+    if isinstance(value, float):
+        return int(value) if abs(value) <= limit else default  # NaN fails the comparison
+    if isinstance(value, str):
+        try:
+            return _int(int(value), default, limit)
+        except ValueError:
+            return default
+    return default
+
+
+def _float(value: Any) -> float:
+    """A float field (flops), NaN where unknown or not a number."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return float("nan")
+
+
+def _tid(value: Any, tids: dict[Any, int]) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**62:
         return value
+    if not isinstance(value, str | int | float | None):
+        value = safe_text(value)  # a list or an object where a thread id belongs: a lane of its own
     return tids.setdefault(value, -(len(tids) + 2))  # string lanes ("stream 7 ...") get negative ids
 
 
+def _shape(value: Any) -> str | None:
+    """grid/block, "x,y,z": only from a list of ints."""
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        return ",".join(map(str, value))
+    return None
+
+
 def _dims(value: Any) -> str | None:
-    return None if value is None else json.dumps(value, separators=(",", ":"))
+    if value is None:
+        return None
+    try:
+        return safe_text(json.dumps(value, separators=(",", ":")))
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 class _Rows:
@@ -76,34 +122,44 @@ class _Rows:
         self.ops: list[Row] = []
         self.spans: list[Row] = []
         self.step_ends: list[int] = []
+        self.skipped = 0  # events without a usable time (a damaged trace)
 
     def add(self, ev: Any) -> None:
-        """One trace event; only complete ("X") events of known categories make rows."""
+        """One trace event; only complete ("X") events of known categories make rows. A field of the wrong
+        type reads as unknown; an event without a usable time is skipped and counted."""
         if not isinstance(ev, dict) or ev.get("ph") != "X":
             return
-        try:
-            start = self.base_ns + int(round(float(ev["ts"]) * 1000.0))
-            dur = int(round(float(ev.get("dur", 0)) * 1000.0))
-        except (KeyError, TypeError, ValueError):
+        ts: Any = ev.get("ts")
+        dur: Any = ev.get("dur", 0)
+        if not (_is_number(ts) and _is_number(dur) and abs(ts) < 1e18 and 0 <= dur < 1e15):
+            self.skipped += 1
+            return
+        start = self.base_ns + int(round(float(ts) * 1000.0))
+        dur_ns = int(round(float(dur) * 1000.0))
+        if not 0 <= start <= TIME_LIMIT // 2:
+            self.skipped += 1
             return
         cat = ev.get("cat")
-        args = ev.get("args") or {}
-        name = str(ev.get("name", ""))
+        args = ev.get("args")
+        args = args if isinstance(args, dict) else {}
+        name = safe_text(ev.get("name", ""))
         tid = ev.get("tid")
+        if not isinstance(cat, str):
+            return
         if cat in _GPU_CATS:
-            self._gpu(int(_GPU_CATS[cat]), name, start, dur, args)
+            self._gpu(int(_GPU_CATS[cat]), name, start, dur_ns, args)
         elif cat in ("cuda_runtime", "cuda_driver"):
-            correlation = int(args.get("correlation", NONE))
-            self.runtime.append((0, self.strings(name), start, dur, _tid(tid, self.tids), correlation))
+            correlation = _int(args.get("correlation"))
+            self.runtime.append((0, self.strings(name), start, dur_ns, _tid(tid, self.tids), correlation))
         elif cat in ("cpu_op", "user_annotation"):
-            self._op(name, start, dur, _tid(tid, self.tids), args)
+            self._op(name, start, dur_ns, _tid(tid, self.tids), args)
             if cat == "user_annotation" and name.startswith("Optimizer.step#"):
-                self.step_ends.append(start + dur)
+                self.step_ends.append(start + dur_ns)
         elif cat == "python_function":
-            self._frame(name, start, dur, tid)
+            self._frame(name, start, dur_ns, tid)
 
     def _gpu(self, kind: int, name: str, start: int, dur: int, args: dict[str, Any]) -> None:
-        grid, block = args.get("grid"), args.get("block")
+        grid, block = _shape(args.get("grid")), _shape(args.get("block"))
         self.gpu.append(
             (
                 0,
@@ -111,12 +167,12 @@ class _Rows:
                 self.strings(name),
                 start,
                 dur,
-                int(args.get("device", 0)),
-                int(args.get("stream", NONE)),
-                int(args.get("correlation", NONE)),
-                self.strings(",".join(map(str, grid))) if grid else NONE,
-                self.strings(",".join(map(str, block))) if block else NONE,
-                int(args["bytes"]) if "bytes" in args else NONE,
+                _int(args.get("device"), 0, 2**31 - 1),
+                _int(args.get("stream"), NONE, 2**31 - 1),
+                _int(args.get("correlation")),
+                self.strings(grid) if grid else NONE,
+                self.strings(block) if block else NONE,
+                _int(args.get("bytes")),
             )
         )
 
@@ -128,11 +184,11 @@ class _Rows:
                 start,
                 dur,
                 tid,
-                int(args.get("Sequence number", NONE)),
-                int(args.get("Fwd thread id", NONE)),
+                _int(args.get("Sequence number")),
+                _int(args.get("Fwd thread id")),
                 self.strings(_dims(args.get("Input Dims"))),
                 self.strings(_dims(args.get("Input type"))),
-                float(args.get("flops", np.nan)),
+                _float(args.get("flops")),
             )
         )
 
@@ -141,7 +197,7 @@ class _Rows:
         m = _FRAME.match(name)
         if not m or not is_user_file(m["file"]):
             return
-        key = (m["file"], int(m["line"]), m["func"])
+        key = (m["file"], min(int(m["line"][:10]), 2**31 - 1), m["func"])
         lid = self.line_ids.get(key)
         if lid is None:
             lid = self.line_ids[key] = len(self.lines)
@@ -161,21 +217,32 @@ class _Rows:
 
 
 def _device(data: dict[str, Any]) -> Device:
-    props = (data.get("deviceProperties") or [{}])[0]
-    capability = f"{props['computeMajor']}.{props['computeMinor']}" if "computeMajor" in props else None
+    props_list = data.get("deviceProperties")
+    props = props_list[0] if isinstance(props_list, list) and props_list else {}
+    props = props if isinstance(props, dict) else {}
+
+    def text(v: Any) -> str | None:
+        return None if v is None or isinstance(v, dict | list) else safe_text(v)
+
+    def count(v: Any) -> int | None:
+        n = _int(v, NONE)
+        return n if n > 0 else None
+
+    major, minor = count(props.get("computeMajor")), _int(props.get("computeMinor"), NONE)
     return Device(
-        name=props.get("name"),
-        num_sms=props.get("numSms"),
-        compute_capability=capability,
-        total_memory_bytes=props.get("totalGlobalMem"),
-        driver=str(data["cuda_driver_version"]) if "cuda_driver_version" in data else None,
-        cuda=str(data["cuda_runtime_version"]) if "cuda_runtime_version" in data else None,
+        name=text(props.get("name")),
+        num_sms=count(props.get("numSms")),
+        compute_capability=f"{major}.{minor}" if major is not None and minor >= 0 else None,
+        total_memory_bytes=count(props.get("totalGlobalMem")),
+        driver=text(data.get("cuda_driver_version")),
+        cuda=text(data.get("cuda_runtime_version")),
     )
 
 
 def load_chrome(path: str) -> Trace:
     data = read_json(path)
-    rows = _Rows(int(data.get("baseTimeNanoseconds") or 0))
+    base = _int(data.get("baseTimeNanoseconds"), 0, TIME_LIMIT // 2)
+    rows = _Rows(max(0, base))
     for ev in data["traceEvents"]:
         rows.add(ev)
     window = rows.window(len(data["traceEvents"]))
@@ -192,6 +259,10 @@ def load_chrome(path: str) -> Trace:
         steps=table_from_rows(list(enumerate(rows.step_ends)), STEP_SCHEMA),
         telemetry=empty_table(TELEMETRY_SCHEMA),
         device=_device(data),
-        meta={"format": "chrome", "trace_name": data.get("traceName")},
+        meta={
+            "format": "chrome",
+            "trace_name": safe_text(name) if isinstance(name := data.get("traceName"), str) else None,
+            "skipped_events": rows.skipped,
+        },
         source=path,
     )

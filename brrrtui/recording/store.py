@@ -19,12 +19,13 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from typing import Any
 
 import numpy as np
 
 from analyzers.errors import InputError
-from analyzers.model import Device, Peaks, SourceLine, Table, Trace, empty_table
+from analyzers.model import SourceLine, Table, Trace, empty_table
 from brrrtui.contract.messages import DeviceFacts, MeasuredPeaks
 from brrrtui.contract.schema import (
     CAPTURE_COST_SCHEMA,
@@ -38,6 +39,21 @@ from brrrtui.contract.schema import (
     TELEMETRY_SCHEMA,
     WINDOW_SCHEMA,
 )
+from brrrtui.recording.checks import (
+    RecordingError,
+    check_column,
+    check_format,
+    check_ids,
+    column_matrix,
+    device_from_meta,
+    parse_meta,
+    peaks_from_meta,
+)
+from brrrtui.recording.lock import is_locked
+from brrrtui.recording.notes import explain_no_window, mark_incomplete
+from brrrtui.recording.safe import safe_strings, safe_text, safe_value
+
+__all__ = ["RecordingError", "RecordingWriter", "load_recording", "StreamReader"]
 
 FORMAT = "brrrtui-recording"
 FORMAT_VERSION = 1
@@ -56,10 +72,6 @@ TABLES: dict[str, dict[str, Any]] = {
 }
 STREAM_TAIL = 400_000
 """Rows of the continuous kernel stream a load keeps in memory, the newest (~35 MB); the file keeps them all."""
-
-
-class RecordingError(InputError):
-    """A file that is not, or no longer, a readable recording. The message is one line for the user."""
 
 
 def _sql_type(dtype: Any) -> str:
@@ -112,6 +124,10 @@ class RecordingWriter:
                 if rows:
                     marks = ", ".join("?" * len(schema))
                     self.db.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+            # when the last batch landed: what a reader reports for a recording whose writer was killed
+            self.db.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_batch_ns', ?)", (str(time.time_ns()),)
+            )
 
     def close(self) -> None:
         self.db.close()
@@ -137,13 +153,31 @@ def is_recording(path: str) -> bool:
         return f.read(16) == b"SQLite format 3\x00"
 
 
-def read_meta(db: sqlite3.Connection) -> dict[str, Any]:
-    return {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+def is_brrrtui_recording(path: str) -> bool:
+    """Whether `path` is a readable brrrtui recording (what `record -o` may replace)."""
+    try:
+        if not is_recording(path):
+            return False
+        db = open_readonly(path)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        finally:
+            db.close()
+        return row is not None and row[0] == json.dumps(FORMAT)
+    except (OSError, sqlite3.Error, InputError):
+        return False
 
 
-def _read_table(db: sqlite3.Connection, table: str, schema: dict[str, Any], where: str = "") -> Table:
+def read_meta(db: sqlite3.Connection, path: str = "recording") -> dict[str, Any]:
+    return parse_meta(path, db.execute("SELECT key, value FROM meta").fetchall())
+
+
+def _read_table(
+    db: sqlite3.Connection, table: str, schema: dict[str, Any], where: str = "", path: str = "recording"
+) -> Table:
     """One query per column kind: numpy builds an int64 (or float64) matrix from the row tuples in C, 1.5x
-    faster than splitting tuples in Python (1 M kernels + 3 M ops: 12.2 s -> 8.3 s here)."""
+    faster than splitting tuples in Python (1 M kernels + 3 M ops: 12.2 s -> 8.3 s here). A cell that is no
+    number in its column's range (a damaged file) ends in one RecordingError line."""
     groups = (
         [k for k, t in schema.items() if np.dtype(t).kind != "f"],
         [k for k, t in schema.items() if np.dtype(t).kind == "f"],
@@ -153,70 +187,88 @@ def _read_table(db: sqlite3.Connection, table: str, schema: dict[str, Any], wher
         if not names:
             continue
         rows = db.execute(f"SELECT {', '.join(names)} FROM {table} {where}").fetchall()
-        try:
-            matrix = np.array(rows, dtype=dtype).reshape(-1, len(names))
-        except (
-            TypeError,
-            ValueError,
-        ):  # a NULL in an integer column (hand-edited file): the slow, tolerant way
-            matrix = np.array([[-1 if v is None else v for v in r] for r in rows], dtype=dtype).reshape(
-                -1, len(names)
-            )
+        matrix = column_matrix(path, table, names, rows, dtype)
         for j, name in enumerate(names):
+            check_column(path, table, name, matrix[:, j], schema[name])
             columns[name] = matrix[:, j].astype(schema[name])
     return Table({k: columns[k] for k in schema})
+
+
+def _dense(path: str, what: str, rows: list[Any]) -> int:
+    """The length of a table of ids (strings, lines) from its (id, ...) rows; ids are small ints."""
+    if not rows:
+        return 0
+    ids = [r[0] for r in rows]
+    if not all(isinstance(i, int) and 0 <= i < 4 * len(rows) + 1024 for i in ids):
+        bad = next(i for i in ids if not (isinstance(i, int) and 0 <= i < 4 * len(rows) + 1024))
+        raise RecordingError(f"{path} is damaged: its {what} table holds the id {bad!r:.40}")
+    return int(max(ids)) + 1
+
+
+def _read_names(db: sqlite3.Connection, path: str) -> tuple[list[str], list[SourceLine]]:
+    """The string and line tables, every text made safe to print (brrrtui.recording.safe)."""
+    strings_rows = db.execute("SELECT id, s FROM strings ORDER BY id").fetchall()
+    raw: list[Any] = [""] * _dense(path, "strings", strings_rows)
+    for i, s in strings_rows:
+        raw[i] = s
+    strings = safe_strings(raw)
+    line_rows = db.execute("SELECT id, file, line, function FROM lines ORDER BY id").fetchall()
+    lines = [SourceLine("?", 0, "?")] * _dense(path, "lines", line_rows)
+    for i, f, n, fn in line_rows:
+        number = n if isinstance(n, int) and 0 <= n < 2**31 else 0
+        lines[i] = SourceLine(safe_text(f), number, safe_text(fn))
+    return strings, lines
+
+
+def _read_tables(
+    db: sqlite3.Connection, path: str, names: set[str], stream_tail: int
+) -> tuple[dict[str, Table], int]:
+    # tables added in later versions of the format may be missing from older recordings
+    tables = {
+        t: _read_table(db, t, s, path=path) if t in names else empty_table(s)
+        for t, s in TABLES.items()
+        if t != "stream"
+    }
+    stream_total = _max_rowid(db, "stream") if "stream" in names else 0
+    tables["stream"] = (
+        _read_table(db, "stream", STREAM_SCHEMA, f"WHERE rowid > {stream_total - stream_tail}", path=path)
+        if stream_total
+        else empty_table(STREAM_SCHEMA)
+    )
+    return tables, stream_total
 
 
 def load_recording(path: str, stream_tail: int = STREAM_TAIL, source: str | None = None) -> Trace:
     """Read a whole recording (also one still being written, or one whose writer was killed); of the kernel
     stream, only the newest `stream_tail` rows. `source`: the file the user named, when `path` is a copy of
-    it (an unpacked .gz)."""
+    it (an unpacked .gz). A damaged file ends in one RecordingError line (brrrtui.recording.checks)."""
+    shown = path if source is None else source
     try:
         db = open_readonly(path)
         try:
             names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
             if "meta" not in names:
-                raise RecordingError(f"{path} is an SQLite file but not a brrrtui recording (no meta table)")
-            meta = read_meta(db)
-            if meta.get("format") != FORMAT:
-                raise RecordingError(f"{path} is an SQLite file but not a brrrtui recording")
-            if int(meta.get("format_version", 0)) > FORMAT_VERSION:
-                raise RecordingError(
-                    f"{path} was written by a newer brrrtui (format {meta['format_version']})"
-                )
-            strings_rows = db.execute("SELECT id, s FROM strings ORDER BY id").fetchall()
-            strings = [""] * (strings_rows[-1][0] + 1 if strings_rows else 0)
-            for i, s in strings_rows:
-                strings[i] = s
-            line_rows = db.execute("SELECT id, file, line, function FROM lines ORDER BY id").fetchall()
-            lines = [SourceLine("?", 0, "?")] * (line_rows[-1][0] + 1 if line_rows else 0)
-            for i, f, n, fn in line_rows:
-                lines[i] = SourceLine(f, n, fn)
-            # tables added in later versions of the format may be missing from older recordings
-            tables = {
-                t: _read_table(db, t, s) if t in names else empty_table(s)
-                for t, s in TABLES.items()
-                if t != "stream"
-            }
-            stream_total = _max_rowid(db, "stream") if "stream" in names else 0
-            tables["stream"] = (
-                _read_table(db, "stream", STREAM_SCHEMA, f"WHERE rowid > {stream_total - stream_tail}")
-                if stream_total
-                else empty_table(STREAM_SCHEMA)
-            )
+                raise RecordingError(f"{shown} is an SQLite file but not a brrrtui recording (no meta table)")
+            meta = read_meta(db, shown)
+            check_format(shown, meta, FORMAT, FORMAT_VERSION)
+            strings, lines = _read_names(db, shown)
+            tables, stream_total = _read_tables(db, shown, names, stream_tail)
         finally:
             db.close()
     except sqlite3.DatabaseError as e:
-        raise RecordingError(f"{path} is damaged or not a recording ({e})") from None
-    dev = meta.get("device") or {}
-    peaks = meta.get("peaks")
+        raise RecordingError(f"{shown} is damaged or not a recording ({e})") from None
+    check_ids(shown, tables, len(strings), len(lines))
+    meta = safe_value(meta)
+    if meta.get("status") == "running" and not is_locked(path):
+        meta = mark_incomplete(meta, tables)
+    meta = explain_no_window(meta, tables)
     return Trace(
         strings=strings,
         lines=lines,
-        device=Device(**{k: dev.get(k) for k in Device.__dataclass_fields__}),
-        peaks=Peaks(**peaks) if peaks else None,
+        device=device_from_meta(shown, meta.get("device")),
+        peaks=peaks_from_meta(shown, meta.get("peaks")),
         meta=meta,
-        source=path if source is None else source,
+        source=shown,
         stream_total=stream_total,
         **tables,  # type: ignore[arg-type]  # one Table per table name: mypy cannot match ** to fields
     )
@@ -279,4 +331,4 @@ class StreamReader:
         self.rowid = last
         if strings:
             self.string_id = strings[-1][0]
-        return rows, strings
+        return rows, [(i, safe_text(s)) for i, s in strings]
