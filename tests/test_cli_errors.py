@@ -126,3 +126,31 @@ def test_gzipped_recordings_open_and_a_cut_one_fails_cleanly(tmp_path):
     data = open(fixture, "rb").read()
     cut.write_bytes(data[: len(data) // 2])
     assert_one_line_error(run_brrrtui("report", str(cut)), "truncated or damaged gzip")
+
+
+def test_output_never_destroys_the_script_or_a_file_that_is_no_recording(tmp_path):
+    script = tmp_path / "v.py"
+    shutil.copy(os.path.join(SCRIPTS, "exit3.py"), script)
+    source = script.read_bytes()
+    for force in ([], ["--force"]):  # the script itself: never, not even with --force
+        assert_one_line_error(run_brrrtui("record", "-o", str(script), *force, str(script)), "the script itself")
+        assert script.read_bytes() == source
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    assert_one_line_error(run_brrrtui("record", "-o", str(notes), str(script)), "not a brrrtui recording",
+                          "--force")  # fmt: skip
+    assert notes.read_text() == "my notes\n"
+    proc = run_brrrtui("record", "-o", str(notes), "--force", str(script))
+    assert proc.returncode == 3, proc.stderr
+    assert notes.read_bytes().startswith(b"SQLite format 3")
+
+
+def test_an_earlier_recording_is_replaced_and_said_so(tmp_path):
+    script, out = os.path.join(SCRIPTS, "exit3.py"), tmp_path / "run.brrr"
+    assert run_brrrtui("record", "-o", str(out), script).returncode == 3
+    proc = run_brrrtui("record", "-o", str(out), script)
+    assert proc.returncode == 3, proc.stderr
+    assert [ln for ln in proc.stderr.splitlines() if "replacing" in ln] == [
+        f"brrrtui: replacing the earlier file {out}"
+    ]
+    assert not (tmp_path / "run.brrr.lock").exists()

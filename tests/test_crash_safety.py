@@ -8,17 +8,18 @@ import subprocess
 import sys
 import time
 
-from conftest import ROOT, SCRIPTS
+from conftest import ROOT, SCRIPTS, run_brrrtui
 
 from brrrtui.recording.load import load_trace
 
 FAST_WINDOWS = ["--window-steps", "2", "--duty", "1", "--min-gap", "0"]
 
 
-def start(out: str, script: str) -> subprocess.Popen:
+def start(out: str, script: str, *args: str) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=ROOT, BRRRTUI_CALIBRATE="0")
     return subprocess.Popen(
-        [sys.executable, "-m", "brrrtui", "record", "-o", out, *FAST_WINDOWS, os.path.join(SCRIPTS, script)],
+        [sys.executable, "-m", "brrrtui", "record", "-o", out, *FAST_WINDOWS, os.path.join(SCRIPTS, script),
+         *args],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -74,7 +75,11 @@ def test_kill_9_of_brrrtui_keeps_the_recording_and_the_script_runs_on(tmp_path):
     try:
         trace = load_trace(out)  # while the orphaned script still runs
         assert len(trace.windows) >= 2 and len(trace.ops) > 0
-        assert trace.meta["status"] == "running"
+        # it says "running", but no recorder holds it: incomplete, and since when
+        assert trace.meta["status"].startswith("incomplete (stopped at ")
+        assert "the last batch was committed at" in trace.meta["load_notes"][-1]
+        report = run_brrrtui("report", out)
+        assert report.returncode == 0 and "note: this recording is incomplete" in report.stdout
         time.sleep(0.5)
         os.kill(pid, 0)  # the script was not taken down with brrrtui
     finally:
@@ -110,3 +115,54 @@ def test_ctrl_c_twice_stops_brrrtui_even_if_the_script_ignores_it(tmp_path):
     trace = load_trace(out)
     assert len(trace.windows) >= 1
     assert "stopped with Ctrl-C" in trace.meta["status"]
+
+
+def test_sigterm_of_the_script_still_sends_its_last_steps(tmp_path):
+    out, marker = str(tmp_path / "t.brrr"), str(tmp_path / "done")
+    proc = start(out, "quick_steps.py", marker)
+    deadline = time.time() + 60
+    while not os.path.exists(marker) and time.time() < deadline:
+        time.sleep(0.1)
+    os.kill(child_pid(out), signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + 15, err
+    trace = load_trace(out)
+    assert trace.meta["status"] == "killed by SIGTERM"
+    assert len(trace.steps) == 300  # the steps after the last batch arrived too
+
+
+def test_a_second_recorder_of_the_same_file_is_refused_and_the_first_keeps_its_data(tmp_path):
+    out = str(tmp_path / "same.brrr")
+    first = start(out, "sleeper.py")
+    try:
+        wait_for_windows(out, 1)
+        second = run_brrrtui("record", "-o", out, os.path.join(SCRIPTS, "exit3.py"))
+        assert second.returncode == 2 and "Traceback" not in second.stderr
+        assert second.stderr.strip().splitlines() == [second.stderr.strip()]
+        assert "is being recorded by another brrrtui" in second.stderr
+        wait_for_windows(out, 2)
+    finally:
+        os.kill(child_pid(out), signal.SIGTERM)
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 128 + 15 and "Traceback" not in err, err
+    assert len(load_trace(out).windows) >= 2
+    assert not os.path.exists(out + ".lock")
+
+
+def test_a_recording_deleted_mid_run_continues_in_a_sibling_and_keeps_the_exit_code(tmp_path):
+    out, marker = str(tmp_path / "gone.brrr"), str(tmp_path / "done")
+    proc = start(out, "quick_steps.py", marker)
+    wait_for_windows(out, 1)
+    pid = child_pid(out)
+    os.remove(out)
+    deadline = time.time() + 60
+    while not (os.path.exists(out + ".1") and os.path.exists(marker)) and time.time() < deadline:
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + 15 and "Traceback" not in err, err
+    assert err.count(f"the recording continues in {out}.1") == 1, err
+    assert f"-> {out}.1 (brrrtui view {out}.1)" in err
+    trace = load_trace(out + ".1")
+    assert len(trace.windows) >= 1 and len(trace.steps) == 300  # what the deleted file held, and the rest
+    assert trace.meta["status"] == "killed by SIGTERM"

@@ -122,6 +122,12 @@ class Agent:
         if now - self.last_step_flush_ns > STEP_FLUSH_S * 1e9:
             self.flush_steps(now)
 
+    def flush_on_signal(self) -> None:
+        """SIGTERM: send the steps not sent yet before the process dies (never blocks on a busy pipe)."""
+        steps, self.pending_steps = self.pending_steps, []
+        if steps and not self.channel.send(StepBatch(steps), wait_s=1.0):
+            self.pending_steps = steps + self.pending_steps
+
     def flush_steps(self, now: int | None = None) -> None:
         if self.pending_steps:
             steps, self.pending_steps = self.pending_steps, []

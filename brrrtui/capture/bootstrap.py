@@ -100,6 +100,26 @@ def _exit(code: int, interrupted: bool) -> None:
     sys.exit(code)
 
 
+def _flush_on_sigterm(flush: Callable[[], None]) -> None:
+    """On SIGTERM, send the step times not sent yet, then die of SIGTERM as the script would have. Only
+    where SIGTERM has its default action: a script that installs its own handler replaces this one (and then
+    ends through the normal path, which sends them anyway)."""
+    import signal
+
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def on_sigterm(signum: int, frame: object) -> None:
+        try:
+            flush()
+        except Exception:  # noqa: BLE001 - dying of SIGTERM matters more than the last steps
+            pass
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+
+
 def main() -> None:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sys.path.insert(0, root)
@@ -128,6 +148,7 @@ def main() -> None:
     agent = Agent(channel, config, userfiles.is_user_file, calibrate=calibrate)
     run = _runner(sys.argv[1:])
     agent.install()
+    _flush_on_sigterm(agent.flush_on_signal)
     channel.send(Hello(pid=os.getpid(), python_version=sys.version.split()[0]))
     code, interrupted = 0, False
     try:

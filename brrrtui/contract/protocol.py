@@ -34,13 +34,17 @@ class Channel:
         self.broken = False
         self.blocked_ns_max = 0  # longest write: the recorder not reading (a full pipe) shows here
 
-    def send(self, message: Message) -> bool:
+    def send(self, message: Message, wait_s: float = -1) -> bool:
+        """Write one frame. `wait_s` >= 0: give up (False) if another send holds the pipe that long — a
+        signal handler must not wait forever on a send its own thread was interrupted in."""
         # A forked DataLoader worker inherits the fd: only the process that owns the channel writes to it.
         if self.broken or os.getpid() != self.owner_pid:
             return False
         payload = pickle.dumps(to_wire(message), protocol=pickle.HIGHEST_PROTOCOL)
         data = _HEADER.pack(len(payload)) + payload
-        with self.lock:
+        if not self.lock.acquire(timeout=wait_s):
+            return False
+        try:
             t0 = time.perf_counter_ns()
             try:
                 view = memoryview(data)
@@ -51,6 +55,8 @@ class Channel:
                 self.broken = True
                 return False
             self.blocked_ns_max = max(self.blocked_ns_max, time.perf_counter_ns() - t0)
+        finally:
+            self.lock.release()
         return True
 
 

@@ -12,7 +12,6 @@ import json
 import os
 import queue
 import signal
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -44,9 +43,10 @@ from brrrtui.contract.protocol import read_frames
 from brrrtui.contract.schema import GPU_SCHEMA, STEP_SCHEMA, WINDOW_SCHEMA, GpuKind, WindowMode, column
 from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
 from brrrtui.record.latency import StreamLatency
+from brrrtui.record.sink import Sink
 from brrrtui.record.targets import check_out_path, check_target
 from brrrtui.record.telemetry import TelemetrySampler
-from brrrtui.recording.store import RecordingWriter, device_meta, peaks_meta
+from brrrtui.recording.store import device_meta, peaks_meta
 
 INBOX_MESSAGES = 64  # frames read but not yet written: a stream batch is 1-10 MB
 BOOTSTRAP = os.path.join(
@@ -62,6 +62,7 @@ class RunSpec:
     window: WindowConfig = field(default_factory=WindowConfig)
     calibrate: bool = True
     capture_output: bool = False  # True under the TUI: the script's stdout/stderr become LogLines
+    force: bool = False  # replace an existing file that is not a brrrtui recording (never the script)
 
 
 class Recorder:
@@ -71,8 +72,8 @@ class Recorder:
         self.spec = spec
         self.feed = feed
         self.progress = progress or (lambda text: None)
-        self.writer: RecordingWriter | None = None
-        self.write_lock = threading.Lock()
+        self.sink = Sink(spec.out_path, self._note)
+        self.replaced = False  # an earlier file at out_path was replaced
         self.child: subprocess.Popen[bytes] | None = None
         self.threads: list[threading.Thread] = []
         self.windows = 0
@@ -113,6 +114,7 @@ class Recorder:
             )
         except OSError as e:
             os.close(read_fd)
+            self.sink.close()
             raise InputError(f"cannot start {self.spec.python}: {e.strerror}") from None
         finally:
             os.close(write_fd)
@@ -131,14 +133,10 @@ class Recorder:
 
     def _open_writer(self) -> None:
         path = self.spec.out_path
-        check_out_path(path)
-        try:
-            for suffix in ("", "-journal"):
-                if os.path.exists(path + suffix):
-                    os.remove(path + suffix)
-            self.writer = RecordingWriter(path)
-        except (OSError, sqlite3.Error) as e:
-            raise InputError(f"cannot write {path}: {e}; choose another path with -o") from None
+        self.replaced = check_out_path(path, self.spec.target, self.spec.force)
+        self.sink.open()  # locked: a second recorder of the same path is refused here, before anything runs
+        if self.replaced:
+            self.progress(f"replacing the earlier file {path}")
         self._write_meta(
             argv=self.spec.target,
             cwd=os.getcwd(),
@@ -156,9 +154,7 @@ class Recorder:
 
     # ------------------------------------------------------------------ inputs
     def _write_meta(self, **items: Any) -> None:
-        with self.write_lock:
-            assert self.writer is not None
-            self.writer.set_meta(**items)
+        self.sink.set_meta(**items)
 
     def _read_frames(self, fd: int) -> None:
         try:
@@ -182,11 +178,7 @@ class Recorder:
                 self._handle(msg)
             except Exception as e:  # noqa: BLE001 - disk full, file removed, a bug: say so once, the script runs on
                 failed = True
-                text = f"cannot append to the recording any more: {e if isinstance(e, sqlite3.Error) else repr(e)}"
-                try:
-                    self._note(text)
-                except sqlite3.Error:
-                    self.progress(text)
+                self._note(f"cannot append to the recording any more: {e!r}")
             self.write_ns_max = max(self.write_ns_max, time.perf_counter_ns() - t0)
 
     def _handle(self, msg: Message) -> None:
@@ -212,9 +204,7 @@ class Recorder:
             self.script_exit = msg.exit_code
 
     def _append(self, batch: dict[str, Any]) -> None:
-        with self.write_lock:
-            assert self.writer is not None
-            self.writer.append(batch)
+        self.sink.append(batch)
 
     def _on_steps(self, msg: StepBatch) -> None:
         self._append({"steps": msg.steps})
@@ -308,9 +298,7 @@ class Recorder:
                 self.feed.put(LogLine(name, raw.decode("utf-8", "replace").rstrip("\n")))
 
     def _on_telemetry(self, rows: list[tuple]) -> None:
-        with self.write_lock:
-            if self.writer is not None:
-                self.writer.append({"telemetry": rows})
+        self.sink.append({"telemetry": rows})
         if self.feed and rows:
             self.feed.put(TelemetrySample(*rows[-1]))
 
@@ -369,8 +357,5 @@ class Recorder:
             )
         if self.feed:
             self.feed.put(Exited(returncode))
-        with self.write_lock:
-            if self.writer:
-                self.writer.close()
-                self.writer = None
+        self.sink.close()
         return code
