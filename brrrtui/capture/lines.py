@@ -11,6 +11,14 @@ ops (and through them the kernels) it issues nest inside a span that names the l
 
 The mode is active only inside profiler windows; inside its handler torch disables it, so a call made by
 torch's own Python code is not tagged again (nn.Module calls resolve to the line that called the module).
+
+Under torch.compile the mode stays off. Dynamo guards every compiled graph on the torch-function mode stack
+and traces an active mode's handler: on a CPU test, a 60-step compiled loop went from 1 frame compiled and 0
+graph breaks to 53 frames, 2 graphs and 8 graph breaks (`sys._getframe`, RecordFunctionFast) once windows
+pushed the tagger. So once the script has called `torch.compile` (torch._dynamo is imported then), a window
+does not push it, and one already open when torch.compile is called suspends it (`suspend`); inside a trace
+that still meets it, the handler is a plain pass-through (`torch.compiler.is_compiling()` is a constant to
+Dynamo). Lines then come from the line sampler.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from torch.compiler import is_compiling
 from torch.overrides import TorchFunctionMode
 
 from brrrtui.capture.ids import IdTable
@@ -104,6 +113,11 @@ class LineSampler:
                 )
 
 
+def compile_in_use() -> bool:
+    """The script has called torch.compile (which imports torch._dynamo; plain eager torch never does)."""
+    return "torch._dynamo" in sys.modules
+
+
 class LineTagger(TorchFunctionMode):
     def __init__(self, lines: LineTable, user_frames: UserFrames):
         super().__init__()
@@ -111,6 +125,22 @@ class LineTagger(TorchFunctionMode):
         self.user_frames = user_frames
         self._names: dict[tuple[Any, int], str] = {}  # (code object, line) -> "brrr:<id>"
         self.calls = 0  # torch calls seen: the scheduler closes a time window by them (windows.Scheduler)
+        self.pushed = False  # on torch's mode stack
+
+    def __enter__(self) -> LineTagger:
+        if not compile_in_use():
+            super().__enter__()
+            self.pushed = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.suspend()
+
+    def suspend(self) -> None:
+        """Take the mode off the stack now (torch.compile was just called inside a window)."""
+        if self.pushed:
+            self.pushed = False
+            super().__exit__(None, None, None)
 
     def _scope_name(self) -> str | None:
         frame = self.user_frames.innermost(sys._getframe(2))  # skip this method and __torch_function__
@@ -125,8 +155,10 @@ class LineTagger(TorchFunctionMode):
         return name
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
-        self.calls += 1
         kwargs = kwargs or {}
+        if is_compiling():  # a constant to Dynamo: a trace that meets the mode sees a pass-through
+            return func(*args, **kwargs)
+        self.calls += 1
         name = self._scope_name()
         if name is None:
             return func(*args, **kwargs)
