@@ -282,3 +282,110 @@ def test_kineto_and_ncu_spellings_of_one_kernel_match():
     tanh = ncu.replace("sqrt_kernel_cuda", "tanh_kernel_cuda")
     assert nv.signature(kineto) == nv.signature(ncu)
     assert nv.match_names([kineto], [tanh, ncu]) == {kineto: ncu}
+
+
+# --- the ground-truth rule (tensor >= 50 -> compute; memory >= 60 above SM, or DRAM >= 2.4 TB/s -> memory) ---
+
+
+def _k(sm=None, mem=None, tensor=None, dur=1000.0, dram=None):
+    return nv.NcuKernel(0, "k", dur, dram, None if dram is None else 0.0, sm, mem, tensor, "x")
+
+
+@pytest.mark.parametrize(
+    ("kernel", "want"),
+    [
+        (_k(93.1, 45.2, 97.1), "compute"),
+        (_k(40.0, 45.0, 50.0), "compute"),  # tensor pipe at the threshold
+        (_k(93.3, 94.5, 49.9), "memory"),  # tensor pipe below 50%: memory 94.5% above SM 93.3%
+        (_k(20.0, 88.0, 0.0), "memory"),
+        (_k(20.0, 60.0), "memory"),
+        (_k(61.0, 60.0), "under"),  # memory not above SM (an SM-bound fp32 kernel: the rule is silent)
+        (_k(30.0, 40.0, dur=1000.0, dram=2.41e6), "memory"),  # 2.41 MB in 1 µs: 2.41 TB/s
+        (_k(30.0, 40.0, dur=1000.0, dram=2.399e6), "under"),
+        (_k(0.4, 0.6), "under"),
+        (_k(), "unknown"),
+    ],
+)
+def test_ground_truth_rule(kernel, want):
+    assert nv.ground_truth(kernel) == want
+
+
+def test_ground_truth_of_the_sample(kernels):
+    assert [nv.ground_truth(k) for k in kernels] == ["compute"] + ["memory"] * 4 + ["under"] * 5 + ["compute"]
+    by = nv.ground_truth_by_name(kernels)
+    m = by[kernels[1].name]  # 1 GiB launch (memory) and a 32-element one (under): the big one decides
+    assert (m.calls, m.verdict, m.sol) == (2, "memory", "memory")
+    assert m.verdict_share == pytest.approx(504_928 / 506_752, rel=1e-12)
+    assert m.dram_bytes_per_s == pytest.approx((2_147_491_840 + 384) / 506_752e-9, rel=1e-12)
+
+
+def test_roof_fraction_and_agreement():
+    dev = {"peak_flops_per_s": 1e15, "peak_bytes_per_s": 4e12}
+    assert nv.roof_fraction({"achieved_flops_per_s": 5e14, "achieved_bytes_per_s": 1e12}, dev) == (
+        0.5,
+        "computed",
+    )
+    assert nv.roof_fraction({"achieved_flops_per_s": None, "achieved_bytes_per_s": 3e12}, dev) == (
+        0.75,
+        "computed",
+    )
+    assert nv.roof_fraction({"roof_fraction": 0.3, "achieved_bytes_per_s": 3e12}, dev) == (0.3, "report")
+    assert nv.roof_fraction({"achieved_bytes_per_s": 3e12}, {}) == (None, "unknown")
+    assert nv.gt_agrees("compute", "compute", 0.9) and not nv.gt_agrees("compute", "memory", 0.9)
+    assert nv.gt_agrees("memory", "memory", None) and not nv.gt_agrees("memory", "overhead", 0.1)
+    # under-utilised: any verdict, provided the roof fraction shown is below 60%
+    assert nv.gt_agrees("under", "memory", 0.59) and nv.gt_agrees("under", "compute", 0.1)
+    assert not nv.gt_agrees("under", "overhead", 0.6)
+    assert nv.gt_agrees("under", "overhead", None) and not nv.gt_agrees("under", "memory", None)
+    assert nv.gt_agrees("unknown", "memory", 0.1) is None
+
+
+def test_compare_ground_truth_on_the_smoke_report(kernels):
+    g = nv.compare_ground_truth(kernels, nv.smoke_report())
+    rows = {r["short"]: r for r in g["kernels"]}
+    assert g["kernels_scored"] == g["kernels_in_report"] == 6
+    # disagreeing: abs (ncu memory, brrrtui compute: 506 µs) and the sum reduction (under-utilised,
+    # brrrtui memory at 3.0 / 4.18 TB/s = 72% of its roof: 4.1 µs)
+    total = 2_800_000 + 507_000 + 506_000 + 506_000 + 4_000 + 4_100
+    assert g["agreement"] == pytest.approx((total - 506_000 - 4_100) / total, rel=1e-12)
+    assert [r["ncu"] for r in g["disagreeing"]] == ["memory", "under"]
+    assert g["disagreeing"][0]["gpu_share"] == pytest.approx(506_000 / total, rel=1e-12)
+    tanh = next(r for s, r in rows.items() if "tanh" in s)
+    assert (tanh["ncu"], tanh["brrrtui"], tanh["agree"]) == ("under", "memory", True)  # roof 0.00006
+    assert g["roof_source"] == ["computed"]
+    assert "ground truth" in nv.format_ground_truth(g)
+
+
+def test_kernels_per_step_and_launch_window():
+    report = {
+        "span_ns": 210_000_000,
+        "overhead": {"profiled_step_ns": 100_000_000},
+        "kernels": [
+            {"name": "gemm", "calls": 1500},
+            {"name": "Memcpy HtoD (Pageable -> Device)", "calls": 99},
+            {"name": "Memset (Device)", "calls": 7},
+            {"name": "add", "calls": 440},
+        ],
+    }
+    assert nv.kernels_per_step(report) == 970  # 1940 kernel calls in round(2.1) = 2 steps
+    assert nv.kernels_per_step({"kernels": []}) is None
+    args = nv.parse_args(["--script", "examples/train_gpt.py", "--", "--steps", "8"])
+    assert args.script_args == ["--steps", "8"] and nv.script_args(args) == ["--steps", "8"]
+    assert nv.launch_window(args, report)[:2] == (4850, 970)
+    assert nv.launch_window(args, None)[:2] == (4850, 970)  # the table: train_gpt.py ~970 per step
+    args = nv.parse_args(
+        ["--script", "validation/workloads/hf_gpt2.py", "--skip-steps", "4", "--max-kernels", "400"]
+    )
+    assert nv.launch_window(args, None)[:2] == (2400, 400)
+    args = nv.parse_args(["--script", "x.py", "--launch-skip", "7", "--launch-count", "9"])
+    assert nv.launch_window(args, report)[:2] == (7, 9)
+    # known_regimes.py keeps its defaults: its own arguments, no skip, 300 kernels
+    args = nv.parse_args([])
+    assert nv.script_args(args) == ["--steps", "3", "--tiny-ops", "50", "--device", "cuda"]
+    assert nv.launch_window(args, None)[:2] == (0, 300)
+    assert nv.with_steps(["--steps", "8", "--batch", "4", "--steps=3"], 300) == [
+        "--batch",
+        "4",
+        "--steps",
+        "300",
+    ]

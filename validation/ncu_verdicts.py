@@ -1,23 +1,45 @@
-"""Ground truth for brrrtui's verdicts: Nsight Compute's speed-of-light numbers for examples/known_regimes.py.
+"""Ground truth for brrrtui's verdicts: Nsight Compute's speed-of-light numbers for a training script.
 
-    python validation/ncu_verdicts.py --out $OUT                     # ncu on a short run -> ncu_kernels.json
+    python validation/ncu_verdicts.py --out $OUT                     # known_regimes.py under ncu -> ncu_kernels.json
     python validation/ncu_verdicts.py --out $OUT --record            # + brrrtui record/report + comparison
+    python validation/ncu_verdicts.py --script examples/train_gpt.py --report run.json --out $OUT -- --steps 8
     python validation/ncu_verdicts.py --csv ncu.csv --report r.json  # re-analyse saved files (no GPU)
-    python validation/ncu_verdicts.py --smoke                        # CPU: the sample CSV in tests/fixtures
+    python validation/ncu_verdicts.py --smoke                        # CPU: the sample CSV in tests/fixtures,
+                                                                     # against a synthetic report (both rules)
 
-1. ncu profiles every kernel of a short run of known_regimes.py (setup + --steps steps with --tiny-ops tiny
-   ops, ~190 kernels at the defaults; --launch-count caps it) with
-   `ncu --clock-control none --target-processes all --metrics METRICS --export FILE`, and the report is
-   printed with `ncu --import FILE --csv --page raw --print-units base --print-kernel-base demangled`: one
-   row per kernel, full demangled names as Kineto spells them, and the app's stdout stays out of the CSV.
-2. Each kernel gets ncu's speed-of-light verdict (`classify_sol`), each kernel name the verdict that holds
+1. ncu profiles the kernels of a short run of --script (default examples/known_regimes.py: setup + --steps
+   steps with --tiny-ops tiny ops, ~190 kernels; arguments after `--` go to the script instead) with
+   `ncu --clock-control none --target-processes all --metrics METRICS --launch-skip S --launch-count C
+   --export FILE`, and the report is printed with `ncu --import FILE --csv --page raw --print-units base
+   --print-kernel-base demangled`: one row per kernel, full demangled names as Kineto spells them.
+2. Steady state only: S and C come from a kernel count per step, N. S = --skip-steps x N (default 5 steps:
+   past CUDA/cuBLAS initialisation and the first steps' allocator growth), C = --profile-steps x N (default
+   one step: ncu's window then holds each kernel of a step once, whatever step boundary it starts at), capped
+   by --max-kernels. N is --kernels-per-step, else counted from --report (kernel calls in the analysed windows
+   / steps analysed, copies and memsets left out: ncu counts kernels only), else the table below.
+   --launch-skip / --launch-count set S and C directly. The script must run > S + C kernels: give it
+   --steps >= skip-steps + profile-steps + 2 (ncu_verdicts.py says so when it can tell).
+
+       workload (script)                 kernels/step   --skip-steps 5  one step   ncu time, one step
+       GPT-2 eager  examples/train_gpt.py      ~970      S ~4850        C ~970     ~2-3 min (-- --steps 8)
+       HF GPT-2     workloads/hf_gpt2.py       ~600      S ~3000        C ~600     ~1-2 min (-- --steps 8)
+       HF BERT      workloads/hf_bert.py       ~700      S ~3500        C ~700     ~1-2 min (-- --steps 8)
+       ResNet-50    workloads/resnet50.py      ~500      S ~2500        C ~500     ~1-2 min (-- --steps 8)
+
+   (counts per step from brrrtui's H200 recordings; the times are estimates: ncu replays each profiled kernel
+   a few times, so --max-kernels is the knob for a time budget, at the price of part of a step.)
+3. Each kernel gets ncu's speed-of-light verdict (`classify_sol`), each kernel name the verdict that holds
    most of its time (`aggregate_by_name`). Written to ncu_kernels.json.
-3. With --report (brrrtui's `report --json` output, or a .brrr recording to report on) or --record, brrrtui's
-   verdicts are compared (`compare`): per kernel name, agreement weighted by GPU time (target >= 95%);
-   for memory-bound kernels, brrrtui's bytes estimate against ncu's DRAM bytes; per line of known_regimes.py,
-   the `# expect:` comment against brrrtui's line verdict. Written to ncu_compare.json.
+4. With --report (brrrtui's `report --json` output, or a .brrr recording to report on) or --record, brrrtui's
+   verdicts are compared two ways, written to ncu_compare.json:
+   a. `compare`: per kernel name, brrrtui's verdict against ncu's SOL verdict, agreement weighted by GPU time
+      (target >= 95%); for memory-bound kernels, brrrtui's bytes estimate against ncu's DRAM bytes; for
+      known_regimes.py, the `# expect:` comment of each line against brrrtui's line verdict.
+   b. `compare_ground_truth` (the issue's ground-truth rule, below): agreement by brrrtui GPU time and the
+      disagreeing kernels (name, ncu numbers, brrrtui verdict and roof, GPU time share); also written alone
+      to ncu_ground_truth.json.
 
-The rule (ncu's own SOLBottleneck rule, and DESIGN.md's measurements on an H200):
+The SOL rule (ncu's own SOLBottleneck rule, and DESIGN.md's measurements on an H200), `classify_sol`:
 
     SM% = sm__throughput (% of peak), MEM% = gpu__compute_memory_throughput (% of peak, DRAM/L2/L1)
 
@@ -29,6 +51,21 @@ The rule (ncu's own SOLBottleneck rule, and DESIGN.md's measurements on an H200)
 
 ncu's rule calls throughput under 60% of peak on both "latency issues"; brrrtui calls such kernels (and the
 GPU idle around them) overhead, so "latency" is compared as brrrtui's "overhead".
+
+The ground-truth rule (the issue's), `ground_truth` per launch, the verdict holding most of a name's time:
+
+    TENSOR% >= 50                                        -> compute
+    MEM% >= 60 and MEM% > SM%, or DRAM >= 2.4 TB/s       -> memory     (DRAM = (read + write bytes) / duration)
+    anything else                                        -> under-utilised: either verdict is right, provided
+                                                            brrrtui shows the kernel below 60% of its roof
+    brrrtui agrees: compute -> brrrtui "compute"; memory -> brrrtui "memory"; under-utilised -> brrrtui's roof
+    fraction < 0.6, whatever its verdict (no roof known: agrees only when brrrtui says "overhead").
+
+The report JSON (schema 2) carries no roof fraction per kernel; unless a kernel has "roof_fraction" (or
+"roof"), it is computed here as max(achieved FLOP/s / device.peak_flops_per_s, achieved bytes/s /
+device.peak_bytes_per_s), and the output says "roof_source": "computed". The JSON's FLOP roof is the
+tensor-core one, so for a kernel on the fp32 units this fraction is lower than brrrtui's own (which uses the
+fp32 roof); an SM-bound fp32 kernel (SM% >= 60, tensor pipe idle) is "under-utilised" by the issue's rule.
 """
 
 from __future__ import annotations
@@ -50,6 +87,8 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "examples", "known_regimes.py")
+# kernels per step, by script name, for --skip-steps when there is no report to count them in (H200 recordings)
+KERNELS_PER_STEP = {"train_gpt.py": 970, "hf_gpt2.py": 600, "hf_bert.py": 700, "resnet50.py": 500}
 SAMPLE_CSV = os.path.join(ROOT, "tests", "fixtures", "ncu_sample.csv")
 
 DURATION = "gpu__time_duration.sum"
@@ -68,6 +107,15 @@ METRICS = CORE_METRICS + TENSOR_PCT
 
 THRESHOLD_PCT = 60.0
 NCU_TO_BRRRTUI = {"compute": "compute", "memory": "memory", "latency": "overhead"}
+# the ground-truth rule (module docstring)
+GT_TENSOR_PCT = 50.0
+GT_MEM_PCT = 60.0
+GT_DRAM_BYTES_PER_S = 2.4e12
+GT_ROOF = 0.6
+GT_RULE = (
+    "tensor pipe >= 50% -> compute; memory throughput >= 60% of peak and above SM throughput, or DRAM >= "
+    "2.4 TB/s -> memory; else under-utilised: agrees when brrrtui's roof fraction < 0.6"
+)
 REGIMES = ("compute", "memory", "overhead")
 
 # ncu's units (--print-units auto writes scaled ones; base writes nsecond / byte / %)
@@ -255,6 +303,162 @@ def aggregate_by_name(kernels: list[NcuKernel]) -> dict[str, NcuName]:
             regime_dram_bytes=_sum_known(mine_dram),
         )
     return out
+
+
+# --- the ground-truth rule ------------------------------------------------------------------------------
+
+
+def dram_bytes_per_s(k: NcuKernel) -> float | None:
+    if k.dram_bytes is None or not k.duration_ns:
+        return None
+    return k.dram_bytes / (k.duration_ns * 1e-9)
+
+
+def ground_truth(k: NcuKernel) -> str:
+    """The issue's verdict for one launch: compute | memory | under (under-utilised) | unknown."""
+    if k.tensor_pct is not None and k.tensor_pct >= GT_TENSOR_PCT:
+        return "compute"
+    bw = dram_bytes_per_s(k)
+    if bw is not None and bw >= GT_DRAM_BYTES_PER_S:
+        return "memory"
+    if k.mem_pct is not None and k.mem_pct >= GT_MEM_PCT and (k.sm_pct is None or k.mem_pct > k.sm_pct):
+        return "memory"
+    if k.sm_pct is None and k.mem_pct is None and bw is None:
+        return "unknown"
+    return "under"
+
+
+@dataclass(frozen=True)
+class GtName:
+    """All launches of one kernel name under the ground-truth rule."""
+
+    name: str
+    calls: int
+    duration_ns: float
+    verdict: str  # the ground-truth verdict holding most of the name's time
+    verdict_share: float
+    sol: str  # the SOL verdict (classify_sol) holding most of its time
+    sm_pct: float | None  # time-weighted means
+    mem_pct: float | None
+    tensor_pct: float | None
+    dram_bytes_per_s: float | None  # all launches' DRAM bytes over their time
+
+
+def ground_truth_by_name(kernels: list[NcuKernel]) -> dict[str, GtName]:
+    groups: dict[str, list[NcuKernel]] = defaultdict(list)
+    for k in kernels:
+        groups[k.name].append(k)
+    sol = aggregate_by_name(kernels)
+    out = {}
+    for name, ks in groups.items():
+        dur = [k.duration_ns or 0.0 for k in ks]
+        total = sum(dur)
+        by: dict[str, float] = defaultdict(float)
+        counts: dict[str, int] = defaultdict(int)
+        for k, d in zip(ks, dur, strict=True):
+            by[ground_truth(k)] += d
+            counts[ground_truth(k)] += 1
+        verdict = max(by, key=lambda r: (by[r], counts[r], r))
+        dram = _sum_known([k.dram_bytes for k in ks])
+        out[name] = GtName(
+            name=name,
+            calls=len(ks),
+            duration_ns=total,
+            verdict=verdict,
+            verdict_share=by[verdict] / total if total > 0 else 1.0,
+            sol=sol[name].regime,
+            sm_pct=sol[name].sm_pct,
+            mem_pct=sol[name].mem_pct,
+            tensor_pct=sol[name].tensor_pct,
+            dram_bytes_per_s=dram / (total * 1e-9) if dram is not None and total > 0 else None,
+        )
+    return out
+
+
+def roof_fraction(k: dict[str, Any], device: dict[str, Any]) -> tuple[float | None, str]:
+    """brrrtui's roof fraction for a report kernel: its own when the JSON has one, else computed from the
+    achieved rates and the device's peaks (tensor FLOP roof; see the module docstring)."""
+    for key in ("roof_fraction", "roof"):
+        if k.get(key) is not None:
+            return float(k[key]), "report"
+    parts = []
+    for rate, peak in (
+        ("achieved_flops_per_s", "peak_flops_per_s"),
+        ("achieved_bytes_per_s", "peak_bytes_per_s"),
+    ):
+        if k.get(rate) is not None and device.get(peak):
+            parts.append(float(k[rate]) / float(device[peak]))
+    return (max(parts), "computed") if parts else (None, "unknown")
+
+
+def gt_agrees(verdict: str, regime: str | None, roof: float | None) -> bool | None:
+    """None: not scored (no ncu numbers)."""
+    if verdict in ("compute", "memory"):
+        return regime == verdict
+    if verdict == "under":
+        return roof < GT_ROOF if roof is not None else regime == "overhead"
+    return None
+
+
+def compare_ground_truth(ncu: list[NcuKernel], report: dict[str, Any]) -> dict[str, Any]:
+    """brrrtui's kernel verdicts against the ground-truth rule, weighted by brrrtui's GPU time."""
+    gt = ground_truth_by_name(ncu)
+    kernels = report.get("kernels", [])
+    device = report.get("device") or {}
+    matches = match_names([k["name"] for k in kernels], list(gt))
+    total = sum(float(k.get("gpu_ns") or 0) for k in kernels)
+    rows = []
+    for k in kernels:
+        n = gt.get(matches.get(k["name"], ""))
+        if n is None:
+            continue
+        roof, source = roof_fraction(k, device)
+        gpu_ns = float(k.get("gpu_ns") or 0)
+        rows.append(_gt_row(k, n, roof, source, gpu_ns, total))
+    scored = [r for r in rows if r["agree"] is not None]
+    scored_ns = sum(r["gpu_ns"] for r in scored)
+    agree_ns = sum(r["gpu_ns"] for r in scored if r["agree"])
+    by_verdict: dict[str, float] = defaultdict(float)
+    for r in scored:
+        by_verdict[r["ncu"]] += r["gpu_ns"]
+    return {
+        "rule": GT_RULE,
+        "agreement": agree_ns / scored_ns if scored_ns else None,
+        "scored_gpu_share": scored_ns / total if total else None,
+        "kernels_scored": len(scored),
+        "kernels_in_report": len(kernels),
+        "gpu_share_by_verdict": {v: ns / scored_ns for v, ns in by_verdict.items()} if scored_ns else {},
+        "roof_source": sorted({r["roof_source"] for r in rows}),
+        "disagreeing": sorted((r for r in scored if not r["agree"]), key=lambda r: -r["gpu_ns"]),
+        "kernels": rows,
+    }
+
+
+def _gt_row(
+    k: dict[str, Any], n: GtName, roof: float | None, source: str, gpu_ns: float, total: float
+) -> dict[str, Any]:
+    def r1(v: float | None) -> float | None:
+        return None if v is None else round(v, 1)
+
+    return {
+        "name": k["name"],
+        "short": short_name(k["name"]),
+        "gpu_ns": gpu_ns,
+        "gpu_share": gpu_ns / total if total else None,
+        "brrrtui": k.get("regime"),
+        "roof": roof,
+        "roof_source": source,
+        "ncu": n.verdict,
+        "ncu_share": n.verdict_share,
+        "ncu_sol": n.sol,
+        "sm_pct": r1(n.sm_pct),
+        "mem_pct": r1(n.mem_pct),
+        "tensor_pct": r1(n.tensor_pct),
+        "dram_tb_per_s": None if n.dram_bytes_per_s is None else round(n.dram_bytes_per_s / 1e12, 3),
+        "ncu_calls": n.calls,
+        "ncu_ns": n.duration_ns,
+        "agree": gt_agrees(n.verdict, k.get("regime"), roof),
+    }
 
 
 # --- names -------------------------------------------------------------------------------------------------
@@ -557,6 +761,36 @@ def format_compare(c: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def format_ground_truth(g: dict[str, Any], top: int = 12) -> str:
+    def pct(v: float | None) -> str:
+        return "—" if v is None else f"{v:.1%}"
+
+    def num(v: float | None, fmt: str = "{:.1f}") -> str:
+        return "—" if v is None else fmt.format(v)
+
+    shares = ", ".join(f"{v} {pct(s)}" for v, s in sorted(g["gpu_share_by_verdict"].items()))
+    out = [
+        f"ground truth ({g['rule']})",
+        f"agreement (brrrtui GPU time) {pct(g['agreement'])} over {g['kernels_scored']}/{g['kernels_in_report']}"
+        f" kernel names, {pct(g['scored_gpu_share'])} of GPU time; ncu's verdicts by that time: {shares};"
+        f" roof: {'/'.join(g['roof_source']) or '—'}",
+    ]
+    if g["disagreeing"]:
+        out += [
+            "| disagreeing kernel | GPU share | brrrtui | roof | ncu | SM% | Mem% | Tensor% | DRAM TB/s |",
+            "|---|---:|---|---:|---|---:|---:|---:|---:|",
+        ]
+        for r in g["disagreeing"][:top]:
+            out.append(
+                f"| {short_name(r['name'], 60)} | {pct(r['gpu_share'])} | {r['brrrtui']} | {num(r['roof'], '{:.2f}')}"
+                f" | {r['ncu']} | {num(r['sm_pct'])} | {num(r['mem_pct'])} | {num(r['tensor_pct'])}"
+                f" | {num(r['dram_tb_per_s'], '{:.2f}')} |"
+            )
+        if len(g["disagreeing"]) > top:
+            out.append(f"(+{len(g['disagreeing']) - top} more in ncu_ground_truth.json)")
+    return "\n".join(out)
+
+
 # --- running ncu and brrrtui --------------------------------------------------------------------------------
 
 
@@ -573,40 +807,85 @@ def available_metrics(ncu: str, wanted: tuple[str, ...]) -> tuple[list[str], lis
     return keep, [m for m in wanted if m not in keep]
 
 
+def is_known_regimes(script: str) -> bool:
+    return os.path.abspath(script) == SCRIPT
+
+
+def script_args(args: argparse.Namespace) -> list[str]:
+    """The script's arguments under ncu: those after `--`, else known_regimes.py's from --steps etc."""
+    if args.script_args or not is_known_regimes(args.script):
+        return list(args.script_args)
+    return ["--steps", str(args.steps), "--tiny-ops", str(args.tiny_ops), "--device", args.device]
+
+
+def stem(args: argparse.Namespace) -> str:
+    return os.path.splitext(os.path.basename(args.script))[0]
+
+
+def kernels_per_step(report: dict[str, Any] | None) -> float | None:
+    """Kernel launches per step in a brrrtui report: kernel calls (copies and memsets aside) in the analysed
+    windows over the steps they hold (span / profiled step time, rounded)."""
+    if not report:
+        return None
+    o = report.get("overhead") or {}
+    span, step = report.get("span_ns"), o.get("profiled_step_ns")
+    if not span or not step:
+        return None
+    steps = round(span / step)
+    calls = sum(
+        int(k.get("calls") or 0)
+        for k in report.get("kernels", [])
+        if not str(k.get("name", "")).startswith(("Memcpy", "Memset"))
+    )
+    return calls / steps if steps >= 1 and calls else None
+
+
+def launch_window(args: argparse.Namespace, report: dict[str, Any] | None) -> tuple[int, int, str]:
+    """(launch-skip, launch-count, how they were chosen)."""
+    per, source = args.kernels_per_step, "--kernels-per-step"
+    if per is None:
+        per, source = kernels_per_step(report), "counted in the report"
+    if per is None and not is_known_regimes(args.script):
+        per, source = KERNELS_PER_STEP.get(os.path.basename(args.script)), "the table of kernels per step"
+    skip, count, how = args.launch_skip, args.launch_count, "given"
+    if per:
+        how = f"{per:.0f} kernels per step ({source})"
+        if skip is None:
+            skip = round(args.skip_steps * per)
+        if count is None:
+            count = round(args.profile_steps * per)
+    skip = 0 if skip is None else skip
+    count = 300 if count is None else count
+    if args.max_kernels and count > args.max_kernels:
+        count, how = args.max_kernels, how + f", capped at --max-kernels {args.max_kernels}"
+    return skip, count, how
+
+
+def ncu_command(args: argparse.Namespace, ncu: str, metrics: list[str], rep: str) -> list[str]:
+    return [
+        ncu, "--clock-control", "none", "--target-processes", "all", "--metrics", ",".join(metrics),
+        "--launch-skip", str(args.launch_skip), "--launch-count", str(args.launch_count),
+        "--export", rep, "--force-overwrite", sys.executable, args.script, *script_args(args),
+    ]  # fmt: skip
+
+
 def run_ncu(args: argparse.Namespace) -> tuple[str, list[str]]:
-    """Profile a short run of known_regimes.py; returns the raw-page CSV text and the metrics collected."""
+    """Profile a short run of the script; returns the raw-page CSV text and the metrics collected."""
     ncu = shutil.which(args.ncu) or args.ncu
     metrics, dropped = available_metrics(ncu, METRICS)
     if dropped:
         print(f"ncu: this device lacks {', '.join(dropped)}; profiling without", flush=True)
-    rep = os.path.join(args.out, "known_regimes.ncu-rep")
-    script_args = ["--steps", str(args.steps), "--tiny-ops", str(args.tiny_ops), "--device", args.device]
+    rep = os.path.join(args.out, f"{stem(args)}.ncu-rep")
     core = [m for m in metrics if m in CORE_METRICS]
     for attempt in [metrics, core] if core != metrics else [metrics]:
         if os.path.exists(rep):
             os.remove(rep)
-        cmd = [
-            ncu,
-            "--clock-control",
-            "none",
-            "--target-processes",
-            "all",
-            "--metrics",
-            ",".join(attempt),
-            "--launch-skip",
-            str(args.launch_skip),
-            "--launch-count",
-            str(args.launch_count),
-            "--export",
-            rep,
-            "--force-overwrite",
-            sys.executable,
-            SCRIPT,
-            *script_args,
-        ]
+        cmd = ncu_command(args, ncu, attempt, rep)
         print("$ " + " ".join(cmd), flush=True)
         t0 = time.perf_counter()
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=_child_env())
+        proc = subprocess.run(
+            cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout, env=_child_env()
+        )
         with open(os.path.join(args.out, "ncu_profile.log"), "w") as f:
             f.write(proc.stdout + "\n--- stderr\n" + proc.stderr)
         print(f"ncu: rc={proc.returncode} in {time.perf_counter() - t0:.0f} s", flush=True)
@@ -616,6 +895,10 @@ def run_ncu(args: argparse.Namespace) -> tuple[str, list[str]]:
         print((proc.stdout + proc.stderr)[-1500:], flush=True)
     else:
         raise RuntimeError(f"ncu failed; see {os.path.join(args.out, 'ncu_profile.log')}")
+    return import_csv(ncu, rep), metrics
+
+
+def import_csv(ncu: str, rep: str) -> str:
     for extra in (
         ["--print-units", "base", "--print-kernel-base", "demangled"],
         ["--print-units", "base"],
@@ -628,18 +911,18 @@ def run_ncu(args: argparse.Namespace) -> tuple[str, list[str]]:
             timeout=300,
         )
         if imp.returncode == 0 and '"ID"' in imp.stdout:
-            return imp.stdout, metrics
+            return imp.stdout
         print(f"ncu --import {' '.join(extra)}: rc={imp.returncode} {imp.stderr[-300:]}", flush=True)
     raise RuntimeError("ncu --import produced no CSV")
 
 
 def _child_env() -> dict[str, str]:
     env = dict(os.environ)
-    env.pop("OUT", None)  # known_regimes.py would write its result file into the lead's $OUT
+    env.pop("OUT", None)  # the scripts would write their result files into the lead's $OUT
     return env
 
 
-def load_report(path: str, out: str) -> dict[str, Any]:
+def load_report(path: str, out: str, name: str = "known_regimes") -> dict[str, Any]:
     """brrrtui's report JSON: a .json file as is, anything else is a recording to run `report --json` on."""
     if path.endswith(".json"):
         with open(path) as f:
@@ -654,14 +937,33 @@ def load_report(path: str, out: str) -> dict[str, Any]:
     if proc.returncode != 0:
         raise RuntimeError(f"brrrtui report failed (rc={proc.returncode}): {proc.stderr[-1500:]}")
     report = json.loads(proc.stdout)
-    with open(os.path.join(out, "known_regimes_report.json"), "w") as f:
+    with open(os.path.join(out, f"{name}_report.json"), "w") as f:
         json.dump(report, f, indent=1)
     return report
 
 
+def with_steps(argv: list[str], steps: int) -> list[str]:
+    """The script's arguments with --steps set to `steps`."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--steps":
+            skip = True
+        elif not a.startswith("--steps="):
+            out.append(a)
+    return [*out, "--steps", str(steps)]
+
+
 def record(args: argparse.Namespace) -> str:
-    path = os.path.join(args.out, "known_regimes.brrr")
-    cmd = [sys.executable, "-m", "brrrtui", "record", "-o", path, SCRIPT, "--steps", str(args.record_steps)]
+    path = os.path.join(args.out, f"{stem(args)}.brrr")
+    if is_known_regimes(args.script) and not args.script_args:
+        extra = ["--steps", str(args.record_steps or 300)]
+    else:
+        extra = (
+            with_steps(args.script_args, args.record_steps) if args.record_steps else list(args.script_args)
+        )
+    cmd = [sys.executable, "-m", "brrrtui", "record", "-o", path, args.script, *extra]
     if args.smoke:
         cmd.append("--smoke")
     print("$ " + " ".join(cmd), flush=True)
@@ -675,41 +977,88 @@ def record(args: argparse.Namespace) -> str:
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
+def smoke_report() -> dict[str, Any]:
+    """A synthetic brrrtui report for tests/fixtures/ncu_sample.csv's kernels (CPU: --smoke without --record);
+    its verdicts and rates are chosen, not measured: one disagreement per rule."""
+    with open(SAMPLE_CSV) as f:
+        names = [k.name for k in parse_ncu_csv(f.read())]
+
+    def find(part: str) -> str:
+        return next(n for n in names if part in n)
+
+    return {
+        "schema": 2,
+        "device": {"name": "smoke", "peak_flops_per_s": 7.72e14, "peak_bytes_per_s": 4.18e12},
+        "kernels": [
+            {"name": find("nvjet"), "calls": 2, "gpu_ns": 2_800_000, "regime": "compute",
+             "achieved_flops_per_s": 7.8e14, "achieved_bytes_per_s": 5e11},
+            {"name": find("MulFunctor"), "calls": 2, "gpu_ns": 507_000, "regime": "memory",
+             "achieved_flops_per_s": None, "achieved_bytes_per_s": 4.2e12},
+            {"name": find("CUDAFunctorOnSelf_add"), "calls": 1, "gpu_ns": 506_000, "regime": "memory",
+             "achieved_flops_per_s": None, "achieved_bytes_per_s": 4.2e12},
+            {"name": find("abs_kernel"), "calls": 1, "gpu_ns": 506_000, "regime": "compute",
+             "achieved_flops_per_s": 5e11, "achieved_bytes_per_s": 4.2e12},
+            {"name": find("tanh_kernel"), "calls": 2, "gpu_ns": 4_000, "regime": "memory",
+             "achieved_flops_per_s": None, "achieved_bytes_per_s": 2.5e8},
+            {"name": find("reduce_kernel"), "calls": 1, "gpu_ns": 4_100, "regime": "memory",
+             "achieved_flops_per_s": None, "achieved_bytes_per_s": 3.0e12},
+        ],
+        "lines": [],
+    }  # fmt: skip
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, rest = argv[:i], argv[i + 1 :]
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=os.environ.get("OUT") or "ncu_out")
+    p.add_argument("--script", default=SCRIPT, help="the script to profile (default examples/known_regimes.py);"
+                   " its arguments follow `--`")  # fmt: skip
     p.add_argument("--csv", help="analyse this ncu raw CSV instead of running ncu")
     p.add_argument("--report", help="brrrtui report JSON, or a .brrr recording to report on")
-    p.add_argument("--record", action="store_true", help="record known_regimes.py with brrrtui and compare")
-    p.add_argument(
-        "--record-steps", type=int, default=300, help="steps of the brrrtui recording (~7 ms each)"
-    )
+    p.add_argument("--record", action="store_true", help="record the script with brrrtui and compare")
+    p.add_argument("--record-steps", type=int, default=None,
+                   help="steps of the brrrtui recording (known_regimes.py: 300, ~7 ms each)")  # fmt: skip
     p.add_argument("--ncu", default="ncu")
-    p.add_argument("--steps", type=int, default=3, help="steps of known_regimes.py under ncu")
-    p.add_argument("--tiny-ops", type=int, default=50, help="tiny ops per step under ncu")
+    p.add_argument("--steps", type=int, default=3, help="known_regimes.py's steps under ncu")
+    p.add_argument("--tiny-ops", type=int, default=50, help="known_regimes.py's tiny ops per step under ncu")
     p.add_argument("--device", default="cuda", help="known_regimes.py's --device under ncu")
-    p.add_argument("--launch-skip", type=int, default=0)
-    p.add_argument("--launch-count", type=int, default=300, help="profile at most this many kernels")
     p.add_argument(
-        "--threshold", type=float, default=THRESHOLD_PCT, help="speed-of-light threshold, %% of peak"
+        "--skip-steps", type=float, default=5, help="steps to skip before profiling (x kernels/step)"
     )
+    p.add_argument("--profile-steps", type=float, default=1, help="steps to profile (x kernels/step)")
+    p.add_argument(
+        "--kernels-per-step", type=float, default=None, help="default: from --report, else a table"
+    )
+    p.add_argument("--max-kernels", type=int, default=0, help="cap on --launch-count (0: none)")
+    p.add_argument(
+        "--launch-skip", type=int, default=None, help="ncu's --launch-skip (overrides --skip-steps)"
+    )
+    p.add_argument("--launch-count", type=int, default=None,
+                   help="ncu's --launch-count (overrides --profile-steps; known_regimes.py: 300)")  # fmt: skip
+    p.add_argument("--threshold", type=float, default=THRESHOLD_PCT, help="SOL threshold, %% of peak")
     p.add_argument("--timeout", type=float, default=420, help="seconds for the ncu run and for the recording")
     p.add_argument("--smoke", action="store_true", help="use tests/fixtures/ncu_sample.csv (no GPU)")
     args = p.parse_args(argv)
+    args.script = os.path.abspath(args.script)
+    args.script_args = rest
     if args.smoke and not args.csv:
         args.csv = SAMPLE_CSV
-    os.makedirs(args.out, exist_ok=True)
+    return args
 
+
+def ncu_kernels(args: argparse.Namespace, report: dict[str, Any] | None) -> tuple[list[NcuKernel], list[str]]:
     metrics = list(METRICS)
     if args.csv:
         with open(args.csv) as f:
             text = f.read()
     else:
-        try:
-            text, metrics = run_ncu(args)
-        except (OSError, RuntimeError, subprocess.TimeoutExpired) as e:
-            print(f"ERROR: ncu: {e}", file=sys.stderr)
-            return 1
+        args.launch_skip, args.launch_count, how = launch_window(args, report)
+        print(f"ncu: --launch-skip {args.launch_skip} --launch-count {args.launch_count} ({how})", flush=True)
+        text, metrics = run_ncu(args)
         with open(os.path.join(args.out, "ncu_raw.csv"), "w") as f:
             f.write(text)
     kernels = parse_ncu_csv(text, args.threshold)
@@ -722,27 +1071,71 @@ def main(argv: list[str] | None = None) -> int:
                 "threshold_pct": args.threshold,
                 "metrics": metrics,
                 "source": args.csv or "ncu run",
+                "script": os.path.relpath(args.script, ROOT),
+                "script_args": script_args(args),
+                "launch_skip": args.launch_skip,
+                "launch_count": args.launch_count,
                 "kernels": [asdict(k) | {"dram_bytes": k.dram_bytes} for k in kernels],
                 "by_name": [asdict(n) for n in by_name.values()],
             },
             f,
             indent=1,
         )
+    return kernels, metrics
 
-    report_path = args.report
+
+def write_comparison(args: argparse.Namespace, kernels: list[NcuKernel], report: dict[str, Any]) -> None:
+    has_lines = bool(report.get("lines"))
+    expected = expected_lines(args.script) if is_known_regimes(args.script) and has_lines else {}
+    c = compare(kernels, report, expected, os.path.basename(args.script))
+    g = compare_ground_truth(kernels, report)
+    c["ground_truth"] = g
+    c["workload"] = stem(args)
+    print()
+    print(format_compare(c))
+    print()
+    print(format_ground_truth(g))
+    with open(os.path.join(args.out, "ncu_compare.json"), "w") as f:
+        json.dump(c, f, indent=1)
+    summary = {k: v for k, v in g.items() if k != "kernels"}
+    summary |= {"workload": stem(args), "sol_agreement": c["kernel_agreement"], "ncu_kernels": len(kernels)}
+    with open(os.path.join(args.out, "ncu_ground_truth.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    print(
+        "GT_SUMMARY "
+        + json.dumps(
+            {
+                "workload": stem(args),
+                "ncu_kernels": len(kernels),
+                "sol_agreement": c["kernel_agreement"],
+                "gt_agreement": g["agreement"],
+                "scored_gpu_share": g["scored_gpu_share"],
+                "disagreeing": len(g["disagreeing"]),
+            }
+        ),
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    report = None
     try:
-        if args.record:
-            report_path = record(args)
-        report = load_report(report_path, args.out) if report_path else None
-    except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
+        if args.report and args.report.endswith(".json"):  # before ncu: it may give the kernels per step
+            report = load_report(args.report, args.out, stem(args))
+        kernels, _ = ncu_kernels(args, report)
+        report_path = record(args) if args.record else args.report
+        if report is None and report_path:
+            report = load_report(report_path, args.out, stem(args))
+    except (OSError, RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as e:
         print(f"ERROR: {e}", file=sys.stderr)
         return 1
+    if report is None and args.smoke:
+        report = smoke_report()
+        print("\n(--smoke: a synthetic report for the sample CSV)")
     if report is not None:
-        c = compare(kernels, report, expected_lines(SCRIPT), os.path.basename(SCRIPT))
-        print()
-        print(format_compare(c))
-        with open(os.path.join(args.out, "ncu_compare.json"), "w") as f:
-            json.dump(c, f, indent=1)
+        write_comparison(args, kernels, report)
     return 0
 
 
