@@ -46,7 +46,7 @@ from brrrtui.record.latency import StreamLatency
 from brrrtui.record.sink import Sink
 from brrrtui.record.targets import check_out_path, check_target
 from brrrtui.record.telemetry import TelemetrySampler
-from brrrtui.recording.store import device_meta, peaks_meta
+from brrrtui.recording.store import RecordingWriter, device_meta, peaks_meta
 
 INBOX_MESSAGES = 64  # frames read but not yet written: a stream batch is 1-10 MB
 BOOTSTRAP = os.path.join(
@@ -90,6 +90,11 @@ class Recorder:
         self.inbox: queue.Queue[Message | None] = queue.Queue(maxsize=INBOX_MESSAGES)
         self.inbox_max = 0
         self.write_ns_max = 0
+
+    @property
+    def writer(self) -> RecordingWriter | None:
+        """The recording's writer now (for tools and tests; the recorder writes through `sink`)."""
+        return self.sink.writer
 
     # ------------------------------------------------------------------ start
     def start(self) -> None:
