@@ -10,7 +10,9 @@ import re
 import subprocess
 import sys
 
-SCRIPT = os.path.join(os.path.dirname(__file__), "scripts", "compiled_train.py")
+import pytest
+
+SCRIPTS = os.path.join(os.path.dirname(__file__), "scripts")
 ENV = {**os.environ, "TORCH_LOGS": "graph_breaks,recompiles"}
 
 
@@ -21,7 +23,10 @@ def counters_and_logs(argv: list[str], tmp_path) -> tuple[dict, str]:
     return json.loads(line.removeprefix("COUNTERS ")), proc.stderr
 
 
-def test_compiled_model_compiles_the_same_under_brrrtui(tmp_path):
+@pytest.mark.parametrize("script", ["compiled_train.py", "compile_in_window.py"])
+def test_compiled_model_compiles_the_same_under_brrrtui(tmp_path, script):
+    """compile_in_window.py calls torch.compile while a window (with the line tagger) is open."""
+    SCRIPT = os.path.join(SCRIPTS, script)
     plain, plain_log = counters_and_logs([sys.executable, SCRIPT], tmp_path)
     out = str(tmp_path / "c.brrr")
     traced, traced_log = counters_and_logs(
@@ -34,3 +39,28 @@ def test_compiled_model_compiles_the_same_under_brrrtui(tmp_path):
     assert not log_lines.findall(traced_log), traced_log[-2000:]
     assert len(log_lines.findall(plain_log)) == 0
     assert re.search(r"(\d+) windows", traced_log) and int(re.search(r"(\d+) windows", traced_log)[1]) >= 3
+
+
+def test_torch_compile_called_inside_a_window_takes_the_tagger_off_the_mode_stack():
+    """Dynamo guards a graph on the torch-function mode stack: a graph first traced with the tagger on it would
+    be compiled again once the window closes. So the agent's torch.compile hook suspends an open tagger."""
+    import torch
+    from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
+
+    from brrrtui.capture.lines import LineTable, LineTagger, UserFrames
+    from brrrtui.capture.torch_hooks import on_compile
+
+    original = torch.compile
+    tagger = LineTagger(LineTable(), UserFrames(lambda path: True))
+    TorchFunctionMode.__enter__(tagger)  # as a window opened before the script called torch.compile
+    tagger.pushed = True
+    try:
+        on_compile(torch, tagger.suspend)
+        assert _get_current_function_mode_stack() == [tagger]
+        torch.compile(lambda x: x + 1, backend="eager")
+        assert _get_current_function_mode_stack() == [] and not tagger.pushed
+        tagger.__exit__(None, None, None)  # the window closes: nothing left to pop
+        assert _get_current_function_mode_stack() == []
+    finally:
+        torch.compile = original
+        tagger.suspend()

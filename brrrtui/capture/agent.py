@@ -18,7 +18,7 @@ from typing import Any
 
 from brrrtui.capture.session import ProfilerSession
 from brrrtui.capture.ticks import MainThreadTicks
-from brrrtui.capture.torch_hooks import TorchImportWatcher, device_facts, on_user_profiler_start
+from brrrtui.capture.torch_hooks import TorchImportWatcher, device_facts, on_compile, on_user_profiler_start
 from brrrtui.capture.windows import Action, Interner, Scheduler, convert_events
 from brrrtui.contract.config import WindowConfig
 from brrrtui.contract.cupti_records import Scanned
@@ -105,7 +105,12 @@ class Agent:
         optimizer = importlib.import_module("torch.optim.optimizer")
         optimizer.register_optimizer_step_post_hook(self._guard(self.on_optimizer_step))
         on_user_profiler_start(self._guard(self._step_aside))
+        on_compile(torch, self._guard(self._suspend_tagger))
         self.sched.torch_seen_ns = time.time_ns()
+
+    def _suspend_tagger(self) -> None:  # torch.compile inside a window: off Dynamo's mode stack first
+        if self.tagger is not None:
+            self.tagger.suspend()
 
     # ---------------------------------------------------------------- ticks
     def on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -337,11 +342,8 @@ class Agent:
         with self.stream_lock:
             if self.stream is not None:
                 self.stream.stop()
-        self.note(
-            "aside",
-            "the script runs torch.profiler itself: brrrtui stepped aside (no more windows; step times are "
-            "still recorded)",
-        )
+        self.note("aside", "the script runs torch.profiler itself: brrrtui stepped aside (no more windows; "
+                  "step times are still recorded)")
 
     # ---------------------------------------------------------------- end of run
     def finish(self) -> None:

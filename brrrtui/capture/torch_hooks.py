@@ -3,6 +3,7 @@ that sees the script start torch.profiler itself, and the device's facts."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.util
@@ -51,6 +52,19 @@ def on_user_profiler_start(callback: Callable[[], None]) -> None:
 
     _prepare_trace.__wrapped__ = prepare  # type: ignore[attr-defined]
     legacy._prepare_trace = _prepare_trace
+
+
+def on_compile(torch: Any, callback: Callable[[], None]) -> None:
+    """Call `callback()` whenever the script calls `torch.compile` (also through `nn.Module.compile`, which
+    looks it up on the torch module), before it compiles anything."""
+    compile_ = torch.compile
+
+    @functools.wraps(compile_)
+    def compile(*args: Any, **kwargs: Any) -> Any:
+        callback()
+        return compile_(*args, **kwargs)
+
+    torch.compile = compile
 
 
 def device_facts(torch: Any) -> DeviceFacts:
