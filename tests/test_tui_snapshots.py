@@ -13,7 +13,16 @@ deliberate change there changes these pictures too: regenerate with
 import os
 
 import pytest
-from tui_fakes import ROOT, analysed, fake_analyze, h200_recording, resnet_copy, wait_until, write_recording
+from tui_fakes import (
+    ROOT,
+    analysed,
+    fake_analyze,
+    h200_recording,
+    resnet_copy,
+    wait_until,
+    write_phased_recording,
+    write_recording,
+)
 
 from brrrtui.record.feed import Feed, LogLine, StepsAdded, TelemetrySample
 from brrrtui.tui.app import make_app
@@ -99,6 +108,22 @@ def test_live_running_120x36(snap_compare, tmp_path, monkeypatch):
     async def run_before(pilot):
         await analysed(pilot)
         await wait_until(pilot, lambda: pilot.app.main.log_pane.lines_written >= 12)
+
+    assert snap_compare(app, terminal_size=(120, 36), run_before=run_before)
+
+
+def test_setup_page_120x36(snap_compare, tmp_path, monkeypatch):
+    """A run with set-up, warm-up and steady windows, `P` pressed twice: the set-up's own window and lines."""
+    monkeypatch.chdir(tmp_path)
+    path = write_phased_recording(str(tmp_path / "run.brrr"))
+    app = make_app(os.path.basename(path), None, None, analyze=fake_analyze)
+
+    async def run_before(pilot):
+        await ready(pilot)
+        for k in (2, 3):
+            await pilot.press("P")
+            await analysed(pilot, k)
+        await ready(pilot)
 
     assert snap_compare(app, terminal_size=(120, 36), run_before=run_before)
 

@@ -12,8 +12,10 @@ from collections import defaultdict
 
 import numpy as np
 
+from analyzers.analyze import phases_of, select_windows
 from analyzers.links import link
-from analyzers.model import GpuKind, Peaks, Table, Trace
+from analyzers.model import GpuKind, Peaks, Table, Trace, WindowMode
+from analyzers.phases import Phase
 from analyzers.results import (
     GAP_CAUSE_CODES,
     REGIME_CODES,
@@ -35,7 +37,18 @@ FIXTURE = os.path.join(HERE, "fixtures", "resnet50_h200_tui.json.gz")
 _COMPUTE_WORDS = ("gemm", "conv", "xmma", "cutlass", "wgrad", "dgrad", "fprop", "matmul")
 
 
-def fake_analyze(trace: Trace, peaks_override: Peaks | None = None) -> Analysis:
+def fake_analyze(
+    trace: Trace, peaks_override: Peaks | None = None, windows=None, phase: Phase | None = None
+) -> Analysis:
+    """Like analyze(): only the windows of `phase` (default: the phase the run leads with), or `windows`."""
+    phases = phases_of(trace)
+    if windows is not None:
+        phase, chosen = Phase.UNKNOWN, list(windows)
+    elif phase is not None:
+        chosen = phases.windows_in(phase)
+    else:
+        phase, chosen = phases.lead()
+    trace = select_windows(trace, chosen)
     links = link(trace)
     gpu = trace.gpu
     n = len(gpu)
@@ -182,6 +195,7 @@ def fake_analyze(trace: Trace, peaks_override: Peaks | None = None) -> Analysis:
         gaps=gaps, kernels=kernels, lines=lines, findings=findings, breakdown=total, window_breakdowns=wb,
         overhead=OverheadCorrection(None, None, total.fraction(Regime.OVERHEAD), None),
         steps_analysed=len(trace.steps), notes=["fake analysis for the TUI tests"],
+        windows=tuple(int(w) for w in trace.windows.window.tolist()), phase=phase, phases=phases,
     )  # fmt: skip
 
 
@@ -336,4 +350,89 @@ def h200_recording(name: str, directory) -> str:
     path = os.path.join(str(directory), f"{name}.brrr")
     with gzip.open(os.path.join(HERE, "fixtures", f"{name}.brrr.gz")) as src, open(path, "wb") as dst:
         shutil.copyfileobj(src, dst)
+    return path
+
+
+PHASED_PY = """\
+import torch
+
+def build():
+    w = torch.randn(8192, 8192, device="cuda")  # set-up: weights initialised
+    return w.to(torch.bfloat16)
+
+def step(x, w):
+    y = x @ w  # every step: one GEMM
+    return y.float().sum()
+
+w = build()
+x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+for i in range(40):
+    step(x, w)
+"""
+PHASED_STEPS = 40
+
+
+def phased_trace(script: str) -> Trace:
+    """A run with three phases (after tests/test_report.py's phased_run): set-up window 0 (weights initialised
+    on line 4, before step 0), then steps of 5 ms after a 200 ms first step; window 1 holds step 1 (warm-up),
+    window 2 holds step 20 (steady). A step window: one 4 ms GEMM on line 8, then 6 ms of GPU idle."""
+    from fixtures.synthetic import BF16, TraceBuilder
+
+    ms = 1_000_000
+    b = TraceBuilder()
+    setup, fwd = b.line(script, 4, "build"), b.line(script, 8, "step")
+    b.span(setup, 1 * ms, 55 * ms, window=0)
+    for t in (2, 20, 38, 54):
+        b.launch("vectorized_elementwise_kernel<normal>", t * ms, (t + 1) * ms, 1 * ms, window=0)
+    b.window(0, 60 * ms, window=0, mode=WindowMode.TIME)
+    t = 200 * ms
+    b.step(0, t)
+    for step in range(1, PHASED_STEPS):
+        start, t = t, t + (10 if step in (1, 20) else 5) * ms
+        if step in (1, 20):
+            w = 1 if step == 1 else 2
+            b.span(fwd, start + ms // 10, 4 * ms, window=w)
+            shapes = [[8192, 8192], [8192, 8192]]
+            b.op("aten::mm", start + ms // 10, 3 * ms, shapes=shapes, dtypes=[BF16, BF16], window=w)
+            b.launch("sm90_xmma_gemm_bf16bf16", start + ms // 5, start + 2 * ms, 4 * ms, window=w)
+            b.window(start, t, first_step=step, last_step=step, window=w)
+        b.step(step, t)
+    return b.build()
+
+
+def _rows(table: Table, keep: np.ndarray) -> list[tuple]:
+    cols = [table.columns[c][keep].tolist() for c in table.columns]
+    return list(zip(*cols, strict=True))
+
+
+def write_phased_recording(path: str, windows: int = 3, steps: int = PHASED_STEPS) -> str:
+    """The phased run as a recording (train.py written next to it), or its first `windows` windows and `steps`
+    steps; `append_phased` adds the rest the way the recorder would."""
+    script = os.path.join(os.path.dirname(path), "train.py")
+    with open(script, "w") as f:
+        f.write(PHASED_PY)
+    trace = phased_trace(script)
+    w = RecordingWriter(path)
+    w.set_meta(argv=[script], cwd=os.path.dirname(path), started_at_ns=int(trace.steps.t_ns[0]) - 10**9,
+               device={"name": "NVIDIA H200"})  # fmt: skip
+    w.append(
+        {
+            "strings": list(enumerate(trace.strings)),
+            "lines": [(k, ln.file, ln.line, ln.function) for k, ln in enumerate(trace.lines)],
+        }
+    )
+    w.close()
+    return append_phased(path, range(windows), range(steps))
+
+
+def append_phased(path: str, windows: range, steps: range) -> str:
+    trace = phased_trace(os.path.join(os.path.dirname(path), "train.py"))
+    batch: dict[str, list[tuple]] = {}
+    for name in ("windows", "gpu", "runtime", "ops", "spans"):
+        table = getattr(trace, name)
+        batch[name] = _rows(table, np.isin(table.window, list(windows)))
+    batch["steps"] = _rows(trace.steps, np.isin(trace.steps.step, list(steps)))
+    w = RecordingWriter(path)
+    w.append(batch)
+    w.close()
     return path

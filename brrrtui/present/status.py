@@ -4,16 +4,117 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from brrrtui.contract.units import NA, fmt_mem
+from analyzers.phases import Phase
+from analyzers.results import Analysis
+from brrrtui.contract.units import NA, fmt_mem, fmt_ns
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.sparkline import spark
 from brrrtui.present.units import fmt_elapsed
 
 Span = tuple[str, str]
+
+CYCLE = (Phase.STEADY, Phase.WARMUP, Phase.SETUP)  # the order the phase key steps through
+PHASE_KEY = "P"
+PHASE_NAMES = {Phase.SETUP: "set-up", Phase.WARMUP: "warm-up", Phase.STEADY: "steady"}
+
+
+@dataclass(frozen=True)
+class PhaseView:
+    """Which phase the verdicts on screen come from, and what else the run has to show."""
+
+    shown: Phase
+    windows: tuple[tuple[Phase, int], ...]  # (phase, windows recorded in it) for every phase that has some
+    steps: int
+    steady_from_step: int | None
+    steady_step_ns: float | None
+    picked: bool = False  # chosen with the phase key, not the automatic choice
+    new: tuple[tuple[Phase, int], ...] = ()  # windows recorded in other phases since the pick
+
+    def count(self, phase: Phase) -> int:
+        return dict(self.windows).get(phase, 0)
+
+
+def phases_with_windows(a: Analysis) -> list[Phase]:
+    """The phases the phase key steps through: those with at least one window, steady first."""
+    if a.phases is None or a.phases.run.steps == 0:
+        return []
+    return [p for p in CYCLE if a.phases.windows_in(p)]
+
+
+def lead_phase(a: Analysis) -> Phase | None:
+    """The phase an analysis without a pick shows (the steady state when it has a window)."""
+    return a.phases.lead()[0] if a.phases is not None else None
+
+
+def next_phase(a: Analysis) -> Phase | None:
+    """The phase after the shown one, among those with windows; None when there is no other."""
+    have = phases_with_windows(a)
+    if len(have) < 2:
+        return None
+    k = have.index(a.phase) if a.phase in have else -1
+    return have[(k + 1) % len(have)]
+
+
+def phase_view(
+    a: Analysis, picked: bool = False, seen: Mapping[Phase, int] | None = None
+) -> PhaseView | None:
+    """The header's phase, or None when the analysis has no phases (a stand-in analysis). `seen`: windows per
+    phase when the user picked, so the header can say what arrived since."""
+    if a.phases is None:
+        return None
+    run = a.phases.run
+    windows = tuple((p, len(a.phases.windows_in(p))) for p in CYCLE if a.phases.windows_in(p))
+    new: tuple[tuple[Phase, int], ...] = ()
+    if picked and seen is not None:
+        new = tuple((p, n - seen.get(p, 0)) for p, n in windows if p is not a.phase and n > seen.get(p, 0))
+    return PhaseView(a.phase, windows, run.steps, run.steady_from_step, run.steady_step_ns, picked, new)
+
+
+def phase_text(v: PhaseView) -> str:
+    """`steady state · from step 6 of 200 · 58 ms/step`, `warm-up only — no steady-state window`, …"""
+    if v.steps == 0:
+        return "no optimizer steps: every window analysed"
+    if v.shown is Phase.STEADY:
+        per = f" · {fmt_ns(v.steady_step_ns)}/step" if v.steady_step_ns else ""
+        return f"steady state · from step {v.steady_from_step} of {v.steps}{per}"
+    if v.shown is Phase.WARMUP:
+        if not v.count(Phase.STEADY):
+            return "warm-up only — no steady-state window"
+        return f"warm-up (before step {v.steady_from_step} of {v.steps})"
+    if v.shown is Phase.SETUP:
+        return "set-up (before the first step)"
+    return "windows of several phases"
+
+
+def phase_hint(v: PhaseView) -> str:
+    """How to see the other phases: `P for warm-up, set-up`, `P for steady (1 new), warm-up`; empty when
+    none has windows."""
+    new = dict(v.new)
+    others = [
+        f"{PHASE_NAMES[p]}{f' ({new[p]} new)' if new.get(p) else ''}"
+        for p, _ in v.windows
+        if p is not v.shown
+    ]
+    return f"{PHASE_KEY} for {', '.join(others)}" if others else ""
+
+
+def phase_spans(v: PhaseView | None, following: bool = False) -> list[Span]:
+    """The header's phase. `following`: a live run, whose view moves to the steady state by itself unless the
+    user picked a phase (said as "(picked)")."""
+    if v is None:
+        return []
+    spans: list[Span] = [("  " + phase_text(v), "label")]
+    if v.picked and following:
+        spans.append((" (picked)", "muted"))
+    hint = phase_hint(v)
+    if hint:
+        spans.append(("  " + hint, "advice" if v.new else "muted"))
+    return spans
 
 
 @dataclass(frozen=True)
@@ -31,26 +132,30 @@ class RunState:
     analysing: bool = False
     device: str | None = None
     error: str | None = None
+    phase: PhaseView | None = None  # the phase the verdicts on screen come from
 
     def with_(self, **kw: object) -> RunState:
         return replace(self, **kw)  # type: ignore[arg-type]
 
 
-def state_after_analysis(state: RunState, snap: Snapshot) -> RunState:
-    """The run state once an analysis is shown. A finished recording states its own windows, steps, exit code
-    and wall time; live, the feed's counts stand unless the analysis has seen more."""
+def state_after_analysis(state: RunState, snap: Snapshot, phase: PhaseView | None = None) -> RunState:
+    """The run state once an analysis is shown. A finished recording states its own windows (of every phase),
+    steps, exit code and wall time; live, the feed's counts stand unless the analysis has seen more. `phase`:
+    what the header says of the phase shown (default: the automatic choice's)."""
     trace = snap.trace
-    kw: dict[str, object] = {"error": None, "device": trace.device.name}
+    a = snap.analysis
+    recorded = len(a.phases.windows) if a.phases is not None else len(snap.windows)
+    kw: dict[str, object] = {"error": None, "device": trace.device.name, "phase": phase or phase_view(a)}
     if not state.live:
         meta = trace.meta
-        kw["windows"] = len(snap.windows)
+        kw["windows"] = recorded
         kw["steps"] = len(trace.steps) if len(trace.steps) else (snap.analysis.steps_analysed or None)
         kw["exit_code"] = meta.get("exit_code")
         t0, t1 = meta.get("started_at_ns"), meta.get("ended_at_ns")
         if isinstance(t0, int) and isinstance(t1, int):
             kw["elapsed_s"] = (t1 - t0) / 1e9
     else:
-        kw["windows"] = max(state.windows, len(snap.windows))
+        kw["windows"] = max(state.windows, recorded)
         if state.steps is None and len(trace.steps):
             kw["steps"] = len(trace.steps)
     return state.with_(**kw)
@@ -60,8 +165,11 @@ def opening_lines(snap: Snapshot, path: str | None) -> list[str]:
     """What the log says when the first analysis is shown: what was read, and the analysis's notes."""
     a, trace = snap.analysis, snap.trace
     name = os.path.basename(trace.source or path or "")
+    windows = f"{len(snap.windows)} window(s)"
+    if a.phases is not None and a.phase in PHASE_NAMES:
+        windows = f"{len(snap.windows)} {PHASE_NAMES[a.phase]} window(s) of {len(a.phases.windows)}"
     return [
-        f"{name}: {len(trace.gpu):,} GPU activities in {len(snap.windows)} window(s), "
+        f"{name}: {len(trace.gpu):,} GPU activities in {windows}, "
         f"{a.steps_analysed} step(s) analysed; roofs from {a.peaks.source}",
         *a.notes,
     ]
@@ -83,14 +191,15 @@ def status_spans(s: RunState) -> list[Span]:
         spans.append((f" {fmt_elapsed(s.elapsed_s)}", "muted"))
     spans.append((f"  steps {s.steps if s.steps is not None else NA}", "label"))
     spans.append((f"  windows {s.windows}", "label"))
-    if s.device:
-        spans.append((f"  {s.device}", "muted"))
     if s.paused:
         spans.append(("  ⏸ PAUSED", "paused"))
-    if s.analysing:
-        spans.append(("  analysing…", "muted"))
     if s.error:
         spans.append((f"  {s.error}", "failed"))
+    spans += phase_spans(s.phase, following=s.live and s.running)
+    if s.analysing:
+        spans.append(("  analysing…", "muted"))
+    if s.device:
+        spans.append((f"  {s.device}", "muted"))
     return spans
 
 

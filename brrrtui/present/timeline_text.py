@@ -8,11 +8,12 @@ from brrrtui.present.details import CAUSES_BY_CODE
 from brrrtui.present.lanes import WindowLanes
 from brrrtui.present.selection import Kind, Selection
 from brrrtui.present.snapshot import Snapshot
+from brrrtui.present.status import PHASE_NAMES
 from brrrtui.present.timeline import View
 
 
 def timeline_title(snap: Snapshot | None, wl: WindowLanes | None, view: View) -> str:
-    """`timeline · window 2/5 · steps 4–5 · 12.3 ms · view +0 ns…+12.3 ms · zoom ×1`."""
+    """`timeline · steady window 2/5 · steps 4–5 · 12.3 ms · view +0 ns…+12.3 ms · zoom ×1`."""
     if snap is None or wl is None:
         return "timeline"
     where = f"{fmt_ns(wl.extent_ns)} · view +{fmt_ns(view.t0)}…+{fmt_ns(view.t1)} · zoom ×{view.zoom:.0f}"
@@ -20,7 +21,9 @@ def timeline_title(snap: Snapshot | None, wl: WindowLanes | None, view: View) ->
         return f"timeline · {stream_page_title(snap, wl)} · {where}"
     n = len(snap.windows)
     k = snap.windows.index(wl.window) + 1 if wl.window in snap.windows else n
-    return f"timeline · window {k}/{n}{_steps(snap, wl.window)} · {where}"
+    phase = PHASE_NAMES.get(snap.analysis.phase)
+    page = f"{phase} window" if phase else "window"
+    return f"timeline · {page} {k}/{n}{_steps(snap, wl.window)} · {where}"
 
 
 def _steps(snap: Snapshot, window: int) -> str:

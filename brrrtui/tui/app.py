@@ -14,6 +14,10 @@
   resets the reader to where its load ended; a stream update started before it is dropped (the reader re-reads
   those rows).
 
+- Phases: an analysis covers one phase's windows (brrrtui.tui.phase_choice): the one the run leads with (the
+  steady state once it has a window: live, the view moves there by itself), or the one picked with `P`, which
+  stays on screen across reloads. `P` re-analyses the trace already loaded, in the same worker.
+
 The loading, analysing and stream merging themselves live in brrrtui.tui.live; what the header says after an
 analysis in brrrtui.present.status.
 """
@@ -30,12 +34,21 @@ from textual.app import App
 from textual.message import Message
 from textual.worker import get_current_worker
 
+from analyzers.model import Trace
+from analyzers.phases import Phase
 from brrrtui.present.snapshot import Snapshot
-from brrrtui.present.status import RunState, opening_lines, state_after_analysis
+from brrrtui.present.status import (
+    PHASE_NAMES,
+    RunState,
+    opening_lines,
+    phases_with_windows,
+    state_after_analysis,
+)
 from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
 from brrrtui.recording.store import StreamReader
 from brrrtui.tui import live
 from brrrtui.tui.keymap import bindings
+from brrrtui.tui.phase_choice import PhaseChoice
 from brrrtui.tui.screens.confirm_quit import ConfirmQuit
 from brrrtui.tui.screens.help import HelpScreen
 from brrrtui.tui.screens.main import MainScreen
@@ -64,9 +77,13 @@ THEME_VARIABLES = {
 
 
 class SnapshotReady(Message):
-    def __init__(self, snapshot: Snapshot) -> None:
+    """An analysis: `trace` the whole recording it came from; `picked` it answers the phase key."""
+
+    def __init__(self, snapshot: Snapshot, trace: Trace, picked: bool = False) -> None:
         super().__init__()
         self.snapshot = snapshot
+        self.trace = trace
+        self.picked = picked
 
 
 class StreamReady(Message):
@@ -119,6 +136,8 @@ class BrrrApp(App):
         self._busy = False
         self._again = False
         self._version = 0
+        self.phases = PhaseChoice()
+        self._trace: Trace | None = None  # the whole recording the newest analysis came from
         # following the kernel stream (live mode)
         self.stream_s = stream_s
         self.stream_updates = 0  # stream updates applied or pending (tests wait on it)
@@ -189,21 +208,24 @@ class BrrrApp(App):
 
     # ------------------------------------------------------------------ analysis (thread worker)
 
-    def request_analysis(self) -> None:
+    def request_analysis(self, trace: Trace | None = None) -> None:
+        """Re-read the recording and analyse it; with `trace`, analyse that one again (the phase key)."""
         if self._busy:
-            self._again = True
+            self._again = True  # the next run re-reads the recording, in the phase chosen by then
             return
         self._busy = True
         self._set_state(analysing=True)
-        self.run_worker(self._analyse, thread=True, group="analysis", exit_on_error=False)
+        work = functools.partial(self._analyse, self.phases.picked, trace)
+        self.run_worker(work, thread=True, group="analysis", exit_on_error=False)
 
-    def _analyse(self) -> None:
+    def _analyse(self, phase: Phase | None, trace: Trace | None) -> None:
         from analyzers.errors import InputError
 
         worker = get_current_worker()
         try:
             assert self.path is not None
-            snap = live.analyse_recording(self.path, self.script, self._version + 1, self._analyze)
+            whole = trace if trace is not None else live.load_recording(self.path)
+            snap = live.analyse_trace(whole, self.script, self._version + 1, self._analyze, phase)
         except InputError as e:
             self.post_message(AnalysisFailed(str(e)))
             return
@@ -211,19 +233,21 @@ class BrrrApp(App):
             self.post_message(AnalysisFailed(f"analysis failed: {type(e).__name__}: {e}"))
             return
         if not worker.is_cancelled:
-            self.post_message(SnapshotReady(snap))
+            self.post_message(SnapshotReady(snap, whole, picked=trace is not None))
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
         self._version = message.snapshot.version
         self.analyses += 1
         self._generation += 1
         self._latest = message.snapshot
+        self._trace = message.trace
         if self.live and self.path:
             self._reader = live.stream_reader(self.path, message.snapshot)
         self._finish_analysis()
-        if self.state.paused:
+        if self.state.paused and not message.picked:
             self.pending = message.snapshot
         else:
+            self.pending = None  # a pick is shown even when paused: it answers a key
             self._apply(message.snapshot)
 
     def on_analysis_failed(self, message: AnalysisFailed) -> None:
@@ -279,14 +303,20 @@ class BrrrApp(App):
             self.main.show_stream(snap)
 
     def _apply(self, snap: Snapshot) -> None:
-        first = self.snapshot is None
+        old = self.snapshot
         self.snapshot = snap
-        self.state = state_after_analysis(self.state, snap)
+        self.state = state_after_analysis(self.state, snap, self.phases.view(snap.analysis))
         self._set_state()
-        self.main.show_snapshot(snap, follow=self.live)
-        if first:
+        moved = old is not None and old.analysis.phase is not snap.analysis.phase
+        # live, follow the newest page, unless a picked phase is on screen (the newest is another phase's)
+        self.main.show_snapshot(snap, follow=self.live and self.phases.picked is None, fresh=moved)
+        if old is None:
             for line in opening_lines(snap, self.path):
                 self.main.log_pane.add("brrrtui", line)
+            return
+        news = self.phases.news(old.analysis, snap.analysis)
+        if news:
+            self.main.log_pane.add("brrrtui", news)
 
     # ------------------------------------------------------------------ actions
 
@@ -296,6 +326,19 @@ class BrrrApp(App):
         if not paused and self.pending is not None:
             snap, self.pending = self.pending, None
             self._apply(snap)
+
+    def action_cycle_phase(self) -> None:
+        """P: analyse the next phase that has windows (steady → warm-up → set-up → steady)."""
+        snap, trace = self.snapshot, self._trace
+        if snap is None or trace is None:
+            self.notify("Nothing to switch yet: the analysis is still running.", timeout=2)
+            return
+        if self.phases.step(snap.analysis) is None:
+            have = phases_with_windows(snap.analysis)
+            why = f"only {PHASE_NAMES[have[0]]} has windows" if have else "the trace has no optimizer steps"
+            self.notify(f"No other phase to show: {why}.", timeout=3)
+            return
+        self.request_analysis(trace)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

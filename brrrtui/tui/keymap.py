@@ -23,6 +23,7 @@ KEYMAP: dict[str, tuple[Key, ...]] = {
         Key("q", "request_quit", "Quit", show=True),
         Key("question_mark", "help", "Help", show=True, display="?"),
         Key("p", "toggle_pause", "Pause", show=True),
+        Key("P", "cycle_phase", "Phase shown: steady ⇄ warm-up ⇄ set-up (each its own windows)"),
     ),
     "main": (
         Key("slash", "search", "Search", show=True, display="/"),

@@ -1,6 +1,11 @@
 """What the app's thread workers do: load and analyse a recording into a snapshot, and follow the recording's
 kernel stream between analyses. The App only schedules these and shows their results.
 
+An analysis covers the windows of one phase: the one `analyze()` leads with (the steady state once the run has
+a window in it), or the phase the user picked with the phase key. A picked phase with no window (the run's
+phases were re-judged as more steps came) falls back to the automatic choice. Picking a phase re-analyses the
+trace already loaded instead of re-reading the recording.
+
 A full analysis keeps at most `STREAM_TAIL` streamed rows, the newest (a load may have been given a larger
 tail). A stream update polls a `StreamReader` for the rows added since, keeps the newest `STREAM_TAIL` rows of
 the shown stream and the new ones, re-infers their lines against the analysis it has and rebuilds the stream
@@ -16,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from analyzers.model import STREAM_SCHEMA, Table, Trace
+from analyzers.phases import Phase
 from brrrtui.present.snapshot import Snapshot, build_snapshot, with_stream
 from brrrtui.recording import store
 from brrrtui.recording.store import StreamReader
@@ -23,16 +29,29 @@ from brrrtui.recording.store import StreamReader
 AnalyzeFn = Callable[..., Any]
 
 
-def analyse_recording(
-    path: str, script: str | None, version: int, analyze: AnalyzeFn | None = None
-) -> Snapshot:
-    """Load `path`, analyse it (`analyze` replaces analyzers.analyze.analyze in tests) and build a snapshot.
-    Raises what loading and analysing raise (analyzers.errors.InputError for a file that is not a recording)."""
-    from analyzers.analyze import analyze as analyze_trace
+def load_recording(path: str) -> Trace:
+    """The whole recording (every phase's windows, the newest `STREAM_TAIL` streamed rows)."""
     from brrrtui.recording import load  # looked up at each call: tests count the loads
 
-    trace = _newest_stream_rows(load.load_trace(path))
-    return build_snapshot((analyze or analyze_trace)(trace), script, version)
+    return _newest_stream_rows(load.load_trace(path))
+
+
+def analyse_trace(
+    trace: Trace,
+    script: str | None,
+    version: int,
+    analyze: AnalyzeFn | None = None,
+    phase: Phase | None = None,
+) -> Snapshot:
+    """Analyse the windows of `phase` (None: of the phase the run leads with) and build a snapshot (`analyze`
+    replaces analyzers.analyze.analyze in tests). Raises what analysing raises; loading (`load_recording`)
+    raises analyzers.errors.InputError for a file that is not a recording."""
+    from analyzers.analyze import analyze as analyze_trace, phases_of
+
+    fn = analyze or analyze_trace
+    if phase is not None and phases_of(trace).windows_in(phase):
+        return build_snapshot(fn(trace, None, phase=phase), script, version)
+    return build_snapshot(fn(trace), script, version)
 
 
 def _newest_stream_rows(trace: Trace) -> Trace:

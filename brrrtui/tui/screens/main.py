@@ -94,9 +94,13 @@ class MainScreen(Screen):
         for bar in self.query(StatusBar):  # none before compose; the bar is then built from self.state
             bar.set_state(state)
 
-    def show_snapshot(self, snap: Snapshot, follow: bool) -> None:
+    def show_snapshot(self, snap: Snapshot, follow: bool, fresh: bool = False) -> None:
+        """Show a new analysis. `fresh`: of other windows (another phase): every pane starts over on it (the
+        newest window, the hottest line, the summary) instead of keeping its place."""
         self.snapshot = snap
         tl = self.timeline
+        if fresh:
+            self._start_over(snap)
         tl.set_snapshot(snap, follow)
         wl = tl.lanes
         rows = (len(wl.lanes) if wl else 1) + 1
@@ -118,6 +122,14 @@ class MainScreen(Screen):
             )
         else:
             self.query_one(Telemetry).mem_total = tr.device.total_memory_bytes
+
+    def _start_over(self, snap: Snapshot) -> None:
+        self.timeline.forget_page()
+        self.details.stack = [SUMMARY]
+        self.finding_index = -1
+        self._g_origin = None
+        if snap.hot_lines:
+            self.source.forget_file()
 
     def show_stream(self, snap: Snapshot) -> None:
         """A snapshot that differs from the shown one only in its kernel stream: redraw the timeline (following

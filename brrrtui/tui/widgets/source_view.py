@@ -67,6 +67,10 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
             self._load(self.file)
             self._move_to_lineno(keep)
 
+    def forget_file(self) -> None:
+        """The next snapshot opens on its hottest line (it holds other windows: another phase)."""
+        self.file = None
+
     def show_line(self, line: SourceLine, notify: bool = True) -> None:
         """Open line.file (if not open) and put the cursor on line.line."""
         if line.file != self.file:

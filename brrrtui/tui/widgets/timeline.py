@@ -93,6 +93,10 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
                 self._select_at_cursor()
         self._refresh_all()
 
+    def forget_page(self) -> None:
+        """The next snapshot opens on its default page (it holds other windows: another phase)."""
+        self.page = None
+
     def _show_page(self, page: PageKey | None) -> None:
         self.page = page
         wl = self.lanes
