@@ -64,3 +64,18 @@ def test_torch_compile_called_inside_a_window_takes_the_tagger_off_the_mode_stac
     finally:
         torch.compile = original
         tagger.suspend()
+
+
+def test_an_eager_script_that_imports_dynamo_keeps_its_exact_lines(tmp_path):
+    """Only a call of torch.compile turns the tagger off: eager CUDA training imports torch._dynamo too."""
+    from brrrtui.recording.load import load_trace
+
+    out = str(tmp_path / "e.brrr")
+    script = os.path.join(SCRIPTS, "compiled_train.py")
+    argv = [sys.executable, "-m", "brrrtui", "record", "-o", out, "--duty", "1", "--min-gap", "0", script, "none"]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    trace = load_trace(out)
+    tagged = {trace.lines[i].line for i in trace.spans.line.tolist()}
+    assert len(trace.spans) > 100 and any(line > 20 for line in tagged)  # the training loop's own lines
+    assert "torch.compile in use" not in proc.stderr

@@ -46,10 +46,7 @@ class Agent:
         self.lines: Any = None  # LineTable, once torch is there
         self.prof: Any = None
         self.tagger: Any = None
-        self.window_id = -1
-        self.window_opened_ns = 0
-        self.window_first_step = -1
-        self.stall_ns = 0
+        self.window_id, self.window_opened_ns, self.window_first_step, self.stall_ns = -1, 0, -1, 0
         self.clock_optimizer: Any = None  # the first optimizer that steps defines "a step"
         self.pending_steps: list[tuple[int, int]] = []
         self.last_step_flush_ns = 0
@@ -105,12 +102,13 @@ class Agent:
         optimizer = importlib.import_module("torch.optim.optimizer")
         optimizer.register_optimizer_step_post_hook(self._guard(self.on_optimizer_step))
         on_user_profiler_start(self._guard(self._step_aside))
-        on_compile(torch, self._guard(self._suspend_tagger))
+        on_compile(torch, self._guard(self._on_compile))
         self.sched.torch_seen_ns = time.time_ns()
 
-    def _suspend_tagger(self) -> None:  # torch.compile inside a window: off Dynamo's mode stack first
+    def _on_compile(self) -> None:  # before Dynamo traces anything: the tagger leaves its mode stack for good
         if self.tagger is not None:
             self.tagger.suspend()
+        self.note("compile", "torch.compile in use: lines of compiled code come from the line sampler only")
 
     # ---------------------------------------------------------------- ticks
     def on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:

@@ -15,8 +15,8 @@ torch's own Python code is not tagged again (nn.Module calls resolve to the line
 Under torch.compile the mode stays off. Dynamo guards every compiled graph on the torch-function mode stack
 and traces an active mode's handler: on a CPU test, a 60-step compiled loop went from 1 frame compiled and 0
 graph breaks to 53 frames, 2 graphs and 8 graph breaks (`sys._getframe`, RecordFunctionFast) once windows
-pushed the tagger. So once the script has called `torch.compile` (torch._dynamo is imported then), a window
-does not push it, and one already open when torch.compile is called suspends it (`suspend`); inside a trace
+pushed the tagger. So once the script has called `torch.compile` (the agent hooks it), a window does not
+push it, and one already open when torch.compile is called suspends it (`suspend`); inside a trace
 that still meets it, the handler is a plain pass-through (`torch.compiler.is_compiling()` is a constant to
 Dynamo). Lines then come from the line sampler.
 """
@@ -113,9 +113,19 @@ class LineSampler:
                 )
 
 
+_compile_called = False
+
+
+def mark_compile_called() -> None:
+    """The script called torch.compile (the agent's hook on it says so)."""
+    global _compile_called
+    _compile_called = True
+
+
 def compile_in_use() -> bool:
-    """The script has called torch.compile (which imports torch._dynamo; plain eager torch never does)."""
-    return "torch._dynamo" in sys.modules
+    # Not "torch._dynamo in sys.modules": eager CUDA training imports it too (seen on the H200 with GPT-2 and
+    # a fused AdamW), which would switch the tagger off for scripts that never compile.
+    return _compile_called
 
 
 class LineTagger(TorchFunctionMode):

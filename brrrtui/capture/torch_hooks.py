@@ -61,6 +61,9 @@ def on_compile(torch: Any, callback: Callable[[], None]) -> None:
 
     @functools.wraps(compile_)
     def compile(*args: Any, **kwargs: Any) -> Any:
+        from brrrtui.capture.lines import mark_compile_called
+
+        mark_compile_called()  # from now on no window pushes the line tagger
         callback()
         return compile_(*args, **kwargs)
 

@@ -1,4 +1,5 @@
-"""A small MLP trained through torch.compile (backend from argv: aot_eager by default, fast on a CPU); prints
+"""A small MLP trained through torch.compile (backend from argv: aot_eager by default, fast on a CPU;
+"none": eager with torch._dynamo imported); prints
 Dynamo's own counters at the end so a test can compare runs with and without brrrtui."""
 import json
 import sys
@@ -20,7 +21,12 @@ class MLP(torch.nn.Module):
 
 model = MLP()
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
-step_fn = torch.compile(model, backend=sys.argv[1] if len(sys.argv) > 1 else "aot_eager")
+backend = sys.argv[1] if len(sys.argv) > 1 else "aot_eager"
+if backend == "none":  # eager, but torch._dynamo imported (as CUDA training with a fused optimizer does)
+    import torch._dynamo  # noqa: F401
+    step_fn = model
+else:
+    step_fn = torch.compile(model, backend=backend)
 x = torch.randn(32, 64)
 for step in range(60):
     loss = step_fn(x).pow(2).mean()
