@@ -79,3 +79,11 @@ def test_an_eager_script_that_imports_dynamo_keeps_its_exact_lines(tmp_path):
     tagged = {trace.lines[i].line for i in trace.spans.line.tolist()}
     assert len(trace.spans) > 100 and any(line > 20 for line in tagged)  # the training loop's own lines
     assert "torch.compile in use" not in proc.stderr
+
+
+def test_code_that_torch_compile_generates_is_never_the_users():
+    from brrrtui.contract.userfiles import is_user_file
+
+    assert not is_user_file("/tmp/torchinductor_root/ws/cwssvhtqwqc5m63sk4rjjr7v6zxac2ntquvhq7nxks6fr7uvjnlb.py")
+    assert not is_user_file("/home/me/.triton/cache/abc/triton_poi_fused_gelu_0.py")
+    assert is_user_file("/home/me/nanogpt/model.py")

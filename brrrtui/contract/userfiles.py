@@ -10,6 +10,9 @@ from functools import lru_cache
 
 # Path fragments that mark library code wherever it is installed (also in traces recorded on other machines).
 _LIBRARY_MARKERS = ("site-packages", "dist-packages", "/lib/python3")
+# Code that torch.compile generates: Inductor's output code and Triton's kernels live in their caches (by
+# default under the temp folder, `torchinductor_<user>`, and `~/.triton`), never in the user's tree.
+_GENERATED_MARKERS = ("/torchinductor_", "/.triton/", "/triton/cache/")
 
 
 def _library_roots() -> tuple[str, ...]:
@@ -45,10 +48,10 @@ def _is_installed_package(top: str) -> bool:
 
 def is_user_file(path: str) -> bool:
     """True for the script's own files; False for torch, site-packages, the standard library, brrrtui itself,
-    and pseudo-files such as `<frozen runpy>` or `<string>`."""
+    code torch.compile generated, and pseudo-files such as `<frozen runpy>` or `<string>`."""
     if not path or path.startswith("<"):
         return False
-    if any(m in path for m in _LIBRARY_MARKERS):
+    if any(m in path for m in _LIBRARY_MARKERS) or any(m in path for m in _GENERATED_MARKERS):
         return False
     if not os.path.isabs(path):
         top, sep, _ = path.partition("/")
