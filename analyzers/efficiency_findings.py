@@ -36,7 +36,7 @@ import numpy as np
 
 from analyzers.finding_context import MIN_SAVING_SHARE, Context, count_lines
 from analyzers.gemm_shapes import Diagnosis, blocks_of, diagnose, padded_work
-from analyzers.model import GpuKind
+from analyzers.model import GpuKind, flag_of
 from analyzers.op_families import Family
 from analyzers.results import Finding
 from analyzers.slow_gemm_text import conv_layout_finding, slow_gemm_finding
@@ -70,10 +70,7 @@ def _hopper(ctx: Context) -> bool:
 def candidates(ctx: Context) -> np.ndarray:
     """Per gpu row: a matmul/conv kernel on tensor cores with a known roof fraction, not a helper kernel."""
     gpu, roof = ctx.trace.gpu, ctx.roof
-    helper = ctx.trace.string_flags(_HELPER.search)
-    named = gpu.name >= 0
-    is_helper = np.zeros(len(gpu), dtype=bool)
-    is_helper[named] = helper[gpu.name[named]]
+    is_helper = flag_of(ctx.trace.string_flags(_HELPER.search), gpu.name)
     mask: np.ndarray = (
         (gpu.kind == GpuKind.KERNEL)
         & np.isin(roof.family, _GEMM_FAMILIES)
@@ -168,9 +165,6 @@ def efficiency_findings(ctx: Context) -> list[Finding]:
 def _layout_rows(ctx: Context) -> np.ndarray:
     """Rows of cuDNN layout-conversion kernels launched by convolutions (forward or backward)."""
     gpu, roof = ctx.trace.gpu, ctx.roof
-    flag = ctx.trace.string_flags(_LAYOUT.search)
-    named = gpu.name >= 0
-    is_layout = np.zeros(len(gpu), dtype=bool)
-    is_layout[named] = flag[gpu.name[named]]
+    is_layout = flag_of(ctx.trace.string_flags(_LAYOUT.search), gpu.name)
     rows: np.ndarray = np.nonzero(is_layout & np.isin(roof.family, _CONV_FAMILIES))[0]
     return rows

@@ -7,10 +7,9 @@ import math
 import subprocess
 import sys
 
-from fixtures.synthetic import BF16, TraceBuilder
+from fixtures.synthetic import BF16, TraceBuilder, phased_trace
 
 from analyzers.analyze import analyze, analyze_other_phases, select_windows
-from analyzers.model import WindowMode
 from analyzers.phases import Phase
 from brrrtui.contract.units import fmt_bytes, fmt_lines, fmt_ns, fmt_pct
 from brrrtui.present.report import render_text, short_kernel_name, to_json
@@ -155,29 +154,10 @@ def test_analyzers_import_no_ui_and_no_torch():
 
 
 def phased_run():
-    """Set-up window 0 (model construction, before step 0), then steps of 10 ms after a 200 ms first step;
-    window 1 holds step 1 (warm-up), window 2 holds step 20 (steady). Each step window: one 4 ms GEMM on
-    its line, then 4 ms of GPU idle (profiled steps run at 10 ms, the unprofiled ones at 5 ms)."""
-    ms = 1_000_000
-    b = TraceBuilder()
-    setup, fwd = b.line("train.py", 10, "<module>"), b.line("train.py", 41, "step")
-    b.span(setup, 1 * ms, 55 * ms, window=0)
-    b.launch("vectorized_elementwise_kernel", 2 * ms, 3 * ms, 1 * ms, window=0)  # weights initialised
-    b.launch("vectorized_elementwise_kernel", 54 * ms, 55 * ms, 1 * ms, window=0)
-    b.window(0, 60 * ms, window=0, mode=WindowMode.TIME)
-    t = 200 * ms
-    b.step(0, t)
-    for step in range(1, 40):
-        start, t = t, t + (10 if step in (1, 20) else 5) * ms
-        if step in (1, 20):
-            w = 1 if step == 1 else 2
-            b.span(fwd, start + ms // 10, 4 * ms, window=w)
-            shapes = [[8192, 8192], [8192, 8192]]
-            b.op("aten::mm", start + ms // 10, 3 * ms, shapes=shapes, dtypes=[BF16, BF16], window=w)
-            b.launch("sm90_xmma_gemm_bf16bf16", start + ms // 5, start + 2 * ms, 4 * ms, window=w)
-            b.window(start, t, first_step=step, last_step=step, window=w)
-        b.step(step, t)
-    return b.build()
+    """Set-up window 0 (model construction on line 10, before step 0), then steps of 5 ms after a 200 ms first
+    step; window 1 holds step 1 (warm-up), window 2 holds step 20 (steady). Each step window: one 4 ms GEMM on
+    line 41, the profiled step taking 10 ms against 5 ms unprofiled."""
+    return phased_trace()
 
 
 def test_report_leads_with_the_steady_state_and_shows_the_rest_apart():

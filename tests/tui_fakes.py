@@ -11,10 +11,11 @@ import os
 from collections import defaultdict
 
 import numpy as np
+from fixtures.synthetic import PHASED_STEPS, phased_trace as synthetic_phased_trace
 
 from analyzers.analyze import phases_of, select_windows
 from analyzers.links import link
-from analyzers.model import GpuKind, Peaks, Table, Trace, WindowMode
+from analyzers.model import GpuKind, Peaks, Table, Trace
 from analyzers.phases import Phase
 from analyzers.results import (
     GAP_CAUSE_CODES,
@@ -369,35 +370,9 @@ x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
 for i in range(40):
     step(x, w)
 """
-PHASED_STEPS = 40
-
-
 def phased_trace(script: str) -> Trace:
-    """A run with three phases (after tests/test_report.py's phased_run): set-up window 0 (weights initialised
-    on line 4, before step 0), then steps of 5 ms after a 200 ms first step; window 1 holds step 1 (warm-up),
-    window 2 holds step 20 (steady). A step window: one 4 ms GEMM on line 8, then 6 ms of GPU idle."""
-    from fixtures.synthetic import BF16, TraceBuilder
-
-    ms = 1_000_000
-    b = TraceBuilder()
-    setup, fwd = b.line(script, 4, "build"), b.line(script, 8, "step")
-    b.span(setup, 1 * ms, 55 * ms, window=0)
-    for t in (2, 20, 38, 54):
-        b.launch("vectorized_elementwise_kernel<normal>", t * ms, (t + 1) * ms, 1 * ms, window=0)
-    b.window(0, 60 * ms, window=0, mode=WindowMode.TIME)
-    t = 200 * ms
-    b.step(0, t)
-    for step in range(1, PHASED_STEPS):
-        start, t = t, t + (10 if step in (1, 20) else 5) * ms
-        if step in (1, 20):
-            w = 1 if step == 1 else 2
-            b.span(fwd, start + ms // 10, 4 * ms, window=w)
-            shapes = [[8192, 8192], [8192, 8192]]
-            b.op("aten::mm", start + ms // 10, 3 * ms, shapes=shapes, dtypes=[BF16, BF16], window=w)
-            b.launch("sm90_xmma_gemm_bf16bf16", start + ms // 5, start + 2 * ms, 4 * ms, window=w)
-            b.window(start, t, first_step=step, last_step=step, window=w)
-        b.step(step, t)
-    return b.build()
+    """The phased run of fixtures.synthetic for a script of the TUI tests: set-up on line 4, the step on line 8."""
+    return synthetic_phased_trace(script, setup_line=4, step_line=8, setup_kernels_ms=(2, 20, 38, 54))
 
 
 def _rows(table: Table, keep: np.ndarray) -> list[tuple]:
