@@ -25,41 +25,20 @@ KINDS = (CONCURRENT_KERNEL_KIND, MEMCPY_KIND, MEMSET_KIND)
 GPU_KIND = {CONCURRENT_KERNEL_KIND: GpuKind.KERNEL, MEMCPY_KIND: GpuKind.MEMCPY, MEMSET_KIND: GpuKind.MEMSET}
 
 u8, u16, u32, i32, u64 = np.uint8, np.uint16, np.uint32, np.int32, np.uint64
+# CUpti_ActivityMemcpy6 and CUpti_ActivityMemset4 share the layout of these fields
+_TRANSFER: dict[str, tuple[int, type]] = {
+    "bytes": (8, u64), "start": (16, u64), "end": (24, u64), "device": (32, u32), "stream": (40, u32),
+    "correlation": (44, u32),
+}
 FIELDS: dict[int, dict[str, tuple[int, type]]] = {
     CONCURRENT_KERNEL_KIND: {  # CUpti_ActivityKernel10
-        "start": (16, u64),
-        "end": (24, u64),
-        "device": (40, u32),
-        "stream": (48, u32),
-        "grid_x": (52, i32),
-        "grid_y": (56, i32),
-        "grid_z": (60, i32),
-        "block_x": (64, i32),
-        "block_y": (68, i32),
-        "block_z": (72, i32),
-        "correlation": (92, u32),
-        "name": (104, u64),
+        "start": (16, u64), "end": (24, u64), "device": (40, u32), "stream": (48, u32),
+        "grid_x": (52, i32), "grid_y": (56, i32), "grid_z": (60, i32),
+        "block_x": (64, i32), "block_y": (68, i32), "block_z": (72, i32),
+        "correlation": (92, u32), "name": (104, u64),
     },
-    MEMCPY_KIND: {  # CUpti_ActivityMemcpy6
-        "copy_kind": (4, u8),
-        "src_kind": (5, u8),
-        "dst_kind": (6, u8),
-        "bytes": (8, u64),
-        "start": (16, u64),
-        "end": (24, u64),
-        "device": (32, u32),
-        "stream": (40, u32),
-        "correlation": (44, u32),
-    },
-    MEMSET_KIND: {  # CUpti_ActivityMemset4
-        "bytes": (8, u64),
-        "start": (16, u64),
-        "end": (24, u64),
-        "device": (32, u32),
-        "stream": (40, u32),
-        "correlation": (44, u32),
-        "memory_kind": (50, u16),
-    },
+    MEMCPY_KIND: {"copy_kind": (4, u8), "src_kind": (5, u8), "dst_kind": (6, u8)} | _TRANSFER,
+    MEMSET_KIND: _TRANSFER | {"memory_kind": (50, u16)},
 }
 
 # CUpti_ActivityMemcpyKind and CUpti_ActivityMemoryKind, from 1
