@@ -215,10 +215,16 @@ for i in range(100):
 
 
 def write_recording(
-    path: str, windows: int = 1, kernels_per_window: int = 40, script_dir: str | None = None
+    path: str,
+    windows: int = 1,
+    kernels_per_window: int = 40,
+    script_dir: str | None = None,
+    names: dict[int, str] | None = None,
+    function: str = "step",
 ) -> str:
     """A small recording with exact lines: per window, `kernels_per_window` kernels from lines 4, 5, 6, 7 of
-    TRAIN_PY (written next to it as train.py), with a 50 µs host gap after every tenth kernel."""
+    TRAIN_PY (written next to it as train.py), with a 50 µs host gap after every tenth kernel. `names` replaces
+    strings by index (0-2 the kernels, 3-5 their ops); `function` names the lines' function."""
     script_dir = script_dir or os.path.dirname(path)
     script = os.path.join(script_dir, "train.py")
     with open(script, "w") as f:
@@ -228,21 +234,24 @@ def write_recording(
     w.append(
         {
             "strings": [
-                (0, "ampere_sgemm_64x64_nn"),
-                (1, "vectorized_elementwise_kernel<cos>"),
-                (2, "reduce_kernel<sum>"),
-                (3, "aten::mm"),
-                (4, "aten::cos"),
-                (5, "aten::sum"),
-                (6, "cudaLaunchKernel"),
-                (7, "aten::item"),
-                (8, "cudaStreamSynchronize"),
+                (k, (names or {}).get(k, s))
+                for k, s in [
+                    (0, "ampere_sgemm_64x64_nn"),
+                    (1, "vectorized_elementwise_kernel<cos>"),
+                    (2, "reduce_kernel<sum>"),
+                    (3, "aten::mm"),
+                    (4, "aten::cos"),
+                    (5, "aten::sum"),
+                    (6, "cudaLaunchKernel"),
+                    (7, "aten::item"),
+                    (8, "cudaStreamSynchronize"),
+                ]
             ],
             "lines": [
-                (0, script, 4, "step"),
-                (1, script, 5, "step"),
-                (2, script, 6, "step"),
-                (3, script, 7, "step"),
+                (0, script, 4, function),
+                (1, script, 5, function),
+                (2, script, 6, function),
+                (3, script, 7, function),
             ],
         }  # fmt: skip
     )
@@ -370,6 +379,8 @@ x = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
 for i in range(40):
     step(x, w)
 """
+
+
 def phased_trace(script: str) -> Trace:
     """The phased run of fixtures.synthetic for a script of the TUI tests: set-up on line 4, the step on line 8."""
     return synthetic_phased_trace(script, setup_line=4, step_line=8, setup_kernels_ms=(2, 20, 38, 54))

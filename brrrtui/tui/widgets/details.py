@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from rich.markup import escape
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.content import Content
 from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
@@ -98,7 +98,7 @@ class Details(RoleStyles, Vertical):
         if d.children:
             children.highlighted = 0
         crumbs = " › ".join(n.kind for n in self.stack)
-        self.border_title = escape(f"details · {crumbs}")
+        self.border_title = Content(f"details · {crumbs}")
         self.border_subtitle = "enter: drill · esc: back" if d.children else "esc: back"
 
     def on_mount(self) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rich.markup import escape
 from rich.segment import Segment
 from textual import events
+from textual.content import Content
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
@@ -186,7 +186,7 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
             self.border_title = "source"
         else:
             where = display_path(snap, SourceLine(self.file, self.current_lineno(), ""))
-            self.border_title = escape(f"source · {where}")
+            self.border_title = Content(f"source · {where}")
         per = "step" if snap is not None and snap.per_step else "window"
         self.border_subtitle = f"GPU/{per} · share · C/M/O regime · F fusion"
         self.refresh()

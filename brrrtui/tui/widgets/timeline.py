@@ -8,10 +8,10 @@ windows and, between them, the kernels streamed after each (brrrtui.present.lane
 
 from __future__ import annotations
 
-from rich.markup import escape
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
+from textual.content import Content
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
@@ -250,8 +250,8 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
     # ------------------------------------------------------------------ titles
 
     def _update_titles(self) -> None:
-        self.border_title = timeline_title(self.snapshot, self.lanes, self.view)
-        self.border_subtitle = escape(self.selection_text()) if self.lanes is not None else ""
+        self.border_title = Content(timeline_title(self.snapshot, self.lanes, self.view))
+        self.border_subtitle = Content(self.selection_text()) if self.lanes is not None else ""
 
     def selection_text(self) -> str:
         return selection_text(self.snapshot, self.selection, self.view.cursor_t)
