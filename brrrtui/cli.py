@@ -7,18 +7,20 @@ end in one `brrrtui: error: ...` line and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import NoReturn
 
 from brrrtui import __version__
 
 EXIT_USAGE = 2
 SUBCOMMANDS = ("record", "view", "report")
+OUTPUT_LINES = 40  # of the script's output, printed after the live TUI
 
 DESCRIPTION = """\
 Run a PyTorch script under GPU tracing and see, line by line, whether its time goes to compute,
@@ -29,6 +31,9 @@ memory bandwidth or overhead.
   brrrtui record -o run.brrr train.py   headless capture (SSH, batch jobs, CI)
   brrrtui view run.brrr                 browse a recording or a torch.profiler trace (.json/.json.gz)
   brrrtui report run.brrr [--json]      the verdicts as text or JSON
+
+Under the live TUI the script's stdin is /dev/null (use `brrrtui record` for a script that reads it); its
+stdout and stderr go to the log pane, and their last lines are printed when brrrtui exits.
 """
 
 
@@ -244,17 +249,29 @@ def _run_live(spec) -> int:  # noqa: ANN001
     feed = Feed()
     recorder = Recorder(spec, feed=feed)
     recorder.start()
-    app = make_app(spec.out_path, feed=feed, script=" ".join(spec.target))
+    recorder.wait_in_background()  # the script's exit reaches the UI and the recording when it happens
+    stop = functools.partial(recorder.interrupt, now=True)
+    app = make_app(spec.out_path, feed=feed, script=" ".join(spec.target), on_interrupt=stop)
     try:
         app.run()
     finally:
-        recorder.terminate()
-        code = recorder.wait()
+        code = recorder.finish()
+    _print_output_tail(recorder.output_tail)
     out = recorder.sink.path
     if recorder.replaced:
         print(f"brrrtui: replaced the earlier file {spec.out_path}", file=sys.stderr)
     print(f"brrrtui: recording kept in {out} (brrrtui view {shlex.quote(out)})", file=sys.stderr)
     return code
+
+
+def _print_output_tail(lines: Iterable[tuple[str, str]], most: int = OUTPUT_LINES) -> None:
+    """The script's last output lines (a traceback among them), which the TUI's log pane took off screen."""
+    tail = list(lines)[-most:]
+    if not tail:
+        return
+    print(f"brrrtui: the script's last {len(tail)} output lines:", file=sys.stderr)
+    for _stream, text in tail:  # in the order printed, both streams on stderr
+        print(text, file=sys.stderr)
 
 
 def cmd_view(argv: list[str]) -> int:

@@ -86,7 +86,7 @@ def test_status_line_states():
     done = live.with_(running=False, exit_code=1, paused=True)
     assert "■ finished, exit 1" in text(status_spans(done)) and "PAUSED" in text(status_spans(done))
     assert ("■ finished, exit 1", "failed") in status_spans(done)
-    assert ("■ killed by signal 9", "failed") in status_spans(done.with_(exit_code=-9))
+    assert ("■ killed by SIGKILL", "failed") in status_spans(done.with_(exit_code=-9))
 
 
 def test_telemetry_line_fits_the_width_and_says_when_there_is_none():

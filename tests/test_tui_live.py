@@ -5,6 +5,7 @@ from tui_fakes import analysed, append_window, fake_analyze, run_async, wait_unt
 from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, TelemetrySample, WindowAdded
 from brrrtui.recording.store import RecordingWriter
 from brrrtui.tui.app import make_app
+from brrrtui.tui.screens.confirm_quit import ConfirmQuit
 
 SIZE = (120, 36)
 
@@ -118,3 +119,44 @@ async def test_analysis_never_runs_on_the_ui_thread(tmp_path):
         await pilot.pause(0.2)
     assert len(threads) == 2
     assert all(t is not threading.main_thread() for t in threads)
+
+
+@run_async
+async def test_ctrl_c_stops_the_script_and_ctrl_q_asks_like_q(tmp_path):
+    path = write_recording(str(tmp_path / "run.brrr"), windows=1)
+    feed = Feed()
+    calls = []
+    app = make_app(
+        path, feed, "train.py", analyze=fake_analyze, poll_s=0.02, on_interrupt=lambda: calls.append(1)
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await analysed(pilot)
+        await pilot.press("ctrl+q")  # while the script runs: asks, like q
+        assert isinstance(app.screen, ConfirmQuit)
+        await pilot.press("n")
+        assert not app._exit
+        await pilot.press("ctrl+c")  # once: the recorder stops the script; the UI stays
+        await pilot.pause()
+        assert calls == [1] and not app._exit
+        log = "\n".join(strip.text for strip in app.main.log_pane.lines)
+        assert "stopping the script" in log
+        feed.put(Exited(-2))  # the script ended on the SIGINT
+        await wait_until(pilot, lambda: not app.state.running)
+        assert "killed by SIGINT" in str(app.main.query_one("#status").render())
+        await pilot.press("ctrl+q")  # the script has ended: no question
+        await pilot.pause()
+        assert app._exit
+
+
+@run_async
+async def test_ctrl_c_twice_kills_the_script_and_quits(tmp_path):
+    path = write_recording(str(tmp_path / "run.brrr"), windows=1)
+    calls = []
+    app = make_app(
+        path, Feed(), "train.py", analyze=fake_analyze, poll_s=0.02, on_interrupt=lambda: calls.append(1)
+    )
+    async with app.run_test(size=SIZE) as pilot:
+        await analysed(pilot)
+        await pilot.press("ctrl+c", "ctrl+c")
+        await pilot.pause()
+        assert calls == [1, 1] and app._exit

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -117,6 +118,24 @@ def phase_spans(v: PhaseView | None, following: bool = False) -> list[Span]:
     return spans
 
 
+def exit_line(exit_code: int, summary: str = "") -> str:
+    """The log's line when the script ends: `script finished, exit 1: ValueError: bad` / `killed by SIGKILL`."""
+    how = (
+        f"script killed by {signal_name(-exit_code)}"
+        if exit_code < 0
+        else f"script finished, exit {exit_code}"
+    )
+    return f"{how}: {summary}" if summary else how
+
+
+def signal_name(number: int) -> str:
+    """SIGTERM for 15; `signal 99` for a number this platform does not name."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
 @dataclass(frozen=True)
 class RunState:
     """What the header says about the run. Live: updated from feed events; view: read from the recording."""
@@ -180,7 +199,7 @@ def status_spans(s: RunState) -> list[Span]:
     if s.live and s.running:
         spans.append(("▶ running", "running"))
     elif s.live and s.exit_code is not None and s.exit_code < 0:
-        spans.append((f"■ killed by signal {-s.exit_code}", "failed"))
+        spans.append((f"■ killed by {signal_name(-s.exit_code)}", "failed"))
     elif s.live and s.exit_code is not None:
         spans.append((f"■ finished, exit {s.exit_code}", "ok" if s.exit_code == 0 else "failed"))
     elif s.live:

@@ -7,6 +7,7 @@ UI re-reads and re-analyses the recording off the UI thread. Everything else is 
 from __future__ import annotations
 
 import queue
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -50,6 +51,15 @@ class LogLine:
 @dataclass(frozen=True)
 class Exited:
     exit_code: int  # the script's exit code; negative: killed by that signal
+    summary: str = ""  # when it failed: its last stderr line (a traceback's exception), else ""
+
+
+def last_error(output: Iterable[tuple[str, str]]) -> str:
+    """The last non-blank stderr line of (stream, text) lines: a traceback's exception; '' when none."""
+    for stream, text in reversed(list(output)):
+        if stream == "stderr" and text.strip():
+            return text.strip()
+    return ""
 
 
 FeedEvent = WindowAdded | StepsAdded | StreamAdded | TelemetrySample | LogLine | Exited

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
@@ -41,6 +42,7 @@ from brrrtui.contract.messages import (
 )
 from brrrtui.contract.protocol import read_frames
 from brrrtui.contract.schema import GPU_SCHEMA, STEP_SCHEMA, WINDOW_SCHEMA, GpuKind, WindowMode, column
+from brrrtui.record import feed as feeds
 from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
 from brrrtui.record.latency import StreamLatency
 from brrrtui.record.sink import Sink
@@ -48,6 +50,7 @@ from brrrtui.record.targets import check_out_path, check_target
 from brrrtui.record.telemetry import TelemetrySampler
 from brrrtui.recording.store import RecordingWriter, device_meta, peaks_meta
 
+OUTPUT_TAIL = 200  # the script's last output lines kept in live mode (printed after the UI, stored in meta)
 INBOX_MESSAGES = 64  # frames read but not yet written: a stream batch is 1-10 MB
 BOOTSTRAP = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "capture", "bootstrap.py"
@@ -90,6 +93,9 @@ class Recorder:
         self.inbox: queue.Queue[Message | None] = queue.Queue(maxsize=INBOX_MESSAGES)
         self.inbox_max = 0
         self.write_ns_max = 0
+        self.output_tail: deque[tuple[str, str]] = deque(maxlen=OUTPUT_TAIL)  # (stream, line), live mode
+        self.result: int | None = None  # wait()'s return, once the script has ended
+        self._waiter: threading.Thread | None = None
 
     @property
     def writer(self) -> RecordingWriter | None:
@@ -299,8 +305,10 @@ class Recorder:
 
     def _read_output(self, stream: IO[bytes], name: str) -> None:
         for raw in iter(stream.readline, b""):
+            text = raw.decode("utf-8", "replace").rstrip("\n")
+            self.output_tail.append((name, text))
             if self.feed:
-                self.feed.put(LogLine(name, raw.decode("utf-8", "replace").rstrip("\n")))
+                self.feed.put(LogLine(name, text))
 
     def _on_telemetry(self, rows: list[tuple]) -> None:
         self.sink.append({"telemetry": rows})
@@ -308,15 +316,18 @@ class Recorder:
             self.feed.put(TelemetrySample(*rows[-1]))
 
     # ------------------------------------------------------------------ stop
-    def interrupt(self) -> None:
+    def interrupt(self, now: bool = False) -> None:
         """Ctrl-C: the first stops the script (the terminal already sent it SIGINT; forward it in case the
-        signal reached only us), the second kills it."""
+        signal reached only us; `now`: at once, for the live UI's raw terminal sent none), the second kills it."""
         self.interrupts += 1
         if self.child is None or self.child.poll() is not None:
             return
         if self.interrupts == 1:
             self.progress("stopping the script; Ctrl-C again to stop brrrtui now (the recording is kept)")
-            threading.Timer(2.0, self._forward_sigint).start()
+            if now:
+                self.child.send_signal(signal.SIGINT)
+            else:
+                threading.Timer(2.0, self._forward_sigint).start()
         else:
             self.child.kill()
 
@@ -331,6 +342,21 @@ class Recorder:
                 self.child.wait(5)
             except subprocess.TimeoutExpired:
                 self.child.kill()
+
+    def wait_in_background(self) -> None:
+        """Live: wait on a thread, so the exit reaches the feed and recording (and is reaped) when it happens."""
+        self._waiter = threading.Thread(target=self._wait_for_result, name="brrrtui-waiter", daemon=True)
+        self._waiter.start()
+
+    def _wait_for_result(self) -> None:
+        self.result = self.wait()
+
+    def finish(self) -> int:
+        """After `wait_in_background`: stop the script if it still runs; wait()'s exit code."""
+        assert self._waiter is not None
+        self.terminate()
+        self._waiter.join()
+        return self.result if self.result is not None else 1
 
     def wait(self) -> int:
         """Wait for the script, finish the recording, and return the exit code brrrtui should exit with."""
@@ -354,6 +380,8 @@ class Recorder:
             status, code = f"{status} (stopped with Ctrl-C)", 130
         self.exit_code = returncode
         self._write_meta(status=status, exit_code=returncode, ended_at_ns=time.time_ns())
+        if self.output_tail:
+            self._write_meta(output_tail=[f"{stream}: {text}" for stream, text in self.output_tail])
         if self.stream.records:
             self.progress(
                 f"kernel stream: {self.stream.records:,} GPU activities between windows, delivered "
@@ -361,6 +389,6 @@ class Recorder:
                 "after they ended"
             )
         if self.feed:
-            self.feed.put(Exited(returncode))
+            self.feed.put(Exited(returncode, feeds.last_error(self.output_tail) if returncode else ""))
         self.sink.close()
         return code

@@ -40,6 +40,7 @@ from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.status import (
     PHASE_NAMES,
     RunState,
+    exit_line,
     opening_lines,
     phases_with_windows,
     state_after_analysis,
@@ -117,8 +118,11 @@ class BrrrApp(App):
         poll_s: float = 0.15,
         clock: Callable[[], float] = time.monotonic,
         stream_s: float = 1.0,
+        on_interrupt: Callable[[], None] | None = None,
     ) -> None:
         super().__init__()
+        self.on_interrupt = on_interrupt
+        self.interrupts = 0
         self.path = path
         self.feed = feed
         self.script = script
@@ -202,6 +206,7 @@ class BrrrApp(App):
                 main.log_pane.add(ev.stream, ev.text)
             elif isinstance(ev, Exited):
                 self._set_state(running=False, exit_code=ev.exit_code, elapsed_s=self.clock() - self.started)
+                main.log_pane.add("brrrtui", exit_line(ev.exit_code, ev.summary))
                 new_window = True  # the recorder's final batch (and calibrated peaks) may have landed
         if new_window:
             self.request_analysis()
@@ -344,6 +349,21 @@ class BrrrApp(App):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
+    def action_interrupt(self) -> None:
+        """Ctrl-C: live, the first stops the script (the UI stays), the second kills it and quits; else quits."""
+        if not (self.live and self.state.running):
+            self.exit()
+            return
+        self.interrupts += 1
+        if self.on_interrupt is not None:
+            self.on_interrupt()
+        if self.interrupts > 1:
+            self.exit()
+            return
+        text = "Ctrl-C: stopping the script (SIGINT); Ctrl-C again kills it and quits (the recording is kept)"
+        self.main.log_pane.add("brrrtui", text)
+        self.notify(text, timeout=4, markup=False)
+
     def action_request_quit(self) -> None:
         if self.live and self.state.running:
 
@@ -368,11 +388,11 @@ def make_app(
     poll_s: float = 0.15,
     clock: Callable[[], float] = time.monotonic,
     stream_s: float = 1.0,
+    on_interrupt: Callable[[], None] | None = None,
 ) -> BrrrApp:
     """The app the CLI runs. `on_quit_confirm` is called (on the UI thread) when the user confirms quitting
     while the script still runs, before the app exits; the CLI stops the recorder after `run()` returns
     anyway. `analyze` replaces `analyzers.analyze.analyze` (tests). `stream_s`: the least time between two
-    reads of the kernel stream while it runs."""
-    return BrrrApp(
-        path, feed, script, on_quit_confirm, analyze=analyze, poll_s=poll_s, clock=clock, stream_s=stream_s
-    )
+    reads of the kernel stream while it runs. `on_interrupt` is called on each Ctrl-C while the script runs
+    (the CLI's recorder sends SIGINT, then kills)."""
+    return BrrrApp(path, feed, script, on_quit_confirm, analyze, poll_s, clock, stream_s, on_interrupt)

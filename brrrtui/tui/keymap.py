@@ -16,11 +16,19 @@ class Key:
     description: str
     show: bool = False  # in the footer
     display: str | None = None  # how the footer writes the key
+    priority: bool = False  # before the focused widget and Textual's own binding of the key
 
 
 KEYMAP: dict[str, tuple[Key, ...]] = {
     "app": (
         Key("q", "request_quit", "Quit", show=True),
+        Key("ctrl+q", "request_quit", "Quit (asks while the script runs, like q)", priority=True),
+        Key(
+            "ctrl+c",
+            "interrupt",
+            "Live: stop the script; twice: kill it and quit",
+            priority=True,
+        ),
         Key("question_mark", "help", "Help", show=True, display="?"),
         Key("p", "toggle_pause", "Pause", show=True),
         Key("P", "cycle_phase", "Phase shown: steady ⇄ warm-up ⇄ set-up (each its own windows)"),
@@ -97,7 +105,7 @@ HELP_SECTIONS = (
 def bindings(pane: str) -> list[BindingType]:
     """The Textual bindings of a pane (its keys that have an action)."""
     return [
-        Binding(k.keys, k.action, k.description, show=k.show, key_display=k.display)
+        Binding(k.keys, k.action, k.description, show=k.show, key_display=k.display, priority=k.priority)
         for k in KEYMAP[pane]
         if k.action
     ]

@@ -39,7 +39,6 @@ KEY_NAMES = {
 BUILTIN = [
     ("tab / shift+tab", "Next / previous pane"),
     ("mouse", "Click a pane, a line or a timeline cell; wheel over the timeline zooms"),
-    ("ctrl+c", "Copy the selected text (Textual); q quits"),
 ]
 
 
