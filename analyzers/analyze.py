@@ -34,6 +34,11 @@ from analyzers.results import GAP_CAUSE_CODES, Analysis, Breakdown, GapCause, Li
 from analyzers.roofline import Roofline, roofline
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
+NO_GPU_NOTE = (
+    "no GPU activity in this recording: the figures are CPU time per line (inside torch calls, and where the "
+    "main thread was sampled); no GPU verdicts or advice"
+)
+
 
 def select_windows(trace: Trace, windows: Iterable[int]) -> Trace:
     """The same trace restricted to some capture windows (steps and telemetry of the whole run are kept)."""
@@ -49,6 +54,7 @@ def select_windows(trace: Trace, windows: Iterable[int]) -> Trace:
         ops=cut(trace.ops),
         spans=cut(trace.spans),
         windows=cut(trace.windows),
+        line_samples=cut(trace.line_samples),
         _ids=None,
     )
 
@@ -139,7 +145,7 @@ def analyze(
         gaps=gaps,
         kernels=kernel_stats(trace, roof),
         lines=_line_stats(trace, links, roof, gaps, steps, _idle_scale(total, steps, overhead)),
-        findings=all_findings(ctx, chains),
+        findings=all_findings(ctx, chains) if trace.has_gpu else [],
         breakdown=total,
         window_breakdowns=per_window,
         overhead=overhead,
@@ -228,6 +234,8 @@ def _phase_notes(phases: TracePhases, lead: Phase) -> list[str]:
 
 
 def _notes(trace: Trace, links: Links, peaks: Peaks) -> list[str]:
+    if not trace.has_gpu:
+        return [NO_GPU_NOTE]
     notes: list[str] = []
     if peaks.source == "unknown":
         notes.append(
@@ -242,8 +250,6 @@ def _notes(trace: Trace, links: Links, peaks: Peaks) -> list[str]:
         no_line = int((links.kernel_line < 0).sum())
         if no_line and no_line > unlinked:
             notes.append(f"{no_line} of {n} GPU rows map to no line of the user's code")
-    if not trace.has_gpu:
-        notes.append("the trace holds no GPU activity")
     return notes
 
 

@@ -60,6 +60,29 @@ def _idle_ns_by_line(gaps: Table, n_lines: int) -> np.ndarray:
     return idle
 
 
+def _sampled_ns_by_line(trace: Trace, n_lines: int) -> np.ndarray:
+    """Main-thread time on each line, from the line sampler: samples x the median interval between them
+    (also the lines that call no torch: `time.sleep`, a Python loop, a data transform)."""
+    samples = trace.line_samples
+    out = np.zeros(n_lines, dtype=np.int64)
+    if len(samples) < 2:
+        return out
+    order = np.lexsort((samples.t_ns, samples.window))
+    t, w = samples.t_ns[order], samples.window[order]
+    steps = np.diff(t)[np.diff(w) == 0]
+    period = int(np.median(steps)) if len(steps) else 0
+    ok = (samples.line >= 0) & (samples.line < n_lines)
+    np.add.at(out, samples.line[ok], period)
+    return out
+
+
+def _known_sums(line: np.ndarray, values: np.ndarray, n_lines: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per line: the sum of the known (finite) values, and how many were known."""
+    known = np.isfinite(values)
+    total = np.bincount(line, weights=np.where(known, values, 0.0), minlength=n_lines)
+    return total, np.bincount(line, weights=known.astype(float), minlength=n_lines)
+
+
 def _ns_by_regime(line: np.ndarray, dur: np.ndarray, regime: np.ndarray, n_lines: int) -> np.ndarray:
     """[regime code, line] -> summed GPU ns."""
     out = np.zeros((3, n_lines), dtype=np.int64)
@@ -93,18 +116,15 @@ def line_stats(
     reg = regime[sel][ok]
     by_regime = _ns_by_regime(kl, dur, reg, n_lines)
     kernels = np.bincount(kl, minlength=n_lines)
-    f, b = flops[sel][ok], nbytes[sel][ok]
-    f_sum = np.bincount(kl, weights=np.where(np.isfinite(f), f, 0.0), minlength=n_lines)
-    f_cnt = np.bincount(kl, weights=np.isfinite(f).astype(float), minlength=n_lines)
-    b_sum = np.bincount(kl, weights=np.where(np.isfinite(b), b, 0.0), minlength=n_lines)
-    b_cnt = np.bincount(kl, weights=np.isfinite(b).astype(float), minlength=n_lines)
-
+    f_sum, f_cnt = _known_sums(kl, flops[sel][ok], n_lines)
+    b_sum, b_cnt = _known_sums(kl, nbytes[sel][ok], n_lines)
+    sampled = _sampled_ns_by_line(trace, n_lines)
     idle_profiled = _idle_ns_by_line(gaps, n_lines)
     idle = idle_profiled if idle_scale is None else np.rint(idle_profiled * idle_scale).astype(np.int64)
     cpu = _union_ns_by_line(trace.spans, n_lines)
 
     gpu_ns = by_regime.sum(axis=0)
-    present = (kernels > 0) | (cpu > 0) | (idle_profiled > 0)
+    present = (kernels > 0) | (cpu > 0) | (idle_profiled > 0) | (sampled > 0)
     stats: list[LineStat] = []
     for i in np.nonzero(present)[0].tolist():
         per = {r: int(by_regime[REGIME_CODES[r], i]) for r in _REGIMES}
@@ -119,6 +139,7 @@ def line_stats(
                 cpu_ns=int(cpu[i]),
                 idle_ns=int(idle[i]),
                 idle_profiled_ns=int(idle_profiled[i]),
+                sampled_ns=int(sampled[i]),
                 flops=float(f_sum[i]) if f_cnt[i] else None,
                 bytes=float(b_sum[i]) if b_cnt[i] else None,
                 kernels=int(kernels[i]),

@@ -70,6 +70,7 @@ class LineStat:
     regime: Regime  # dominant regime (idle counts as overhead)
     per_step_gpu_ns: float | None  # gpu_ns divided by the steps analysed, when steps are known
     idle_profiled_ns: int = -1  # the idle measured inside the windows (-1: not given)
+    sampled_ns: int = 0  # main-thread time on the line, from the line sampler (inside windows)
 
 
 @dataclass(frozen=True)

@@ -190,3 +190,25 @@ def test_a_line_that_calls_no_torch_is_sampled_and_charged_with_the_idle_it_caus
     top = report["lines"][0]
     assert (os.path.basename(top["file"]), top["line"]) == ("sleepy.py", sleep_line)
     assert top["idle_ns"] > 0 and top["kernels"] == 0
+
+
+def test_without_a_gpu_the_report_gives_cpu_time_per_line_and_no_gpu_advice(tmp_path):
+    """examples/known_regimes.py on the CPU: its time.sleep and tiny-op loop lines are listed with the time the
+    main thread spent on them, and nothing speaks of GPU idle, CUDA graphs or --peaks."""
+    import json as _json
+
+    script = os.path.join(os.path.dirname(os.path.dirname(SCRIPTS)), "examples", "known_regimes.py")
+    out = str(tmp_path / "k.brrr")
+    args = ("--device", "cpu", "--scale", "0.01", "--steps", "20", "--sleep-ms", "20")
+    proc = run_brrrtui("record", "-o", out, "--duty", "1", "--min-gap", "0", script, *args)
+    assert proc.returncode == 0, proc.stderr
+    text = run_brrrtui("report", out).stdout
+    assert "CPU time per line" in text and "no GPU verdicts or advice" in text
+    for gpu_talk in ("CUDA graphs", "--peaks", "GPU waits", "reduce-overhead"):
+        assert gpu_talk not in text
+    doc = _json.loads(run_brrrtui("report", "--json", out).stdout)
+    assert doc["findings"] == []
+    sampled = {ln["line"]: ln["sampled_ns"] for ln in doc["lines"]}
+    with open(script) as f:
+        sleep_line = next(n for n, text in enumerate(f, 1) if "time.sleep(" in text)
+    assert sampled.get(sleep_line, 0) > 0  # a line that calls no torch

@@ -107,6 +107,8 @@ def _line_json(s: LineStat) -> dict[str, Any]:
         "gpu_ns": int(s.gpu_ns),
         "idle_ns": int(s.idle_ns),
         "idle_profiled_ns": int(s.idle_profiled_ns),
+        "cpu_ns": int(s.cpu_ns),
+        "sampled_ns": int(s.sampled_ns),
         "regime": s.regime.value,
         "flops": _num(s.flops),
         "bytes": _num(s.bytes),
@@ -185,8 +187,11 @@ def _bar(fraction: float, width: int = 24) -> str:
 def render_text(analysis: Analysis, top: int = 15, others: Mapping[Phase, Analysis] | None = None) -> str:
     a = analysis
     t = a.trace
-    out = _header_text(a)
-    if a.lines:
+    if not t.has_gpu:
+        out = _cpu_only_text(a, top)
+    else:
+        out = _header_text(a)
+    if a.lines and t.has_gpu:
         out.append("")
         out.append(f"top lines (GPU + idle time{', per step' if a.steps_analysed else ''})")
         per = a.steps_analysed or 1
@@ -205,8 +210,10 @@ def render_text(analysis: Analysis, top: int = 15, others: Mapping[Phase, Analys
             saving = f"  ~{fmt_ns(f.saving_ns)}" if f.saving_ns else ""
             out.append(f"  {i}. [{f.kind}]{saving}  {f.message}")
             out.append(f"     → {f.action}")
-    else:
+    elif t.has_gpu:
         out.append("findings: none above the reporting thresholds")
+    else:
+        out.append("findings: none (the verdicts and advice need GPU activity)")
     if len(t.stream):
         out.append("")
         out.extend(_stream_text(a, stream_view(a), min(top, 10)))
@@ -255,6 +262,18 @@ def _header_text(a: Analysis) -> list[str]:
     )
     prof = f" · profiled step {fmt_ns(o.profiled_step_ns)}" if o.profiled_step_ns else ""
     out.append(f"  overhead share: raw {fmt_pct(o.raw_overhead_fraction)} · {corr}{prof}")
+    return out
+
+
+def _cpu_only_text(a: Analysis, top: int) -> list[str]:
+    """Without a GPU only the CPU is measured: time inside torch calls and where the main thread was sampled."""
+    src = os.path.basename(a.trace.source) if a.trace.source else "trace"
+    per = a.steps_analysed or 1
+    lines = sorted((s for s in a.lines if s.cpu_ns or s.sampled_ns), key=lambda s: -max(s.cpu_ns, s.sampled_ns))
+    out = [f"brrrtui report: {src}", "device   no GPU activity recorded: CPU time per line only", "",
+           f"CPU time per line{', per step' if a.steps_analysed else ''} (in torch calls · on the line, sampled)"]
+    out += [f"  {str(s.line) + ' ' + s.line.function:<40} {fmt_ns(s.cpu_ns / per):>9} · {fmt_ns(s.sampled_ns / per)}"
+            for s in lines[:top]]
     return out
 
 
