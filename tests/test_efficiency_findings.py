@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from math import prod
 from pathlib import Path
 
 import pytest
@@ -13,22 +11,8 @@ from analyzers.analyze import analyze
 from analyzers.efficiency_findings import BELOW_ROOF, DEFAULT_TARGET, reference_fraction
 from analyzers.gemm_shapes import diagnose, gemm_dims, padded_work
 from analyzers.op_families import Family
+from analyzers.tensor_args import TensorArg
 from brrrtui.recording.load import load_trace
-
-
-@dataclass(frozen=True)
-class TensorArg:
-    shape: tuple[int, ...]
-    dtype: str
-
-    @property
-    def numel(self) -> int:
-        return prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * (4 if self.dtype == F32 else 2)
-
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NVJET = "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT"
