@@ -120,7 +120,7 @@ def analyze(
     or only `windows`, or only the windows of `phase`. `peaks_override`: "flops=800e12,bw=4.2e12", a dict
     with those keys, or a complete Peaks used as is."""
     phases = phases_of(trace)
-    lead, chosen = _choose_windows(phases, windows, phase)
+    lead, chosen = choose_windows(phases, windows, phase)
     trace = select_windows(trace, chosen)
     trace, trim_notes = trim_close_stalls(trace)
     links = link(trace)
@@ -200,9 +200,11 @@ def _idle_scale(total: Breakdown, steps: int, overhead: OverheadCorrection) -> f
     return unprofiled_idle_scale(total.idle_ns or 0, busy, steps, overhead.unprofiled_step_ns)
 
 
-def _choose_windows(
+def choose_windows(
     phases: TracePhases, windows: Iterable[int] | None, phase: Phase | None
 ) -> tuple[Phase, list[int]]:
+    """The windows `analyze()` takes, and their phase: `windows` as given (their phase if they share one), else
+    those of `phase`, else those of the phase the run leads with."""
     if windows is not None:
         chosen = list(windows)
         found = {phases.windows.get(w, Phase.UNKNOWN) for w in chosen}

@@ -13,7 +13,7 @@ from collections import defaultdict
 import numpy as np
 from fixtures.synthetic import PHASED_STEPS, phased_trace as synthetic_phased_trace
 
-from analyzers.analyze import phases_of, select_windows
+from analyzers.analyze import choose_windows, phases_of, select_windows
 from analyzers.links import link
 from analyzers.model import GpuKind, Peaks, Table, Trace
 from analyzers.phases import Phase
@@ -43,12 +43,7 @@ def fake_analyze(
 ) -> Analysis:
     """Like analyze(): only the windows of `phase` (default: the phase the run leads with), or `windows`."""
     phases = phases_of(trace)
-    if windows is not None:
-        phase, chosen = Phase.UNKNOWN, list(windows)
-    elif phase is not None:
-        chosen = phases.windows_in(phase)
-    else:
-        phase, chosen = phases.lead()
+    phase, chosen = choose_windows(phases, windows, phase)
     trace = select_windows(trace, chosen)
     links = link(trace)
     gpu = trace.gpu
