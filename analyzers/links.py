@@ -8,10 +8,10 @@ On one CPU thread, calls nest::
     launch            cudaLaunchKernel |==|            <- correlation 7
     kernel (GPU)                              [sm90_gemm]   <- correlation 7
 
-so a launch belongs to the innermost op that encloses its start, and an op to the innermost span. Backward
-ops (autograd nodes) take the line of the forward op that created them, the last forward op with the same
-`Sequence number`, and so do the ops nested in them; any other op without a span of its own inherits its
-parent's line.
+so a launch belongs to the innermost op that encloses its start, and an op to the innermost span (its line,
+module chain and library line). Backward ops (autograd nodes) take the span of the forward op that created
+them, the last forward op with the same `Sequence number`, and so do the ops nested in them; any other op
+without a span of its own inherits its parent's.
 """
 
 from __future__ import annotations
@@ -115,6 +115,10 @@ class Links:
     op_line: np.ndarray  # op row -> line id
     kernel_line: np.ndarray  # gpu row -> line id
     launch_line: np.ndarray  # runtime row -> line id
+    op_module: np.ndarray  # op row -> string id of its module chain (contract.modules)
+    op_lib_line: np.ndarray  # op row -> line id of its innermost model-library line
+    kernel_module: np.ndarray  # gpu row -> string id of its module chain
+    kernel_lib_line: np.ndarray  # gpu row -> line id of its innermost model-library line
 
 
 def _kernel_launches(trace: Trace) -> np.ndarray:
@@ -132,25 +136,23 @@ def _kernel_launches(trace: Trace) -> np.ndarray:
     return kernel_launch
 
 
-def _span_lines(trace: Trace) -> np.ndarray:
-    """op row -> line of the innermost span containing the op's start on the same thread (NONE)."""
+def _span_rows(trace: Trace) -> np.ndarray:
+    """op row -> the innermost span containing the op's start on the same thread (NONE)."""
     ops, spans = trace.ops, trace.spans
-    direct = np.full(len(ops), NONE, dtype=np.int64)
     if len(spans) and len(ops):
-        idx = innermost_enclosing(
+        return innermost_enclosing(
             spans.start_ns, spans.start_ns + spans.dur_ns, spans.tid, ops.start_ns, ops.tid
         )
-        direct = np.where(idx >= 0, spans.line[np.maximum(idx, 0)], NONE).astype(np.int64)
-    return direct
+    return np.full(len(ops), NONE, dtype=np.int64)
 
 
-def _op_lines(trace: Trace, direct: np.ndarray, op_parent: np.ndarray) -> np.ndarray:
-    """op row -> line id.
+def _op_spans(trace: Trace, direct: np.ndarray, op_parent: np.ndarray) -> np.ndarray:
+    """op row -> span row (its line, module and library line).
 
-    Backward autograd nodes (seq >= 0, fwd_tid > 0) take the line of the forward op with the same seq, even
+    Backward autograd nodes (seq >= 0, fwd_tid > 0) take the span of the forward op with the same seq, even
     when they ran inside a span (on CPU, backward runs on the thread that called loss.backward()). An op takes:
-    the forward line of its nearest enclosing-or-self backward node that has one, else its own span's line,
-    else the line of its nearest enclosing op that has one of those.
+    the forward span of its nearest enclosing-or-self backward node that has one, else its own span,
+    else the span of its nearest enclosing op that has one of those.
     """
     ops = trace.ops
     if not len(ops):
@@ -162,16 +164,23 @@ def _op_lines(trace: Trace, direct: np.ndarray, op_parent: np.ndarray) -> np.nda
     fwd = np.nonzero((seq >= 0) & (direct >= 0) & (ops.fwd_tid <= 0))[0]
     fwd = fwd[np.lexsort((ops.start_ns[fwd], seq[fwd]))]
     last = np.concatenate((seq[fwd][1:] != seq[fwd][:-1], [True])) if len(fwd) else np.zeros(0, bool)
-    fwd_seq, fwd_ln = seq[fwd][last], direct[fwd][last]
-    node_line = np.full(len(ops), NONE, dtype=np.int64)
+    fwd_seq, fwd_span = seq[fwd][last], direct[fwd][last]
+    node_span = np.full(len(ops), NONE, dtype=np.int64)
     node = np.nonzero((seq >= 0) & (ops.fwd_tid > 0))[0]
     if len(node) and len(fwd_seq):
         pos = np.minimum(np.searchsorted(fwd_seq, seq[node]), len(fwd_seq) - 1)
         found = fwd_seq[pos] == seq[node]
-        node_line[node[found]] = fwd_ln[pos[found]]
-    base = _from_nearest_ancestor(node_line, op_parent)  # inside a backward node: its forward line
-    op_line = np.where(base >= 0, base, direct)
-    return _from_nearest_ancestor(op_line, op_parent)
+        node_span[node[found]] = fwd_span[pos[found]]
+    base = _from_nearest_ancestor(node_span, op_parent)  # inside a backward node: its forward span
+    op_span = np.where(base >= 0, base, direct)
+    return _from_nearest_ancestor(op_span, op_parent)
+
+
+def _take(column: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """column[rows] where rows >= 0, NONE elsewhere."""
+    if not len(column):
+        return np.full(len(rows), NONE, dtype=np.int64)
+    return np.where(rows >= 0, column[np.maximum(rows, 0)], NONE).astype(np.int64)
 
 
 def link(trace: Trace) -> Links:
@@ -187,7 +196,8 @@ def link(trace: Trace) -> Links:
     if len(ops):
         order, parent_sorted = op_nesting
         op_parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], NONE)
-    op_line = _op_lines(trace, _span_lines(trace), op_parent)
+    op_span = _op_spans(trace, _span_rows(trace), op_parent)
+    op_line = _take(spans.line, op_span)
 
     kernel_op = (
         np.where(kernel_launch >= 0, launch_op[np.maximum(kernel_launch, 0)], NONE)
@@ -213,4 +223,17 @@ def link(trace: Trace) -> Links:
             )
             launch_line[miss] = np.where(idx >= 0, spans.line[np.maximum(idx, 0)], NONE)
             kernel_line = np.where(kernel_launch >= 0, launch_line[np.maximum(kernel_launch, 0)], NONE)
-    return Links(kernel_launch, launch_op, kernel_op, op_parent, op_line, kernel_line, launch_line)
+    op_module, op_lib_line = _take(spans.module, op_span), _take(spans.lib_line, op_span)
+    return Links(
+        kernel_launch,
+        launch_op,
+        kernel_op,
+        op_parent,
+        op_line,
+        kernel_line,
+        launch_line,
+        op_module,
+        op_lib_line,
+        _take(op_module, kernel_op),
+        _take(op_lib_line, kernel_op),
+    )

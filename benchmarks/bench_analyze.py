@@ -174,6 +174,8 @@ def generate(n_kernels: int) -> Trace:
         sp_cols["start_ns"].append(np.concatenate((cpu - 200, [sync_t - 200])))
         sp_cols["dur_ns"].append(np.concatenate((np.full(n, 8_400), [sync_end - sync_t + 400])))
         sp_cols["tid"].append(np.full(n + 1, 1))
+        sp_cols["module"].append(np.full(n + 1, -1))
+        sp_cols["lib_line"].append(np.full(n + 1, -1))
         t = sync_end + 50_000
         step_rows.append((step_no, t))
         step_no += 1

@@ -60,7 +60,7 @@ ONE_OF_EACH = [
         gpu=[(0, int(GpuKind.KERNEL), 1, 12, 3, 0, 7, 99, -1, -1, -1)],
         runtime=[(0, 1, 11, 1, 123, 99)],
         ops=[(0, 0, 10, 5, 123, 7, -1, -1, -1, float("nan"))],
-        spans=[(0, 0, 10, 6, 123)],
+        spans=[(0, 0, 10, 6, 123, -1, -1)],
     ),
     StreamBatch(
         sent_ns=1,

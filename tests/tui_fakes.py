@@ -264,12 +264,12 @@ def append_window(w: RecordingWriter, window: int, n: int) -> None:
         name, op, line, dur = pattern[i % 4]
         corr = window * 100_000 + i
         ops.append((window, op, t, 6_000, 1, i, -1, -1, -1, float("nan")))
-        spans.append((window, line, t - 500, 7_000, 1))
+        spans.append((window, line, t - 500, 7_000, 1, -1, -1))
         rt.append((window, 6, t + 1_000, 3_000, 1, corr))
         gpu.append((window, 0, name, t + 8_000, dur, 0, 7, corr, -1, -1, -1))
         t += dur + 1_000 + (50_000 if i % 10 == 9 else 0)
     ops.append((window, 7, t, 30_000, 1, n, -1, -1, -1, float("nan")))
-    spans.append((window, 3, t - 500, 31_000, 1))
+    spans.append((window, 3, t - 500, 31_000, 1, -1, -1))
     rt.append((window, 8, t + 1_000, 28_000, 1, -1))
     end = t + 40_000
     w.append(

@@ -33,6 +33,8 @@ from torch.compiler import is_compiling
 from torch.overrides import TorchFunctionMode
 
 from brrrtui.capture.ids import IdTable
+from brrrtui.capture.module_names import CALL_IMPL, ModuleNames, module_of
+from brrrtui.contract.userfiles import is_model_library_file
 
 SPAN_PREFIX = "brrr:"
 
@@ -129,11 +131,19 @@ def compile_in_use() -> bool:
 
 
 class LineTagger(TorchFunctionMode):
-    def __init__(self, lines: LineTable, user_frames: UserFrames):
+    def __init__(
+        self,
+        lines: LineTable,
+        user_frames: UserFrames,
+        is_library_file: Callable[[str], bool] = is_model_library_file,
+    ):
         super().__init__()
         self.lines = lines
         self.user_frames = user_frames
-        self._names: dict[tuple[Any, int], str] = {}  # (code object, line) -> "brrr:<id>"
+        self.is_library_file = _Memo(is_library_file)
+        self.modules = ModuleNames()
+        # (user code, line, library code, line, innermost module) -> the scope's name
+        self._names: dict[tuple[Any, int, Any, int, int], str] = {}
         self.calls = 0  # torch calls seen: the scheduler closes a time window by them (windows.Scheduler)
         self.pushed = False  # on torch's mode stack
 
@@ -153,16 +163,49 @@ class LineTagger(TorchFunctionMode):
             super().__exit__(None, None, None)
 
     def _scope_name(self) -> str | None:
-        frame = self.user_frames.innermost(sys._getframe(2))  # skip this method and __torch_function__
-        if frame is None:
+        """`brrr:<user line>:<library line>:<module chain>` for the call being made (ids; -1 / "" if none).
+
+        One walk up the stack finds the innermost user frame, the innermost model-library frame below it
+        (transformers, torchvision … not torch itself) and the innermost module call; the module chain above
+        it is read only the first time that combination is seen."""
+        user = lib = module_frame = None
+        frame: Any = sys._getframe(2)  # skip this method and __torch_function__
+        while frame is not None:
+            code = frame.f_code
+            if code is CALL_IMPL:
+                if module_frame is None:
+                    module_frame = frame
+                if user is not None:
+                    break
+            elif user is None:
+                if self.user_frames.is_user(code.co_filename):
+                    user = frame
+                    if module_frame is not None:
+                        break
+                elif lib is None and self.is_library_file(code.co_filename):
+                    lib = frame
+            frame = frame.f_back
+        if user is None:
             return None
-        code = frame.f_code
-        key = (code, frame.f_lineno)
+        module = module_of(module_frame) if module_frame is not None else None
+        key = (user.f_code, user.f_lineno, lib and lib.f_code, lib.f_lineno if lib else 0, id(module))
         name = self._names.get(key)
         if name is None:
-            lid = self.lines.intern(code.co_filename, frame.f_lineno, code.co_name)
-            name = self._names[key] = f"{SPAN_PREFIX}{lid}"
+            name = self._names[key] = self._new_name(user, lib, module_frame)
         return name
+
+    def _new_name(self, user: Any, lib: Any, module_frame: Any) -> str:
+        lid = self.lines.intern(user.f_code.co_filename, user.f_lineno, user.f_code.co_name)
+        if lib is None and module_frame is None:
+            return f"{SPAN_PREFIX}{lid}"
+        lib_id = self.lines.intern(lib.f_code.co_filename, lib.f_lineno, lib.f_code.co_name) if lib else -1
+        stack = []
+        frame = module_frame
+        while frame is not None:
+            if frame.f_code is CALL_IMPL and (m := module_of(frame)) is not None:
+                stack.append(m)
+            frame = frame.f_back
+        return f"{SPAN_PREFIX}{lid}:{lib_id}:{self.modules.chain(stack) if stack else ''}"
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
         kwargs = kwargs or {}
@@ -174,3 +217,17 @@ class LineTagger(TorchFunctionMode):
             return func(*args, **kwargs)
         with _Scope(name):
             return func(*args, **kwargs)
+
+
+class _Memo:
+    """A per-file verdict, computed once (the tagger asks it for every frame of every torch call)."""
+
+    def __init__(self, test: Callable[[str], bool]):
+        self.test = test
+        self.known: dict[str, bool] = {}
+
+    def __call__(self, filename: str) -> bool:
+        known = self.known.get(filename)
+        if known is None:
+            known = self.known[filename] = self.test(filename)
+        return known

@@ -296,6 +296,18 @@ def _as_json(value: list[Any]) -> str | None:
     return str(value).replace("'", '"') if value else None
 
 
+def parse_span_name(tag: str) -> tuple[int, int, str | None]:
+    """`<line>` or `<line>:<lib line>:<module chain>` (lines.LineTagger writes it) -> (line, lib line, chain)."""
+    line, _, rest = tag.partition(":")
+    lib, _, module = rest.partition(":")
+    return int(line), int(lib) if lib else -1, module or None
+
+
+def _span_row(e: Any, tag: str, window: int, strings: Interner) -> tuple:
+    line, lib_line, module = parse_span_name(tag)
+    return (window, line, e.start_ns(), e.duration_ns(), e.start_thread_id(), strings(module), lib_line)
+
+
 def convert_events(events: Any, window: int, strings: Interner, span_prefix: str) -> dict[str, list[tuple]]:
     """kineto_results.events() -> rows in schema order (cheap accessors only: prof.events() costs 70-150 us
     per event, these a few, measured on the H200 host)."""
@@ -338,7 +350,7 @@ def convert_events(events: Any, window: int, strings: Interner, span_prefix: str
             )
         elif kind in ("cpu_op", "user_annotation"):
             if name.startswith(span_prefix):
-                spans.append((window, int(name[plen:]), e.start_ns(), e.duration_ns(), e.start_thread_id()))
+                spans.append(_span_row(e, name[plen:], window, strings))
                 continue
             seq = e.sequence_nr()
             ops.append(

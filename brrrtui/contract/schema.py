@@ -63,10 +63,21 @@ OP_SCHEMA = {
 """CPU operators (aten::..., autograd nodes, record_function scopes). shapes/dtypes: string ids of JSON lists
 of the inputs' shapes / dtype names as torch.profiler records them (NONE without record_shapes)."""
 
-SPAN_SCHEMA = {"window": i32, "line": i32, "start_ns": i64, "dur_ns": i64, "tid": i64}
+SPAN_SCHEMA = {
+    "window": i32,
+    "line": i32,
+    "start_ns": i64,
+    "dur_ns": i64,
+    "tid": i64,
+    "module": i32,
+    "lib_line": i32,
+}
 """Intervals during which the user's code at `line` (an index into Trace.lines) was calling into torch on
 thread `tid`. brrrtui's capture records one per torch call with the exact line; foreign traces give Python
-function frames, which resolve only to the function."""
+function frames, which resolve only to the function. `module`: string id of the chain of nn.Modules the call
+ran in (contract.modules encodes it; NONE outside any module); `lib_line`: the innermost line of a library
+that is not torch itself (`transformers/models/gpt2/modeling_gpt2.py:NNN`), an index into Trace.lines, or
+NONE when the user's own file is the innermost."""
 
 WINDOW_SCHEMA = {
     "window": i32,

@@ -59,3 +59,31 @@ def is_user_file(path: str) -> bool:
             return path.removesuffix(".py") not in sys.stdlib_module_names
         return not (top.isidentifier() and (top in sys.stdlib_module_names or _is_installed_package(top)))
     return not any(path.startswith(r + os.sep) for r in LIBRARY_ROOTS)
+
+
+_SITE_MARKERS = ("site-packages", "dist-packages")
+_STDLIB_ROOTS = tuple(sorted({p for k in ("stdlib", "platstdlib") if (p := sysconfig.get_paths().get(k))}))
+_OWN_ROOTS = tuple(r for r in LIBRARY_ROOTS if r.endswith((os.sep + "brrrtui", os.sep + "analyzers")))
+
+
+def is_model_library_file(path: str) -> bool:
+    """True for a library file that holds model code a user reads and configures (transformers, timm,
+    torchvision, diffusers …): the "innermost library line" of an op. False for the user's own files, torch
+    itself (its modules and functional wrappers are the same for every model), the standard library,
+    brrrtui, generated code and pseudo-files."""
+    if not path or path.startswith("<") or is_user_file(path):
+        return False
+    if any(m in path for m in _GENERATED_MARKERS):
+        return False
+    rel = path
+    for m in _SITE_MARKERS:
+        if m in path:
+            rel = path.split(m, 1)[1].lstrip("/\\")
+            break
+    else:
+        if os.path.isabs(path) and any(path.startswith(r + os.sep) for r in _STDLIB_ROOTS + _OWN_ROOTS):
+            return False
+    top = rel.replace("\\", "/").split("/", 1)[0]
+    return top not in ("torch", "functorch", "typing_extensions") and top.removesuffix(".py") not in (
+        sys.stdlib_module_names
+    )

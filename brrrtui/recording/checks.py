@@ -21,8 +21,8 @@ from brrrtui.contract.schema import GpuKind, WindowMode
 
 TIME_LIMIT = 2**62
 """Largest time or duration in ns a column may hold (year 2116): sums of two never overflow int64."""
-STRING_COLUMNS = ("name", "grid", "block", "shapes", "dtypes")
-LINE_COLUMNS = {"spans": "line", "line_samples": "line"}
+STRING_COLUMNS = ("name", "grid", "block", "shapes", "dtypes", "module")
+LINE_COLUMNS = {"spans": ("line", "lib_line"), "line_samples": ("line",)}
 CODES = {"kind": {int(k) for k in GpuKind}, "mode": {int(m) for m in WindowMode}}
 _DEVICE_TYPES: dict[str, type] = {
     "name": str,
@@ -154,7 +154,7 @@ def check_ids(path: str, tables: Mapping[str, Table], strings: int, lines: int) 
         if not len(table):
             continue
         for col, limit, what in [(c, strings, "string") for c in STRING_COLUMNS] + [
-            (LINE_COLUMNS.get(table_name, ""), lines, "line")
+            (c, lines, "line") for c in LINE_COLUMNS.get(table_name, ())
         ]:
             values = table.columns.get(col)
             if values is None:

@@ -202,7 +202,7 @@ class _Rows:
         if lid is None:
             lid = self.line_ids[key] = len(self.lines)
             self.lines.append(SourceLine(*key))
-        self.spans.append((0, lid, start, dur, _tid(tid, self.tids)))
+        self.spans.append((0, lid, start, dur, _tid(tid, self.tids), NONE, NONE))
 
     def window(self, events: int) -> Row | None:
         """The trace's one WINDOW_SCHEMA row: from its first activity to its last; None when it has none."""

@@ -183,10 +183,13 @@ def _read_table(
         [k for k, t in schema.items() if np.dtype(t).kind == "f"],
     )
     columns: dict[str, np.ndarray] = {}
+    # a column added in a later version (spans.module, spans.lib_line) reads as unknown from older files
+    present = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
     for names, dtype in zip(groups, (np.int64, np.float64), strict=True):
         if not names:
             continue
-        rows = db.execute(f"SELECT {', '.join(names)} FROM {table} {where}").fetchall()
+        exprs = [n if n in present else ("-1" if dtype is np.int64 else "NULL") for n in names]
+        rows = db.execute(f"SELECT {', '.join(exprs)} FROM {table} {where}").fetchall()
         matrix = column_matrix(path, table, names, rows, dtype)
         for j, name in enumerate(names):
             check_column(path, table, name, matrix[:, j], schema[name])
