@@ -31,16 +31,16 @@ def main() -> None:
         return original(self, *a, **k)
 
     CompiledFxGraph.post_compile = post_compile
-    from train_gpt import GPT, GPTConfig  # type: ignore[import-not-found]
+    from train_gpt import GPT  # type: ignore[import-not-found]
 
-    model = GPT(GPTConfig(n_layer=2)).cuda()
+    model = GPT(vocab=50304, block=1024, layers=2, heads=12, dim=768).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     step_model = torch.compile(model)
     x = torch.randint(0, 50257, (8, 1024), device="cuda")
 
     def step() -> None:
         with torch.autocast("cuda", dtype=torch.bfloat16):
-            _, loss = step_model(x, x)
+            loss = step_model(x, x)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
