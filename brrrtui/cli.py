@@ -17,9 +17,10 @@ from collections.abc import Iterable, Sequence
 from typing import NoReturn
 
 from brrrtui import __version__
+from brrrtui.commands import COMMANDS, run_command
 
 EXIT_USAGE = 2
-SUBCOMMANDS = ("record", "view", "report")
+SUBCOMMANDS = ("record", "view", "report", *COMMANDS)
 OUTPUT_LINES = 40  # of the script's output, printed after the live TUI
 
 DESCRIPTION = """\
@@ -31,6 +32,7 @@ memory bandwidth or overhead.
   brrrtui record -o run.brrr train.py   headless capture (SSH, batch jobs, CI)
   brrrtui view run.brrr                 browse a recording or a torch.profiler trace (.json/.json.gz)
   brrrtui report run.brrr [--json]      the verdicts as text or JSON
+  brrrtui export --perfetto out.json run.brrr   a Perfetto / chrome://tracing trace
 
 Under the live TUI the script's stdin is /dev/null (use `brrrtui record` for a script that reads it); its
 stdout and stderr go to the log pane, and their last lines are printed when brrrtui exits.
@@ -329,6 +331,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return cmd_run(rest, record=True)
             if command == "view":
                 return cmd_view(rest)
+            if command in COMMANDS:
+                return run_command(command, rest)
             return cmd_report(rest)
         return cmd_run(args, record=False)
     except (UsageError, InputError) as e:

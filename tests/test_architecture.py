@@ -24,7 +24,9 @@ LAYERS: dict[str, set[str]] = {
     "brrrtui.present": {"brrrtui.contract", "analyzers"},
     "brrrtui.tui": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.record", "brrrtui.present"},
     "brrrtui.cli": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.record", "brrrtui.present",
-                    "brrrtui.tui", "brrrtui.capture", "brrrtui"},
+                    "brrrtui.tui", "brrrtui.capture", "brrrtui", "brrrtui.commands"},
+    "brrrtui.commands": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.record", "brrrtui.present",
+                         "brrrtui.tui", "brrrtui.cli", "brrrtui"},  # export, diff, demo: commands cli.py dispatches to
     "brrrtui.__main__": {"brrrtui.cli"},
     "brrrtui": set(),  # brrrtui/__init__.py: the version, which any layer may read
 }  # fmt: skip

@@ -29,6 +29,7 @@ from brrrtui.contract.schema import (
 )
 from brrrtui.contract.userfiles import is_user_file
 from brrrtui.recording.checks import TIME_LIMIT
+from brrrtui.recording.chrome_extras import restore
 from brrrtui.recording.safe import safe_text
 
 
@@ -146,6 +147,7 @@ class _Rows:
         tid = ev.get("tid")
         if not isinstance(cat, str):
             return
+        cat = cat.partition(",")[0]  # a list of categories ("kernel,memory" from brrrtui export): the first
         if cat in _GPU_CATS:
             self._gpu(int(_GPU_CATS[cat]), name, start, dur_ns, args)
         elif cat in ("cuda_runtime", "cuda_driver"):
@@ -248,7 +250,7 @@ def load_chrome(path: str) -> Trace:
     window = rows.window(len(data["traceEvents"]))
     if window is None:
         raise TraceFormatError(f"{path} holds no CPU ops and no GPU activity: nothing to analyse")
-    return Trace(
+    trace = Trace(
         strings=rows.strings.strings,
         lines=rows.lines,
         gpu=table_from_rows(rows.gpu, GPU_SCHEMA),
@@ -266,3 +268,4 @@ def load_chrome(path: str) -> Trace:
         },
         source=path,
     )
+    return restore(trace, data.get("brrrtui"))  # a trace brrrtui exported: its windows, steps and roofs

@@ -1,0 +1,13 @@
+"""The commands beyond running, viewing and reporting (`export`, `diff`, `demo`): the argument parsing and the
+files of each; brrrtui/cli.py dispatches to them. Like cli.py, they may use every layer."""
+
+from __future__ import annotations
+
+COMMANDS = ("export",)
+
+
+def run_command(name: str, argv: list[str]) -> int:
+    """Run command `name` (one of COMMANDS) on its arguments; its module is imported only when it runs."""
+    from brrrtui.commands.export import cmd_export
+
+    return cmd_export(argv)

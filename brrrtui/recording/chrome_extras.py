@@ -1,0 +1,168 @@
+"""Read back the `brrrtui` block of a trace that `brrrtui export --perfetto` wrote.
+
+A Chrome trace has events, not a run: it has no capture windows, no step times of the steps outside the
+profiler, no measured ceilings and no line samples. The exporter (brrrtui/present/perfetto_block.py) keeps
+them in a top-level `brrrtui` object that trace viewers ignore; with it the re-opened trace has the
+recording's windows (each row back in its window, by time), phases, unprofiled step times and roofs, so
+`view` and `report` give the same verdicts. A block that does not read as written is left out with a note:
+the events alone still make a trace.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from analyzers.model import Peaks, SourceLine, Table, Trace, table_from_rows
+from brrrtui.contract.schema import LINE_SAMPLE_SCHEMA, STEP_SCHEMA, TELEMETRY_SCHEMA, WINDOW_SCHEMA
+from brrrtui.recording.checks import TIME_LIMIT
+from brrrtui.recording.safe import safe_text
+
+FORMAT = 1
+
+
+class _Bad(ValueError):
+    pass
+
+
+def _ints(row: Any, n: int, limit: int = TIME_LIMIT) -> tuple[int, ...]:
+    if not isinstance(row, list) or len(row) != n:
+        raise _Bad("a row of the wrong length")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and -limit <= v <= limit for v in row):
+        raise _Bad("a row with a value that is not an integer in range")
+    return tuple(row)
+
+
+def _list(block: dict[str, Any], key: str) -> list[Any]:
+    value = block.get(key, [])
+    if not isinstance(value, list):
+        raise _Bad(f"{key} is not a list")
+    return value
+
+
+def _opt_float(v: Any) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+        return float(v)
+    raise _Bad("a ceiling that is not a positive number")
+
+
+def _peaks(value: Any) -> Peaks | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("source"), str):
+        raise _Bad("peaks is not an object with a source")
+    l2 = value.get("l2_bytes")
+    return Peaks(
+        tensor_flops_per_s=_opt_float(value.get("tensor_flops_per_s")),
+        fp32_flops_per_s=_opt_float(value.get("fp32_flops_per_s")),
+        bytes_per_s=_opt_float(value.get("bytes_per_s")),
+        source=safe_text(value["source"]),
+        l2_bytes=int(_opt_float(l2) or 0) or None,
+    )
+
+
+def _lines(trace: Trace, block: dict[str, Any]) -> tuple[list[SourceLine], list[int]]:
+    """The trace's lines plus any of the block's it lacks, and the block's line index -> the trace's."""
+    lines = list(trace.lines)
+    known = {(ln.file, ln.line, ln.function): i for i, ln in enumerate(lines)}
+    index: list[int] = []
+    for row in _list(block, "lines"):
+        if not (isinstance(row, list) and len(row) == 3 and isinstance(row[1], int) and 0 <= row[1] < 2**31):
+            raise _Bad("a line that is not [file, line, function]")
+        key = (safe_text(row[0]), row[1], safe_text(row[2]))
+        if key not in known:
+            known[key] = len(lines)
+            lines.append(SourceLine(*key))
+        index.append(known[key])
+    return lines, index
+
+
+def _telemetry(block: dict[str, Any]) -> Table:
+    rows = []
+    for row in _list(block, "telemetry"):
+        if not (isinstance(row, list) and len(row) == 5):
+            raise _Bad("a telemetry row of the wrong length")
+        t = _ints(row[:1], 1)[0]
+        values = [
+            float(v) if isinstance(v, int | float) and not isinstance(v, bool) else math.nan for v in row[1:]
+        ]
+        rows.append((t, *values))
+    return table_from_rows(rows, TELEMETRY_SCHEMA)
+
+
+def _in_windows(table: Table, starts: np.ndarray, ids: np.ndarray, column: str = "start_ns") -> Table:
+    """Each row into the window whose start last precedes it (the first window for rows before any)."""
+    if not len(table):
+        return table
+    pos = np.clip(np.searchsorted(starts, table[column], side="right") - 1, 0, len(starts) - 1)
+    cols = dict(table.columns)
+    cols["window"] = ids[pos].astype(cols["window"].dtype)
+    return Table(cols)
+
+
+def _restore(trace: Trace, block: dict[str, Any]) -> Trace:
+    if block.get("format") != FORMAT:
+        raise _Bad(f"format {block.get('format')!r} is not {FORMAT}")
+    windows = table_from_rows([_ints(r, len(WINDOW_SCHEMA)) for r in _list(block, "windows")], WINDOW_SCHEMA)
+    if not len(windows):
+        raise _Bad("no windows")
+    if len(set(windows.window.tolist())) < len(windows) or (windows.window < 0).any():
+        raise _Bad("window ids that are negative or repeated")
+    if (windows.start_ns < 0).any() or (windows.end_ns < windows.start_ns).any():
+        raise _Bad("a window that ends before it starts")
+    order = np.argsort(windows.start_ns, kind="stable")
+    starts, ids = windows.start_ns[order], windows.window[order]
+    steps = table_from_rows([_ints(r, 2) for r in _list(block, "steps")], STEP_SCHEMA)
+    lines, index = _lines(trace, block)
+    samples = []
+    for row in _list(block, "line_samples"):
+        window, line, t = _ints(row, 3)
+        if not 0 <= line < len(index):
+            raise _Bad("a line sample of an unknown line")
+        samples.append((window, index[line], t))
+    device: dict[str, Any] = block["device"] if isinstance(block.get("device"), dict) else {}
+    meta: dict[str, Any] = block["meta"] if isinstance(block.get("meta"), dict) else {}
+    l2 = device.get("l2_bytes")
+    driver, cuda = (safe_text(v) if isinstance(v := device.get(k), str) else None for k in ("driver", "cuda"))
+    return replace(
+        trace,
+        lines=lines,
+        gpu=_in_windows(trace.gpu, starts, ids),
+        runtime=_in_windows(trace.runtime, starts, ids),
+        ops=_in_windows(trace.ops, starts, ids),
+        spans=_in_windows(trace.spans, starts, ids),
+        windows=windows,
+        steps=steps,
+        telemetry=_telemetry(block),
+        line_samples=table_from_rows(samples, LINE_SAMPLE_SCHEMA),
+        peaks=_peaks(block.get("peaks")),
+        device=replace(
+            trace.device,
+            l2_bytes=l2
+            if isinstance(l2, int) and not isinstance(l2, bool) and l2 > 0
+            else trace.device.l2_bytes,
+            driver=driver or trace.device.driver,
+            cuda=cuda or trace.device.cuda,
+        ),
+        meta=trace.meta | {k: meta[k] for k in ("argv", "cwd", "torch_version", "status") if k in meta},
+        _ids=None,
+    )
+
+
+def restore(trace: Trace, block: Any) -> Trace:
+    """`trace` (as the Chrome loader read its events) with the recording's structure back from `block`, the
+    document's `brrrtui` value; `trace` unchanged, with a load note, when the block is damaged."""
+    if block is None:
+        return trace
+    try:
+        if not isinstance(block, dict):
+            raise _Bad("not an object")
+        return _restore(trace, block)
+    except _Bad as e:
+        notes = [*trace.meta.get("load_notes", []), f"the trace's brrrtui block is left out ({e})"]
+        return replace(trace, meta=trace.meta | {"load_notes": notes})

@@ -1,0 +1,153 @@
+"""`brrrtui export --perfetto`: a real H200 recording (Hugging Face GPT-2, tests/test_h200_workloads.py) as a
+Chrome / Perfetto trace, and the round trip: the exported file, re-opened by brrrtui's Chrome trace loader,
+gives the recording's verdicts."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from analyzers.analyze import analyze, analyze_other_phases
+from analyzers.results import REGIMES_BY_CODE, Regime
+from brrrtui.recording.load import load_trace
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "h200_hf_gpt2_steady.brrr.gz")
+
+
+def export(out: str, src: str = FIXTURE) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "brrrtui", "export", "--perfetto", out, src]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("perfetto") / "run.json")
+    r = export(out)
+    assert r.returncode == 0, r.stderr
+    assert "wrote" in r.stderr and "ui.perfetto.dev" in r.stderr
+    with open(out, encoding="utf-8") as f:
+        doc = json.load(f, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
+    return out, doc
+
+
+@pytest.fixture(scope="module")
+def original():
+    trace = load_trace(FIXTURE)
+    lead = analyze(trace)
+    return trace, lead, analyze_other_phases(trace, lead)
+
+
+def _lines(a):
+    return sorted((s.line.file, s.line.line, s.gpu_ns, s.idle_ns, s.regime) for s in a.lines)
+
+
+def _kernels(a):
+    return sorted((k.name, k.calls, k.gpu_ns, k.regime) for k in a.kernels)
+
+
+def _findings(a):
+    return Counter((f.kind, tuple(map(str, f.lines)), round(f.saving_ns or 0)) for f in a.findings)
+
+
+def test_the_exported_trace_reopens_with_the_same_verdicts(exported, original):
+    path, _ = exported
+    trace, lead, others = original
+    again = load_trace(path)
+    b = analyze(again)
+    assert b.phase is lead.phase and b.windows == lead.windows == (1,)
+    # exact: the same rows in the same windows, the same steps (overhead correction) and measured ceilings
+    assert b.breakdown == lead.breakdown
+    assert b.window_breakdowns == lead.window_breakdowns
+    assert b.overhead == lead.overhead
+    assert b.peaks == lead.peaks and b.peaks.source == "measured"
+    assert _kernels(b) == _kernels(lead)
+    assert _lines(b) == _lines(lead)
+    assert _findings(b) == _findings(lead) and any(f.kind == "slow_gemm" for f in b.findings)
+    assert list(analyze_other_phases(again, b)) == list(others)
+    assert len(again.telemetry) == len(trace.telemetry) > 0
+    assert len(again.line_samples) == len(trace.line_samples) > 0
+
+
+def test_kernels_carry_their_regime_colour_and_line(exported, original):
+    _, doc = exported
+    _, lead, _ = original
+    kernels = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e["cat"].startswith("kernel,")]
+    assert len(kernels) == sum(1 for e in doc["traceEvents"] if e.get("cat", "").startswith("kernel"))
+    colours = {"compute": "good", "memory": "yellow", "overhead": "terrible"}
+    for e in kernels:
+        regime = e["cat"].split(",")[1]
+        assert e["args"]["regime"] == regime and e["cname"] == colours[regime]
+    steady = [e for e in kernels if e["args"]["window"] == 1]
+    gpu_by_regime = Counter()
+    for e in steady:
+        gpu_by_regime[e["args"]["regime"]] += round(e["dur"] * 1000)
+    g = lead.trace.gpu
+    expected = Counter()
+    for kind, code, dur in zip(g.kind.tolist(), lead.kernel_regime.tolist(), g.dur_ns.tolist(), strict=True):
+        if kind == 0:
+            expected[REGIMES_BY_CODE[code].value] += dur
+    assert gpu_by_regime == expected and set(expected) == {r.value for r in Regime}
+    with_line = [e for e in steady if "line" in e["args"]]
+    assert len(with_line) == int(((lead.links.kernel_line >= 0) & (g.kind == 0)).sum()) > 0
+    assert any(e["args"]["line"].endswith("hf_gpt2.py:32 loss_of") for e in with_line)
+
+
+def test_idle_gaps_flows_and_counters(exported, original):
+    _, doc = exported
+    trace, lead, others = original
+    events = doc["traceEvents"]
+    gaps = [e for e in events if e.get("cat") == "gpu_idle"]
+    steady_gaps = [e for e in gaps if e["args"]["window"] == 1]
+    assert round(sum(e["dur"] * 1000 for e in steady_gaps)) == lead.breakdown.idle_ns
+    assert len(gaps) == len(lead.gaps) + sum(len(a.gaps) for a in others.values())
+    assert {e["args"]["cause"] for e in gaps} <= {"host", "sync", "h2d", "data", "other"}
+    assert any("line" in e["args"] for e in steady_gaps)
+    starts = [e for e in events if e.get("ph") == "s"]
+    ends = [e for e in events if e.get("ph") == "f"]
+    linked = int((lead.links.kernel_launch >= 0).sum()) + sum(
+        int((a.links.kernel_launch >= 0).sum()) for a in others.values()
+    )
+    assert len(starts) == len(ends) == linked > 0
+    gpu_cats = ("kernel", "gpu_memcpy", "gpu_memset")
+    kernel_at = {(e["pid"], e["tid"], e["ts"]) for e in events if e.get("cat", "").startswith(gpu_cats)}
+    assert all((e["pid"], e["tid"], e["ts"]) in kernel_at for e in ends)  # each flow ends on its kernel
+    counters = Counter(e["name"] for e in events if e.get("ph") == "C")
+    assert counters["GPU utilisation"] == len(trace.telemetry)
+    assert {"GPU power", "GPU memory used", "SM clock"} <= set(counters)
+    names = {e["args"]["name"] for e in events if e.get("ph") == "M"}
+    assert {"GPU idle", "capture windows", "optimizer steps"} <= names
+    assert any(n.startswith("GPU 0: NVIDIA H200") for n in names)
+
+
+def test_a_gzipped_export_and_a_damaged_block(tmp_path, original):
+    out = str(tmp_path / "run.json.gz")
+    assert export(out).returncode == 0
+    with gzip.open(out, "rt", encoding="utf-8") as f:
+        doc = json.load(f)
+    doc["brrrtui"]["windows"] = [["not", "a", "row"]]
+    damaged = tmp_path / "damaged.json"
+    damaged.write_text(json.dumps(doc))
+    t = load_trace(str(damaged))  # the events alone still make a trace: one foreign window
+    assert len(t.windows) == 1 and any("brrrtui block is left out" in n for n in t.meta["load_notes"])
+    r = subprocess.run(
+        [sys.executable, "-m", "brrrtui", "report", str(damaged)], capture_output=True, text=True, cwd=ROOT
+    )
+    assert r.returncode == 0 and "Traceback" not in r.stderr and "brrrtui block is left out" in r.stdout
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path):
+    r = export(str(tmp_path / "no" / "such" / "dir.json"))
+    assert (
+        r.returncode == 2
+        and r.stderr.startswith("brrrtui: error: cannot write")
+        and "Traceback" not in r.stderr
+    )
+    r = export(str(tmp_path / "x.json"), str(tmp_path / "missing.brrr"))
+    assert r.returncode == 2 and "no such file" in r.stderr
