@@ -24,16 +24,21 @@ bound: an intermediate that autograd saves for backward must still be written on
 
 capped at the chain's own time (first start to last end) less the fused kernel's bytes / peak bandwidth.
 Occurrences with the same kernels from the same lines (every step repeats them) are grouped into one chain.
+
+A chain whose advice is to compile its function (no named fused op matches it) then stands for the whole
+function: fusion_scope.py widens it to every run of fusable kernels compiling that function would fuse.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.fusion_patterns import ChainOp, match_pattern, named_pattern as named_pattern
+from analyzers.fusion_chain import FusionChain as FusionChain
+from analyzers.fusion_patterns import ChainOp, named_pattern as named_pattern
+from analyzers.fusion_scope import StreamOrder, compile_scopes
 from analyzers.links import Links
 from analyzers.model import NONE, GpuKind, Peaks, SourceLine, Trace
 from analyzers.op_families import Family
@@ -48,36 +53,6 @@ _ELEMENTWISE_NAME = re.compile(
     r"elementwise|reduce_kernel|triton_(poi|red|per)|batch_norm|layer_norm|softmax", re.I
 )
 _MEM, _OVH = REGIME_CODES[Regime.MEMORY], REGIME_CODES[Regime.OVERHEAD]
-
-
-@dataclass(frozen=True)
-class FusionChain:
-    """One fusable sequence of kernels, possibly repeated (`occurrences`) across steps and windows."""
-
-    rows: list[int]  # gpu rows of the first occurrence, in stream order
-    ops: list[int]  # op rows of the first occurrence
-    op_names: list[str]
-    line_ids: list[int]  # distinct lines, in order of first appearance
-    kernel_names: list[str]
-    occurrences: int = 1
-    # totals over all occurrences
-    bytes_now: float | None = None  # bytes the kernels move (inputs + outputs of each op)
-    bytes_saved: float = 0.0  # intermediates written and re-read that a fused kernel would not move
-    kernel_ns: float = 0.0  # GPU time of the kernels
-    saving_ns: float = 0.0  # estimated time saved by fusing
-    all_rows: list[int] = field(default_factory=list)
-    windows: set[int] = field(default_factory=set)
-    chain_ops: list[ChainOp] = field(default_factory=list)  # op_names with their recorded operands
-
-    @property
-    def bytes_fused(self) -> float | None:
-        return None if self.bytes_now is None else self.bytes_now - self.bytes_saved
-
-    @property
-    def pattern(self) -> str | None:
-        """The fused function the chain computes, when its ops match that function's formula
-        (fusion_patterns.py says what is checked)."""
-        return match_pattern(self.chain_ops) if self.chain_ops else named_pattern(self.op_names)
 
 
 def _feeds(a: OpCost | None, b: OpCost | None) -> tuple[bool, float]:
@@ -102,9 +77,9 @@ class _Pairs:
     link_bytes: np.ndarray
 
 
-def _neighbours(trace: Trace, roof: Roofline) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(a, b, pair): consecutive rows of each (window, stream), small fills and memsets skipped; `pair` where
-    both are fusion candidates on the same stream."""
+def _neighbours(trace: Trace, roof: Roofline) -> tuple[np.ndarray, np.ndarray, np.ndarray, StreamOrder]:
+    """(a, b, pair, order): consecutive rows of each (window, stream), small fills and memsets skipped; `pair`
+    where both are fusion candidates on the same stream; `order` those rows in stream order."""
     gpu = trace.gpu
     name_ok = trace.string_flags(_ELEMENTWISE_NAME.search)
     fam_ok = np.isin(roof.family, list(_FUSIBLE)) | ((roof.family < 0) & name_ok[np.maximum(gpu.name, 0)])
@@ -116,7 +91,7 @@ def _neighbours(trace: Trace, roof: Roofline) -> tuple[np.ndarray, np.ndarray, n
     key = gpu.window.astype(np.int64) << 32 | (gpu.stream.astype(np.int64) & 0xFFFFFFFF)
     order = seq[np.lexsort((gpu.start_ns[seq], key[seq]))]
     a, b = order[:-1], order[1:]
-    return a, b, cand[a] & cand[b] & (key[a] == key[b])
+    return a, b, cand[a] & cand[b] & (key[a] == key[b]), StreamOrder(order, key, cand)
 
 
 def _near(lines: list[SourceLine], kline: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -163,11 +138,12 @@ def _data_flow(
 def fusion_chains(
     trace: Trace, links: Links, roof: Roofline, peaks: Peaks, per_launch_ns: float | None
 ) -> list[FusionChain]:
-    """All chains, grouped by (kernel names, lines), by total saving descending."""
+    """All chains, grouped by (kernel names, lines), by total saving descending; chains whose advice is to
+    compile their function become that function's scope (fusion_scope.py)."""
     if len(trace.gpu) < 2:
         return []
     kop = links.kernel_op
-    a, b, pair = _neighbours(trace, roof)
+    a, b, pair, order = _neighbours(trace, roof)
     same_op = pair & (kop[a] >= 0) & (kop[a] == kop[b])
     check = np.nonzero(pair & ~same_op & _near(trace.lines, links.kernel_line, a, b))[0]
     link_bytes = np.zeros(len(a))
@@ -177,7 +153,8 @@ def fusion_chains(
         linked[check[ok]] = True
         link_bytes[check[ok]] = 2.0 * inter[ok]  # written once, read once
     pairs = _Pairs(a, b, linked, link_bytes)
-    return _group_runs(trace, roof, kop, links.kernel_line, pairs, peaks.bytes_per_s, per_launch_ns)
+    chains = _group_runs(trace, roof, kop, links.kernel_line, pairs, peaks.bytes_per_s, per_launch_ns)
+    return compile_scopes(trace, links, roof, order, chains, peaks.bytes_per_s, per_launch_ns)
 
 
 _P1, _P2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)

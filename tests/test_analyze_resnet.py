@@ -93,10 +93,11 @@ def test_lines_and_findings(a):
     )
     assert line.regime == Regime.OVERHEAD
     kinds = [f.kind for f in a.findings]
-    assert kinds == ["overhead", "small_kernels", "fusion", "fusion", "sync", "slow_gemm", "fusion"]  # the C_in=3 stem conv
-    fusions = [f for f in a.findings if f.kind == "fusion"]
-    assert "native_batch_norm, add_, clamp_min_" in fusions[0].message
-    assert "threshold_backward, native_batch_norm_backward" in fusions[1].message
+    assert kinds == ["overhead", "small_kernels", "fusion", "sync", "slow_gemm"]  # the C_in=3 stem conv
+    # the whole step is one line of one function: its chains are one "compile it" estimate over that function
+    (fusion,) = [f for f in a.findings if f.kind == "fusion"]
+    assert "native_batch_norm, clamp_min_" in fusion.message
+    assert "threshold_backward, native_batch_norm_backward" in fusion.message
 
 
 def test_report_round_trips(a):

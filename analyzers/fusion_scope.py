@@ -1,0 +1,283 @@
+"""What compiling a function fuses: every run of fusable kernels in its scope, not only the chain found.
+
+A fusion chain whose advice is "torch.compile the function F" (no named fused op matches it) stands for what
+compiling F buys, and Inductor fuses far more than that chain: all the memory-bound work between the matmul
+and attention kernels F runs (those stay cuBLAS/cuDNN calls) — norms and the casts to the matmul's dtype,
+residual adds, dropout, activations, bias-gradient sums — forward and backward. On the H200, compiling GPT-2's
+`Block` saved 4.24 ms a step where its two layer-norm-backward chains predicted 1.21 ms. So a function's
+chains become one estimate over its scope:
+
+- kernels on F's lines (same file and function), forward and the backward kernels that take those lines;
+- with module chains recorded (the spans' `module`), every kernel run inside the module whose `forward` F is
+  (the common module frames of the chain's kernels: a Block's attention and MLP included), unless that module
+  is the root: compiling a whole model is not a fusion estimate, so F's own lines are its scope then.
+
+Within the scope, each maximal run of consecutive fusable kernels on one stream (fusion.py's candidates; small
+fills and memsets skipped; any other kernel ends a run) becomes one kernel. Every input of an op of the run
+that an earlier op of the run produced (same shape and dtype, "as far as shapes allow") is not re-read, and
+that producer's output is not written (counted once per production):
+
+    saved(run)  = sum of those inputs' sizes + sum of those producers' output sizes   (at most the run's bytes)
+    saving(run) = saved / peak bandwidth + (kernels - 1) x per-launch gap,
+                  capped at the run's wall time less its fused bytes / peak bandwidth
+
+The scope's saving is the sum over its runs. Chains of one scope become one chain; a scope inside another
+(MLP.forward inside Block.forward) is dropped, being part of what compiling the outer function fuses. Named
+fused ops (fusion_patterns.py) stay their own chains and their kernels are left out of every scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from analyzers.fusion_chain import FusionChain
+from analyzers.links import Links
+from analyzers.model import NONE, Trace
+from analyzers.opcost import OpCost
+from analyzers.roofline import Roofline
+from brrrtui.contract.modules import ModuleFrame, collapse, decode, encode
+
+FUNCTION_GAP = 8  # without module chains: recorded lines of one name this far apart are two functions
+
+
+@dataclass(frozen=True)
+class StreamOrder:
+    """Non-transparent GPU rows in (window, stream, start) order, the (window, stream) key per row, and which
+    rows are fusion candidates (fusion.py's rule)."""
+
+    order: np.ndarray
+    key: np.ndarray
+    cand: np.ndarray
+
+
+def _module_prefix(trace: Trace, links: Links, rows: list[int]) -> str:
+    """The collapsed common module frames of `rows` (`=GPT;h.*=Block`); "" when unknown or only the root."""
+    mods = links.kernel_module[rows] if len(links.kernel_module) else np.full(len(rows), NONE)
+    chains = [decode(trace.name(int(m))) for m in mods if m >= 0]
+    if not chains or any(not c for c in chains):
+        return ""
+    common = _common(chains)
+    if len(common) < 2:
+        return ""
+    return collapse(encode([(f.path, f.kind) for f in common]))
+
+
+def _in_module(trace: Trace, links: Links, prefix: str) -> np.ndarray:
+    """Per GPU row: it ran inside a module whose collapsed chain starts with `prefix`."""
+    mods = links.kernel_module
+    out = np.zeros(len(trace.gpu), dtype=bool)
+    if not prefix or not len(mods):
+        return out
+    ids = np.unique(mods[mods >= 0])
+    hit = [int(i) for i in ids if _under(collapse(trace.name(int(i))), prefix)]
+    if hit:
+        out[:] = np.isin(mods, hit)
+    return out
+
+
+def _under(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ";")
+
+
+def _common(chains: list[tuple[ModuleFrame, ...]]) -> tuple[ModuleFrame, ...]:
+    common = chains[0] if chains else ()
+    for c in chains[1:]:
+        n = 0
+        while n < min(len(common), len(c)) and common[n] == c[n]:
+            n += 1
+        common = common[:n]
+    return common
+
+
+def function_keys(trace: Trace, links: Links) -> np.ndarray:
+    """Per line id, an id of the function it is in. A line names only its function's name, and every module's
+    method is `forward`: with module chains recorded, a line's function is (file, name, the class of the
+    innermost module all its kernels ran in); without, lines of one name in one file more than FUNCTION_GAP
+    lines apart from the next recorded one start another function."""
+    n = len(trace.lines)
+    owner = [""] * n
+    mods = links.kernel_module if len(links.kernel_module) else np.full(len(trace.gpu), NONE)
+    ok = (links.kernel_line >= 0) & (mods >= 0)
+    if ok.any():
+        pairs = np.unique(np.stack([links.kernel_line[ok], mods[ok]], axis=1), axis=0)
+        per_line: dict[int, list[tuple[ModuleFrame, ...]]] = {}
+        for ln, m in pairs.tolist():
+            per_line.setdefault(ln, []).append(decode(trace.name(m)))
+        for ln, chains in per_line.items():
+            common = _common(chains)
+            owner[ln] = common[-1].kind if common else ""
+    keys: dict[tuple[str, str, str, int], int] = {}
+    out = np.zeros(n, dtype=np.int64)
+    by_name: dict[tuple[str, str, str], list[int]] = {}
+    for i, ln in enumerate(trace.lines):
+        by_name.setdefault((ln.file, ln.function, owner[i]), []).append(i)
+    for (file, func, cls), ids in by_name.items():
+        ids.sort(key=lambda i: trace.lines[i].line)
+        part, prev = 0, None
+        for i in ids:
+            num = trace.lines[i].line
+            if prev is not None and not ok.any() and num - prev > FUNCTION_GAP:
+                part += 1
+            prev = num
+            out[i] = keys.setdefault((file, func, cls, part), len(keys))
+    return out
+
+
+def scope_mask(
+    trace: Trace, links: Links, chain: FusionChain, order: StreamOrder, funcs: np.ndarray
+) -> np.ndarray:
+    """The fusable GPU rows compiling the function of `chain`'s first line would cover."""
+    same_func = np.append(funcs == funcs[chain.line_ids[0]], False)
+    kline = links.kernel_line
+    mask: np.ndarray = same_func[np.where(kline >= 0, kline, len(trace.lines))]
+    mask |= _in_module(trace, links, _module_prefix(trace, links, chain.rows))
+    mask &= order.cand
+    return mask
+
+
+def _saved_bytes(costs: list[OpCost | None]) -> float:
+    """Bytes a fused kernel does not move: intermediates re-read, and their writes (once per production)."""
+    produced: dict[tuple[tuple[int, ...], str], bool] = {}  # (shape, dtype) -> its write not yet counted
+    saved = 0.0
+    for c in costs:
+        if c is None:
+            continue
+        for t in c.inputs:
+            if t is None or (t.shape, t.dtype) not in produced:
+                continue
+            saved += t.nbytes
+            if produced[(t.shape, t.dtype)]:
+                saved += t.nbytes
+                produced[(t.shape, t.dtype)] = False
+        if c.output is not None:
+            produced[(c.output.shape, c.output.dtype)] = True
+    return saved
+
+
+@dataclass(frozen=True)
+class _ScopeTotals:
+    rows: np.ndarray  # the scope's rows, in stream order
+    bytes_now: float | None
+    saved: float
+    kernel_ns: float
+    saving_ns: float
+    launches: int
+
+
+def scope_totals(
+    trace: Trace, roof: Roofline, order: StreamOrder, mask: np.ndarray, bw: float | None, per_launch: float
+) -> _ScopeTotals:
+    o, key = order.order, order.key
+    m = mask[o]
+    cont = np.zeros(len(o), dtype=bool)
+    cont[1:] = m[1:] & m[:-1] & (key[o[1:]] == key[o[:-1]])
+    starts = np.nonzero(m & ~cont)[0]
+    ends = np.nonzero(m & ~np.append(cont[1:], False))[0]  # a run goes on while `cont`
+    gpu, cache = trace.gpu, {}
+    saved_total = now_total = ns_total = saving_total = 0.0
+    any_known, launches = False, 0
+    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
+        rows = o[s : e + 1]
+        ops = [int(x) for x in roof.cost_op[rows]]
+        firsts = [x for i, x in enumerate(ops) if i == 0 or x != ops[i - 1]]
+        seq = tuple(int(roof.op_costs.index[x]) if x >= 0 else NONE for x in firsts)
+        if seq not in cache:
+            cache[seq] = _saved_bytes([roof.op_costs.costs[i] if i >= 0 else None for i in seq])
+        kb = roof.bytes[rows]
+        known = np.isfinite(kb)
+        now = float(kb[known].sum())
+        any_known |= bool(known.any())
+        saved = min(cache[seq], now) if known.any() else cache[seq]
+        dur = float(gpu.dur_ns[rows].sum())
+        wall = float(gpu.start_ns[rows[-1]] + gpu.dur_ns[rows[-1]] - gpu.start_ns[rows[0]])
+        rate = bw if bw else (now / (dur * 1e-9) if dur > 0 and now > 0 else None)
+        saving = (saved / rate * 1e9 if rate else 0.0) + (len(rows) - 1) * per_launch
+        floor = (now - saved) / rate * 1e9 if rate else 0.0
+        saving_total += max(0.0, min(saving, wall - floor))
+        saved_total, now_total, ns_total = saved_total + saved, now_total + now, ns_total + dur
+        launches += len(rows) - 1
+    sel = o[m]
+    return _ScopeTotals(sel, now_total if any_known else None, saved_total, ns_total, saving_total, launches)
+
+
+def _calls(trace: Trace, links: Links, lead: FusionChain, rows: np.ndarray) -> int:
+    """How many times the scope ran: its kernels like the lead chain's first (name and line), over how many
+    of those one occurrence of the chain holds."""
+    r0 = lead.rows[0]
+    name, line = trace.gpu.name[r0], links.kernel_line[r0]
+    per = sum(1 for r in lead.rows if trace.gpu.name[r] == name and links.kernel_line[r] == line)
+    n = int(((trace.gpu.name[rows] == name) & (links.kernel_line[rows] == line)).sum())
+    return max(1, round(n / max(per, 1)))
+
+
+def _chain(trace: Trace, links: Links, seeds: list[FusionChain], t: _ScopeTotals) -> FusionChain:
+    lead = max(seeds, key=lambda c: c.saving_ns)
+    occ = _calls(trace, links, lead, t.rows)
+    by_time = t.rows[np.argsort(trace.gpu.start_ns[t.rows], kind="stable")]
+    first = by_time[: max(1, round(len(by_time) / occ))]
+    first = first[np.argsort(trace.gpu.start_ns[first], kind="stable")]
+    ops_by_name: dict[int, int] = {}  # every op the scope's kernels run, once per name, in time order
+    for o in links.kernel_op[by_time].tolist():
+        if o >= 0:
+            ops_by_name.setdefault(int(trace.ops.name[o]), int(o))
+    ops = list(ops_by_name.values())
+    kline = links.kernel_line[t.rows]
+    line_ids = list(dict.fromkeys([*lead.line_ids, *(int(x) for x in kline if x >= 0)]))
+    return replace(
+        lead,
+        rows=[int(r) for r in first],
+        ops=ops,
+        op_names=[trace.name(int(trace.ops.name[o])) for o in ops],
+        line_ids=line_ids,
+        kernel_names=[trace.name(int(trace.gpu.name[r])) for r in first],
+        occurrences=occ,
+        bytes_now=t.bytes_now,
+        bytes_saved=t.saved,
+        kernel_ns=t.kernel_ns,
+        saving_ns=t.saving_ns,
+        all_rows=[int(r) for r in t.rows],
+        windows={int(w) for w in np.unique(trace.gpu.window[t.rows])},
+        chain_ops=[],
+        scope=True,
+        launches=t.launches,
+    )
+
+
+def compile_scopes(
+    trace: Trace,
+    links: Links,
+    roof: Roofline,
+    order: StreamOrder,
+    chains: list[FusionChain],
+    bw: float | None,
+    per_launch_ns: float | None,
+) -> list[FusionChain]:
+    """`chains` with every chain whose advice is to compile its function replaced by that function's scope
+    (one chain per scope; scopes inside another dropped), by saving descending."""
+    seeds = [c for c in chains if c.pattern is None and c.line_ids and c.rows]
+    named = [c for c in chains if not (c.pattern is None and c.line_ids and c.rows)]
+    if not seeds:
+        return chains
+    excluded = np.zeros(len(trace.gpu), dtype=bool)
+    for c in named:
+        excluded[c.all_rows] = True
+    groups: dict[bytes, tuple[np.ndarray, list[FusionChain]]] = {}
+    funcs = function_keys(trace, links)
+    for c in seeds:
+        mask = scope_mask(trace, links, c, order, funcs) & ~excluded
+        k = np.packbits(mask).tobytes()
+        groups.setdefault(k, (mask, []))[1].append(c)
+    kept: list[tuple[np.ndarray, list[FusionChain]]] = []
+    for mask, members in sorted(groups.values(), key=lambda g: -int(g[0].sum())):
+        outer = next((g for g in kept if not (mask & ~g[0]).any()), None)
+        if outer is None:
+            kept.append((mask, list(members)))
+        else:
+            outer[1].extend(members)
+    out = list(named)
+    for mask, members in kept:
+        totals = scope_totals(trace, roof, order, mask, bw, per_launch_ns or 0.0)
+        out.append(_chain(trace, links, members, totals) if len(totals.rows) else members[0])
+    return sorted(out, key=lambda c: -c.saving_ns)

@@ -1,0 +1,153 @@
+"""What compiling a function fuses (analyzers/fusion_scope.py): every run of fusable kernels in its scope, on
+hand-built traces whose bytes and savings are exact."""
+
+from __future__ import annotations
+
+import pytest
+from fixtures.synthetic import BF16, F32, H200_BW, TraceBuilder
+
+from analyzers.analyze import analyze
+from analyzers.fusion import fusion_chains
+from analyzers.links import link
+from analyzers.peaks import resolve_peaks
+from analyzers.roofline import roofline
+
+N = 1 << 24  # elements: 32 MiB per bf16 tensor, 64 MiB per fp32 one
+T, T4 = 2 * N, 4 * N
+LAUNCH = 2_000.0
+MM = ("sm90_xmma_gemm_bf16", "aten::mm", [[4096, 4096], [4096, 4096]], [BF16, BF16])
+
+
+class Script:
+    """Ops on stream 7, one kernel each, back to back; each on a line of model.py, optionally in a module."""
+
+    def __init__(self) -> None:
+        self.b = TraceBuilder()
+        self.lines: dict[tuple[int, str], int] = {}
+        self.cpu, self.gpu = 0, 10_000
+
+    def op(self, line: int, name: str, shapes, dtypes, module: str | None = None, func: str = "forward",
+           kernel: str | None = None, dur_ns: int = 50_000) -> int:  # fmt: skip
+        b = self.b
+        if (line, func) not in self.lines:
+            self.lines[(line, func)] = b.line("model.py", line, func)
+        mod = b.strings(module) if module else -1
+        b.spans.append((0, self.lines[(line, func)], b.t0 + self.cpu, 4_000, 1, mod, -1))
+        b.op(name, self.cpu + 500, 3_000, shapes=shapes, dtypes=dtypes)
+        row = b.launch(kernel or f"vectorized_elementwise_kernel<{name}>", self.cpu + 1_000, self.gpu, dur_ns)
+        self.cpu, self.gpu = self.cpu + 4_000, self.gpu + dur_ns + 2_000
+        return row
+
+    def mm(self, line: int, module: str | None = None) -> int:
+        kernel, name, shapes, dtypes = MM
+        return self.op(line, name, shapes, dtypes, module, kernel=kernel, dur_ns=100_000)
+
+    def chains(self):
+        self.b.window(0, self.gpu + 10_000, first_step=0, last_step=0)
+        trace = self.b.build()
+        links = link(trace)
+        peaks = resolve_peaks(trace)
+        return fusion_chains(trace, links, roofline(trace, links, peaks), peaks, per_launch_ns=LAUNCH)
+
+
+def pair(s: Script, line: int, module: str | None = None, func: str = "forward") -> None:
+    """y = x * 2; z = y + 1 (bf16, N): one intermediate of T bytes, written and re-read."""
+    s.op(line, "aten::mul", [[N], []], [BF16, "Scalar"], module, func)
+    s.op(line + 1, "aten::add", [[N], []], [BF16, "Scalar"], module, func)
+
+
+def test_two_chains_of_one_function_between_matmuls_are_one_estimate():
+    s = Script()
+    pair(s, 10)
+    s.mm(12)
+    pair(s, 14)
+    (c,) = s.chains()
+    assert c.scope and c.pattern is None
+    assert c.line_ids == [0, 1, 3, 4]  # the larger chain's lines first, then the rest of the function
+    assert c.bytes_now == 2 * (2 * 2 * T)  # two runs of two ops, each reading and writing T
+    assert c.bytes_saved == 2 * (2 * T)  # per run: y not written, not re-read
+    assert c.launches == 2 and c.launches_saved == 2  # one occurrence
+    assert c.saving_ns == pytest.approx(2 * (2 * T / H200_BW * 1e9 + LAUNCH))
+    assert len(c.all_rows) == 4
+
+
+def test_without_a_chain_there_is_no_scope_to_widen():
+    """a: y = x * 2 (bf16 N); b: h = g.float() (a different tensor, fp32 N/2); c: z = y + 1 reads a's y."""
+    s = Script()
+    s.op(10, "aten::mul", [[N], []], [BF16, "Scalar"])
+    s.op(11, "aten::_to_copy", [[N // 2]], [F32])
+    s.op(12, "aten::add", [[N], []], [BF16, "Scalar"])
+    s.mm(13)
+    (c,) = [c for c in s.chains() if c.scope] or [None]
+    assert c is None  # no two neighbours share a tensor: no chain, so no compile advice to widen
+
+
+def test_a_chain_seeds_its_scope_and_a_non_neighbour_intermediate_counts():
+    s = Script()
+    s.op(10, "aten::mul", [[N], []], [BF16, "Scalar"])  # y
+    s.op(11, "aten::add", [[N], []], [BF16, "Scalar"])  # reads y: the chain
+    s.op(12, "aten::_to_copy", [[N]], [BF16])  # reads the add's output (same shape): also flows
+    s.op(13, "aten::sin", [[N]], [BF16])
+    (c,) = s.chains()
+    # every op reads an earlier op's (N, bf16) output: 3 inputs not re-read, 3 productions not written
+    assert c.bytes_saved == 6 * T and c.bytes_now == 4 * 2 * T
+    assert c.saving_ns == pytest.approx(6 * T / H200_BW * 1e9 + 3 * LAUNCH)
+
+
+BLOCK = "=Model;blocks.0=Block"
+MLP = BLOCK + ";blocks.0.mlp=MLP"
+ROOT = "=Model"
+
+
+def block_script(with_modules: bool) -> Script:
+    """Block.forward (lines 60-61) calls MLP.forward (lines 30-31); Model.forward (line 80) calls the block."""
+    s = Script()
+    pair(s, 60, BLOCK if with_modules else None)  # norm-like pair in Block.forward
+    s.mm(30, MLP if with_modules else None)
+    gelu_module = MLP if with_modules else None
+    s.op(30, "aten::gelu", [[N]], [BF16], gelu_module)  # lone kernels: no chain of their own
+    s.mm(31, MLP if with_modules else None)
+    s.op(61, "aten::add", [[N], [N]], [BF16, BF16], BLOCK if with_modules else None)  # residual add
+    s.mm(80, ROOT if with_modules else None)
+    pair(s, 80, ROOT if with_modules else None)  # the model's own chain (lines 80-81)
+    return s
+
+
+def test_with_module_chains_a_block_covers_its_submodules_but_not_the_model():
+    chains = block_script(with_modules=True).chains()
+    block = next(c for c in chains if 0 in c.line_ids)
+    model = next(c for c in chains if c is not block)
+    assert block.scope and model.scope
+    # Block: the pair (2 kernels, one intermediate), the MLP's gelu and the residual add (runs of one)
+    assert len(block.all_rows) == 4
+    assert block.bytes_now == 2 * 2 * T + 2 * T + 3 * T
+    assert block.bytes_saved == 2 * T
+    assert block.saving_ns == pytest.approx(2 * T / H200_BW * 1e9 + LAUNCH)
+    # the model's chain is its own lines only: a root module's scope is not the whole model
+    assert len(model.all_rows) == 2 and model.bytes_saved == 2 * T
+
+
+def test_without_module_chains_distant_lines_of_one_name_are_other_functions():
+    chains = block_script(with_modules=False).chains()
+    assert sorted(len(c.all_rows) for c in chains) == [2, 3]  # Block: pair + add (lines 60-62); model: pair
+    block = next(c for c in chains if len(c.all_rows) == 3)
+    assert block.bytes_saved == 2 * T
+
+
+def test_a_function_inside_another_functions_scope_is_not_counted_twice():
+    s = Script()
+    pair(s, 60, BLOCK)
+    s.mm(62, BLOCK)
+    pair(s, 30, MLP)  # MLP.forward has a chain of its own
+    s.mm(32, MLP)
+    (c,) = s.chains()
+    assert c.line_ids[:2] in ([0, 1], [2, 3]) and len(c.all_rows) == 4
+    assert c.bytes_saved == 2 * (2 * T)
+
+
+def test_scope_finding_in_the_analysis_names_the_function_and_the_launches():
+    s = block_script(with_modules=True)
+    s.b.window(0, s.gpu + 10_000, first_step=0, last_step=0)
+    a = analyze(s.b.build())
+    msgs = [f for f in a.findings if f.kind == "fusion"]
+    assert msgs and all("torch.compile the function `forward`" in f.action for f in msgs)
