@@ -31,7 +31,7 @@ memory bandwidth or overhead.
   brrrtui -m pkg.train --lr 3e-4        the same for a module
   brrrtui record -o run.brrr train.py   headless capture (SSH, batch jobs, CI)
   brrrtui view run.brrr                 browse a recording or a torch.profiler trace (.json/.json.gz)
-  brrrtui report run.brrr [--json]      the verdicts as text or JSON
+  brrrtui report run.brrr [--json]      the verdicts as text or JSON (--sarif: findings for editors and CI)
   brrrtui export --perfetto out.json run.brrr   a Perfetto / chrome://tracing trace
 
 Under the live TUI the script's stdin is /dev/null (use `brrrtui record` for a script that reads it); its
@@ -293,6 +293,7 @@ def cmd_report(argv: list[str]) -> int:
     p = Parser(prog="brrrtui report", description="Print the verdicts of a recording or trace.")
     p.add_argument("file", help="a .brrr recording or a torch.profiler .json / .json.gz trace")
     p.add_argument("--json", action="store_true", help="print one JSON object (schema in the README)")
+    p.add_argument("--sarif", action="store_true", help="print the findings as SARIF 2.1.0 (editors, CI)")
     p.add_argument("--top", type=int, default=15, metavar="N", help="lines and kernels to list (default 15)")
     p.add_argument(
         "--peaks", metavar="SPEC", help="override ceilings, e.g. flops=800e12,bw=4.2e12 (FLOP/s and bytes/s)"
@@ -309,8 +310,11 @@ def cmd_report(argv: list[str]) -> int:
     analysis = analyze(trace, peaks_override=ns.peaks)
     others = analyze_other_phases(trace, analysis)
     notes = trace.meta.get("load_notes") or []  # about the file itself: incomplete, no window and why
-    if ns.json:
-        print(json.dumps(to_json(analysis, others=others), indent=1))
+    if ns.json or ns.sarif:
+        from brrrtui.present.sarif import to_sarif
+
+        doc = to_sarif(analysis, __version__) if ns.sarif else to_json(analysis, others=others)
+        print(json.dumps(doc, indent=1))
         for n in notes:
             print(f"brrrtui: note: {n}", file=sys.stderr)
     else:
