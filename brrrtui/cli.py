@@ -180,11 +180,13 @@ def _stderr_progress(text: str) -> None:
 
 
 def cmd_run(argv: list[str], record: bool) -> int:
+    from brrrtui.record.ranks import is_distributed, naming_target, torchrun_target
     from brrrtui.record.recorder import RunSpec
 
     parser = _run_parser("brrrtui record" if record else "brrrtui", record)
     own, target = split_script(argv, parser)
     ns = parser.parse_args(own)
+    target = torchrun_target(target)  # `brrrtui [record] torchrun ARGS`: every rank traced (record/ranks.py)
     if not target:
         raise UsageError(
             "no script given"
@@ -196,13 +198,13 @@ def cmd_run(argv: list[str], record: bool) -> int:
         )
     spec = RunSpec(
         target=target,
-        out_path=ns.output or _default_output(target),
+        out_path=ns.output or _default_output(naming_target(target)),
         python=ns.python,
         window=_window_config(ns),
         calibrate=not ns.no_calibrate,
         force=ns.force,
     )
-    if record or not _tui_available():
+    if record or not _tui_available() or is_distributed(target):  # no live view of several ranks yet
         return _run_headless(spec)
     return _run_live(spec)
 
@@ -218,9 +220,9 @@ def _tui_available() -> bool:
 
 
 def _run_headless(spec) -> int:  # noqa: ANN001
-    from brrrtui.record.recorder import Recorder
+    from brrrtui.record.ranks import make_recorder
 
-    recorder = Recorder(spec, progress=_stderr_progress)
+    recorder = make_recorder(spec, progress=_stderr_progress)
     recorder.start()
     _stderr_progress(f"recording {' '.join(spec.target)} -> {spec.out_path}")
     old_term = signal.signal(signal.SIGTERM, lambda *_: recorder.terminate())

@@ -16,20 +16,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from brrrtui.capture.agent_stream import StreamControl
 from brrrtui.capture.session import ProfilerSession
 from brrrtui.capture.ticks import MainThreadTicks
 from brrrtui.capture.torch_hooks import TorchImportWatcher, device_facts, on_compile, on_user_profiler_start
 from brrrtui.capture.windows import Action, Interner, Scheduler, convert_events
 from brrrtui.contract.config import WindowConfig
-from brrrtui.contract.cupti_records import Scanned
-from brrrtui.contract.messages import CaptureError, Note, StepBatch, StreamBatch, WindowBatch
+from brrrtui.contract.messages import CaptureError, Note, StepBatch, WindowBatch
 from brrrtui.contract.protocol import Channel
 
 TIMER_PERIOD_S = 0.1
 STEP_FLUSH_S = 0.5
 
 
-class Agent:
+class Agent(StreamControl):
     def __init__(
         self,
         channel: Channel,
@@ -142,6 +142,8 @@ class Agent:
             time.sleep(TIMER_PERIOD_S)
             if self.stepped_aside or self.torch is None:
                 continue
+            if self.sched.lockstep is not None:
+                self._guard(self._poll_plan)()
             if self.want_stream and self.stream is None:
                 self._guard(self._start_stream)()
             if self.sched.timer_decision(time.time_ns(), self._window_calls()) != Action.NONE:
@@ -149,6 +151,15 @@ class Agent:
                     self.note("tick", "time-based windows off: the script replaced brrrtui's SIGURG handler")
                     return
                 self.ticks.request()
+
+    def _poll_plan(self) -> None:
+        """A distributed rank: read rank 0's newest window plan (brrrtui.capture.lockstep)."""
+        plan = self.sched.lockstep
+        if not plan.leader:
+            missed = len(plan.missed)
+            plan.poll(len(self.sched.step_times_ns))
+            if len(plan.missed) > missed:
+                self.note("missed", f"a window announced for step {plan.missed[-1]} was read too late")
 
     def _tick(self) -> None:
         if self.stepped_aside:
@@ -163,70 +174,12 @@ class Agent:
     def _act(self, action: Action, now: int) -> None:
         if action == Action.OPEN:
             if self.converting is not None and self.converting.is_alive():
-                return  # the previous window is still being converted; try at the next tick
+                if self.sched.lockstep is None:
+                    return  # the previous window is still being converted; try at the next tick
+                self.converting.join()  # a planned window opens on its step on every rank
             self.open_window(now)
         elif action == Action.CLOSE:
             self.close_window(background=True)
-
-    # ---------------------------------------------------------------- the kernel stream
-    def _start_stream(self) -> None:
-        """Start streaming kernels once the script has initialised CUDA (never initialise it for the script)."""
-        if not self.torch.cuda.is_initialized():
-            return
-        with self.stream_lock:
-            if self.stream is not None or not self.want_stream or self.stepped_aside:
-                return
-            from brrrtui.capture import cupti_ffi
-            from brrrtui.capture.stream import KernelStream
-
-            cupti, why = cupti_ffi.load()
-            if cupti is None:
-                self.want_stream = False
-                self.note("stream", f"profiler windows only: {why}")
-                return
-            stream = KernelStream(cupti, self._send_stream, self.strings, self.strings.lock)
-            stream.after_window = self.window_id
-            if not self.window_open:
-                try:
-                    stream.start()
-                except Exception as e:  # noqa: BLE001 - an unsupported driver or CUDA: windows only
-                    self.want_stream = False
-                    self.note(
-                        "stream", f"profiler windows only: the CUPTI kernel stream failed to start ({e})"
-                    )
-                    return
-            self.stream = stream
-
-    def _send_stream(self, data: bytes, parts: list[tuple[int, int, int]], found: Scanned) -> None:
-        self.channel.send(
-            StreamBatch(
-                sent_ns=time.time_ns(),
-                strings=self.strings.take_new(),
-                buffers=data,
-                parts=parts,
-                offsets=found.offsets,
-                names=found.names,
-                shapes=found.shapes,
-            )
-        )
-
-    def _pause_stream(self) -> None:
-        with self.stream_lock:
-            self.window_open = True
-            if self.stream is not None:
-                self.stream.pause()
-
-    def _resume_stream(self) -> None:
-        with self.stream_lock:
-            self.window_open = False
-            if self.stream is not None and not self.stepped_aside:
-                try:
-                    self.stream.resume(self.window_id)
-                except Exception as e:  # noqa: BLE001
-                    self.stream.stop()
-                    self.note(
-                        "stream", f"kernel stream stopped: CUPTI refused to resume it after a window ({e})"
-                    )
 
     # ---------------------------------------------------------------- windows
     def open_window(self, now: int) -> None:

@@ -72,6 +72,8 @@ class Scheduler:
         self.disabled = False
         self.steady_from_step: int | None = None  # step count at which the durations settled (or forced)
         self.setup_window = False  # the open window opened before the first optimizer step
+        self.lockstep: Any = None  # a distributed run's window plan (brrrtui.capture.lockstep.Lockstep)
+        self.lockstep_steps = 0  # steps of the open planned window
 
     # -- inputs
     def on_step(self, now_ns: int) -> Action:
@@ -80,6 +82,8 @@ class Scheduler:
             self.next_open_ns = now_ns  # set-up windows are not charged to the training loop
         if self.tail_open and self.open_since_ns is None and self.next_open_ns != NEVER:
             self._charge_tail(now_ns)
+        if self.lockstep is not None:
+            return self._lockstep_step(now_ns)
         if self.open_since_ns is not None:
             self.steps_in_window += 1
             if self.open_mode == WindowMode.TIME or self.steps_in_window >= self.steps_per_window:
@@ -92,6 +96,27 @@ class Scheduler:
         if self.warming_up(now_ns):
             return Action.NONE
         if now_ns >= self.next_open_ns:
+            self.open_mode = WindowMode.STEPS
+            return Action.OPEN
+        return Action.NONE
+
+    def _lockstep_step(self, now_ns: int) -> Action:
+        """A distributed run: windows open and close on the steps rank 0 announced (capture.lockstep); rank 0
+        announces one when the single-process rules (steady state, duty) say it is due within `lead_s`."""
+        plan, n = self.lockstep, len(self.step_times_ns)
+        if self.open_since_ns is not None:
+            self.steps_in_window += 1
+            done = self.open_mode == WindowMode.TIME or self.steps_in_window >= self.lockstep_steps
+            return Action.CLOSE if done else Action.NONE
+        if self.disabled:
+            return Action.NONE
+        full = bool(self.cfg.max_windows) and len(plan.announced) >= self.cfg.max_windows
+        if plan.leader and not full and not plan.pending(n) and not self.warming_up(now_ns):
+            if now_ns + plan.lead_ns >= self.next_open_ns:
+                step_ns = self.unprofiled_step_ns() or (now_ns - self.step_times_ns[-2] if n > 1 else None)
+                plan.announce(n, step_ns, self.steps_per_window)
+        self.lockstep_steps = plan.window_at(n)
+        if self.lockstep_steps:
             self.open_mode = WindowMode.STEPS
             return Action.OPEN
         return Action.NONE

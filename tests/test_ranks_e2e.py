@@ -1,0 +1,77 @@
+"""A distributed run end to end on the CPU: torchrun, gloo, two ranks, the command a user types. Every worker
+rank is traced into its own recording, the launcher is not, and the windows of both ranks cover the same
+steps. Rank 1 sleeps 30 ms more per step (tests/scripts/ddp_train.py)."""
+
+import json
+import os
+import sqlite3
+
+import pytest
+from conftest import SCRIPTS, run_brrrtui
+
+from brrrtui.recording.load import load_trace
+
+DDP = os.path.join(SCRIPTS, "ddp_train.py")
+STEPS = 150
+
+
+def meta(path: str) -> dict:
+    db = sqlite3.connect(path)
+    try:
+        return {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+    finally:
+        db.close()
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ddp") / "run.brrr"
+    proc = run_brrrtui(
+        "record", "-o", str(out), "--duty", "0.5", "--min-gap", "0",
+        "-m", "torch.distributed.run", "--nproc_per_node=2", DDP, str(STEPS), "1", "0.03",
+        timeout=300,
+    )  # fmt: skip
+    return out, proc
+
+
+def test_every_rank_is_traced_into_its_own_recording(ddp_run):
+    out, proc = ddp_run
+    assert proc.returncode == 0, proc.stderr
+    for r in (0, 1):  # the script ran as torchrun runs it: its own argv, every rank to the end
+        assert f"rank {r} of 2 done" in proc.stdout and f"argv ['{STEPS}', '1', '0.03']" in proc.stdout
+    run = meta(str(out))
+    assert run["status"] == "finished" and run["exit_code"] == 0
+    ranks = run["dist"]["ranks"]
+    assert [e["rank"] for e in ranks] == [0, 1] and run["dist"]["world_size"] == 2
+    assert [e["file"] for e in ranks] == ["run.rank0.brrr", "run.rank1.brrr"]
+    assert "2 ranks recorded: run.rank0.brrr" in proc.stderr
+    for r in (0, 1):
+        path = out.parent / f"run.rank{r}.brrr"
+        m = meta(str(path))
+        assert m["dist"]["rank"] == r and m["dist"]["world_size"] == 2 and m["dist"]["run"] == "run.brrr"
+        assert m["status"] == "finished" and m["exit_code"] == 0
+        assert m["pid"] != run["pid"]  # the worker, not the launcher
+    # the launcher itself is not traced: its recording holds no window and no step
+    db = sqlite3.connect(str(out))
+    assert db.execute("SELECT COUNT(*) FROM windows").fetchone() == (0,)
+    assert db.execute("SELECT COUNT(*) FROM steps").fetchone() == (0,)
+    db.close()
+
+
+def test_both_ranks_record_every_step_and_their_step_windows_cover_the_same_steps(ddp_run):
+    out, _ = ddp_run
+    traces = [load_trace(str(out.parent / f"run.rank{r}.brrr")) for r in (0, 1)]
+    spans = []
+    for trace in traces:
+        assert trace.steps.step.tolist() == list(range(STEPS))
+        w = trace.windows
+        step_windows = w.mode == 0
+        spans.append(
+            list(zip(w.first_step[step_windows].tolist(), w.last_step[step_windows].tolist(), strict=True))
+        )
+    assert len(spans[0]) >= 2, spans
+    assert spans[0] == spans[1]
+    # each window holds the all-reduce of the steps it covers, on both ranks
+    for trace in traces:
+        names = {trace.strings[i] for i in trace.ops.name}
+        assert "c10d::allreduce_" in names
