@@ -12,6 +12,7 @@ import shutil
 import sqlite3
 import tempfile
 
+import numpy as np
 import pytest
 from conftest import run_brrrtui
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -129,7 +130,7 @@ def test_out_of_range_string_id(tmp_path):
     make_recording(path)
     db = sqlite3.connect(path)
     with db:
-        db.execute("UPDATE gpu SET name = 999")
+        db.execute("UPDATE gpu SET name = ?", (np.full(2, 999, np.int32).tobytes(),))  # the batch's 2 names
     db.close()
     code, out, err = report(path)
     assert code == 2 and "gpu.name names string 999" in err, err

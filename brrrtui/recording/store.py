@@ -6,12 +6,14 @@ The rollback journal (not WAL) keeps a recording one file.
 
 Tables (times are Unix-epoch nanoseconds; -1 means unknown; names are ids into `strings`):
 
-    meta(key, value)        JSON values: argv, cwd, started_at_ns, ended_at_ns, exit_code, status, versions,
-                            device, peaks, notes
+    meta(key, value)        JSON values: format, format_version, columns (each column's dtype), argv, cwd,
+                            started_at_ns, ended_at_ns, exit_code, status, versions, device, peaks, notes
     strings(id, s)          interned kernel/op names and shape strings
     lines(id, file, line, function)
     windows, steps, gpu, runtime, ops, spans, telemetry, capture_costs, line_samples, stream: the columns of
-                            brrrtui.contract.schema's *_SCHEMA (a table's rowid is its append order)
+                            brrrtui.contract.schema's *_SCHEMA, one row per committed batch holding each
+                            column as a typed array (format 2: brrrtui.recording.columns). Format 1 files
+                            (one SQL row per record) are still read (brrrtui.recording.rows_v1).
 """
 
 from __future__ import annotations
@@ -39,12 +41,11 @@ from brrrtui.contract.schema import (
     TELEMETRY_SCHEMA,
     WINDOW_SCHEMA,
 )
+from brrrtui.recording import columns, rows_v1
 from brrrtui.recording.checks import (
     RecordingError,
-    check_column,
     check_format,
     check_ids,
-    column_matrix,
     device_from_meta,
     parse_meta,
     peaks_from_meta,
@@ -56,7 +57,7 @@ from brrrtui.recording.safe import safe_strings, safe_text, safe_value
 __all__ = ["RecordingError", "RecordingWriter", "load_recording", "StreamReader"]
 
 FORMAT = "brrrtui-recording"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 TABLES: dict[str, dict[str, Any]] = {
     "windows": WINDOW_SCHEMA,
@@ -74,19 +75,13 @@ STREAM_TAIL = 400_000
 """Rows of the continuous kernel stream a load keeps in memory, the newest (~35 MB); the file keeps them all."""
 
 
-def _sql_type(dtype: Any) -> str:
-    return "REAL" if np.dtype(dtype).kind == "f" else "INTEGER"
-
-
 def schema_sql() -> str:
     stmts = [
         "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT)",
         "CREATE TABLE IF NOT EXISTS strings(id INTEGER PRIMARY KEY, s TEXT NOT NULL)",
         "CREATE TABLE IF NOT EXISTS lines(id INTEGER PRIMARY KEY, file TEXT, line INTEGER, function TEXT)",
     ]
-    for table, schema in TABLES.items():
-        cols = ", ".join(f"{c} {_sql_type(t)}" for c, t in schema.items())
-        stmts.append(f"CREATE TABLE IF NOT EXISTS {table}({cols})")
+    stmts += [columns.create_sql(table, schema) for table, schema in TABLES.items()]
     return ";\n".join(stmts) + ";"
 
 
@@ -99,8 +94,19 @@ class RecordingWriter:
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=DELETE")
         self.db.execute("PRAGMA synchronous=NORMAL")
+        self._upgrade()
         self.db.executescript(schema_sql())
-        self.set_meta(format=FORMAT, format_version=FORMAT_VERSION)
+        self.set_meta(format=FORMAT, format_version=FORMAT_VERSION, columns=columns.layout(TABLES))
+
+    def _upgrade(self) -> None:
+        """An older brrrtui recording that this writer appends to is first rewritten in today's layout."""
+        names = {r[0] for r in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "meta" not in names:
+            return
+        meta = read_meta(self.db, self.path)
+        version = meta.get("format_version", 0)
+        if meta.get("format") == FORMAT and isinstance(version, int) and version < 2:
+            rows_v1.upgrade(self.db, self.path, TABLES)
 
     def set_meta(self, **items: Any) -> None:
         with self.db:
@@ -112,7 +118,7 @@ class RecordingWriter:
 
     def append(self, batch: dict[str, Any]) -> None:
         """batch: optional keys `strings` [(id, s)], `lines` [(id, file, line, function)], and any table of
-        TABLES as a list of row tuples in schema order."""
+        TABLES as a list of row tuples in schema order, a 2-D array of them, or a Table."""
         with self.db:
             self.db.execute("BEGIN")
             if batch.get("strings"):
@@ -121,9 +127,8 @@ class RecordingWriter:
                 self.db.executemany("INSERT OR REPLACE INTO lines VALUES (?, ?, ?, ?)", batch["lines"])
             for table, schema in TABLES.items():
                 rows = batch.get(table)
-                if rows:
-                    marks = ", ".join("?" * len(schema))
-                    self.db.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+                if rows is not None and len(rows):
+                    columns.insert(self.db, table, schema, rows)
             # when the last batch landed: what a reader reports for a recording whose writer was killed
             self.db.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_batch_ns', ?)", (str(time.time_ns()),)
@@ -131,6 +136,27 @@ class RecordingWriter:
 
     def close(self) -> None:
         self.db.close()
+
+
+def write_trace(trace: Trace, path: str, batch_rows: int = 500_000) -> None:
+    """Write a whole Trace as a new recording: its meta (not the loader's notes), names, and every table in
+    batches of at most `batch_rows` rows (a converter, and how tests and benchmarks make big files)."""
+    w = RecordingWriter(path)
+    try:
+        skip = {"format", "format_version", "columns", "load_notes"}
+        w.set_meta(**{k: v for k, v in trace.meta.items() if k not in skip})
+        w.append(
+            {
+                "strings": list(enumerate(trace.strings)),
+                "lines": [(i, ln.file, ln.line, ln.function) for i, ln in enumerate(trace.lines)],
+            }
+        )
+        for name in TABLES:
+            table: Table = getattr(trace, name)
+            for lo in range(0, len(table), batch_rows):
+                w.append({name: table.take(np.arange(lo, min(lo + batch_rows, len(table))))})
+    finally:
+        w.close()
 
 
 def open_readonly(path: str) -> sqlite3.Connection:
@@ -172,29 +198,30 @@ def read_meta(db: sqlite3.Connection, path: str = "recording") -> dict[str, Any]
     return parse_meta(path, db.execute("SELECT key, value FROM meta").fetchall())
 
 
-def _read_table(
-    db: sqlite3.Connection, table: str, schema: dict[str, Any], where: str = "", path: str = "recording"
-) -> Table:
-    """One query per column kind: numpy builds an int64 (or float64) matrix from the row tuples in C, 1.5x
-    faster than splitting tuples in Python (1 M kernels + 3 M ops: 12.2 s -> 8.3 s here). A cell that is no
-    number in its column's range (a damaged file) ends in one RecordingError line."""
-    groups = (
-        [k for k, t in schema.items() if np.dtype(t).kind != "f"],
-        [k for k, t in schema.items() if np.dtype(t).kind == "f"],
-    )
-    columns: dict[str, np.ndarray] = {}
-    # a column added in a later version (spans.module, spans.lib_line) reads as unknown from older files
-    present = {r[1] for r in db.execute(f"PRAGMA table_info({table})")}
-    for names, dtype in zip(groups, (np.int64, np.float64), strict=True):
-        if not names:
-            continue
-        exprs = [n if n in present else ("-1" if dtype is np.int64 else "NULL") for n in names]
-        rows = db.execute(f"SELECT {', '.join(exprs)} FROM {table} {where}").fetchall()
-        matrix = column_matrix(path, table, names, rows, dtype)
-        for j, name in enumerate(names):
-            check_column(path, table, name, matrix[:, j], schema[name])
-            columns[name] = matrix[:, j].astype(schema[name])
-    return Table({k: columns[k] for k in schema})
+class _Tables:
+    """The tables of one open recording, read the way its format version stores them."""
+
+    def __init__(self, db: sqlite3.Connection, path: str, meta: dict[str, Any]):
+        self.db, self.path, self.meta = db, path, meta
+        self.columnar = meta.get("format_version", 0) >= 2
+        self.names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+    def total(self, table: str) -> int:
+        """How many rows `table` holds (0 for a table the file does not have)."""
+        if table not in self.names:
+            return 0
+        if self.columnar:
+            return columns.total_rows(self.db, self.path, table)
+        return rows_v1.total_rows(self.db, table)
+
+    def read(self, table: str, lo: int = 0, hi: int | None = None) -> Table:
+        """Rows [lo, hi) of `table` in append order; a table added in a later version reads empty."""
+        schema = TABLES[table]
+        if table not in self.names:
+            return empty_table(schema)
+        if self.columnar:
+            return columns.read_table(self.db, self.path, table, schema, self.meta, lo, hi)
+        return rows_v1.read_table(self.db, self.path, table, schema, lo, hi)
 
 
 def _dense(path: str, what: str, rows: list[Any]) -> int:
@@ -223,22 +250,11 @@ def _read_names(db: sqlite3.Connection, path: str) -> tuple[list[str], list[Sour
     return strings, lines
 
 
-def _read_tables(
-    db: sqlite3.Connection, path: str, names: set[str], stream_tail: int
-) -> tuple[dict[str, Table], int]:
-    # tables added in later versions of the format may be missing from older recordings
-    tables = {
-        t: _read_table(db, t, s, path=path) if t in names else empty_table(s)
-        for t, s in TABLES.items()
-        if t != "stream"
-    }
-    stream_total = _max_rowid(db, "stream") if "stream" in names else 0
-    tables["stream"] = (
-        _read_table(db, "stream", STREAM_SCHEMA, f"WHERE rowid > {stream_total - stream_tail}", path=path)
-        if stream_total
-        else empty_table(STREAM_SCHEMA)
-    )
-    return tables, stream_total
+def _read_tables(tables: _Tables, stream_tail: int) -> tuple[dict[str, Table], int]:
+    out = {t: tables.read(t) for t in TABLES if t != "stream"}
+    stream_total = tables.total("stream")
+    out["stream"] = tables.read("stream", max(0, stream_total - stream_tail), stream_total)
+    return out, stream_total
 
 
 def load_recording(path: str, stream_tail: int = STREAM_TAIL, source: str | None = None) -> Trace:
@@ -249,13 +265,15 @@ def load_recording(path: str, stream_tail: int = STREAM_TAIL, source: str | None
     try:
         db = open_readonly(path)
         try:
-            names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            if "meta" not in names:
+            if (
+                db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
+                is None
+            ):
                 raise RecordingError(f"{shown} is an SQLite file but not a brrrtui recording (no meta table)")
             meta = read_meta(db, shown)
             check_format(shown, meta, FORMAT, FORMAT_VERSION)
             strings, lines = _read_names(db, shown)
-            tables, stream_total = _read_tables(db, shown, names, stream_tail)
+            tables, stream_total = _read_tables(_Tables(db, shown, meta), stream_tail)
         finally:
             db.close()
     except sqlite3.DatabaseError as e:
@@ -300,17 +318,13 @@ def peaks_meta(peaks: MeasuredPeaks) -> dict[str, Any]:
     }
 
 
-def _max_rowid(db: sqlite3.Connection, table: str) -> int:
-    return int(db.execute(f"SELECT coalesce(max(rowid), 0) FROM {table}").fetchone()[0])
-
-
 class StreamReader:
     """Reads what a live recording's kernel stream gained since the last poll (rows and the strings they
     name), so a live view follows it without re-reading the whole file."""
 
     def __init__(self, path: str, after_rowid: int = 0, after_string: int = -1):
         self.path = path
-        self.rowid = after_rowid
+        self.rowid = after_rowid  # stream rows already read (rows are numbered 1.. in append order)
         self.string_id = after_string
 
     def poll(self, limit: int = STREAM_TAIL) -> tuple[Table, list[tuple[int, str]]]:
@@ -318,12 +332,11 @@ class StreamReader:
         try:
             db = open_readonly(self.path)
             try:
-                names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-                if "stream" not in names:
+                tables = _Tables(db, self.path, read_meta(db, self.path))
+                if "stream" not in tables.names:
                     return empty_table(STREAM_SCHEMA), []
-                last = _max_rowid(db, "stream")
-                lo = max(self.rowid, last - limit)
-                rows = _read_table(db, "stream", STREAM_SCHEMA, f"WHERE rowid > {lo} AND rowid <= {last}")
+                last = tables.total("stream")
+                rows = tables.read("stream", max(self.rowid, last - limit), last)
                 strings = db.execute(
                     "SELECT id, s FROM strings WHERE id > ? ORDER BY id", (self.string_id,)
                 ).fetchall()

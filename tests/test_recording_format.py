@@ -1,0 +1,223 @@
+"""The recording's on-disk format: format 2 stores each batch's columns as typed arrays; format 1 files (one
+SQL row per record, what the committed H200 fixtures are) still load, and load the same tables once rewritten
+in format 2. Damaged blobs end in one RecordingError line; the stream's newest rows are read across batch
+boundaries, by a load and by a live StreamReader."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+
+import numpy as np
+import pytest
+from tui_fakes import h200_recording
+
+from analyzers.model import Trace
+from brrrtui.contract.schema import SPAN_SCHEMA, STREAM_SCHEMA
+from brrrtui.recording.checks import RecordingError
+from brrrtui.recording.load import load_trace
+from brrrtui.recording.store import (
+    FORMAT_VERSION,
+    TABLES,
+    RecordingWriter,
+    StreamReader,
+    load_recording,
+    write_trace,
+)
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+RECORDINGS = sorted(f.removesuffix(".brrr.gz") for f in os.listdir(FIXTURES) if f.endswith(".brrr.gz"))
+T0 = 1_700_000_000_000_000_000
+
+
+def meta_of(path: str) -> dict:
+    db = sqlite3.connect(path)
+    try:
+        return {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+    finally:
+        db.close()
+
+
+def assert_same_trace(a: Trace, b: Trace) -> None:
+    assert a.strings == b.strings and a.lines == b.lines
+    assert a.device == b.device and a.peaks == b.peaks and a.stream_total == b.stream_total
+    for name, schema in TABLES.items():
+        ta, tb = getattr(a, name), getattr(b, name)
+        assert len(ta) == len(tb), name
+        for col, dtype in schema.items():
+            assert ta[col].dtype == np.dtype(dtype), (name, col)
+            np.testing.assert_array_equal(ta[col], tb[col], err_msg=f"{name}.{col}")
+
+
+def test_the_fixtures_are_format_1_and_still_load(tmp_path):
+    assert len(RECORDINGS) >= 5
+    for name in RECORDINGS:
+        path = h200_recording(name, tmp_path)
+        assert meta_of(path)["format_version"] == 1, name
+        trace = load_trace(os.path.join(FIXTURES, f"{name}.brrr.gz"))  # the .gz, as a user opens it
+        assert len(trace.gpu) > 100 and len(trace.ops) > len(trace.gpu) and len(trace.windows) >= 1, name
+        # spans.module and spans.lib_line came after these files: unknown, not missing
+        assert len(trace.spans) and (trace.spans.module == -1).all() and (trace.spans.lib_line == -1).all()
+
+
+@pytest.mark.parametrize("name", ["h200_gpt_stream", "h200_known_regimes"])
+def test_format_1_rewritten_as_format_2_loads_the_same_tables(tmp_path, name):
+    old = load_recording(h200_recording(name, tmp_path))
+    new_path = str(tmp_path / "new.brrr")
+    write_trace(old, new_path, batch_rows=1000)  # many batches per table
+    assert meta_of(new_path)["format_version"] == FORMAT_VERSION == 2
+    new = load_recording(new_path)
+    assert_same_trace(old, new)
+    assert new.meta["argv"] == old.meta["argv"]
+
+
+def test_a_writer_appending_to_a_format_1_file_upgrades_it_first(tmp_path):
+    path = h200_recording("h200_gpt_small", tmp_path)
+    before = load_recording(path)
+    row = (0, 0, int(before.gpu.name[0]), T0, 1000, 0, 7, 99, -1, -1, -1)
+    w = RecordingWriter(path)
+    w.append({"stream": [row]})
+    w.close()
+    assert meta_of(path)["format_version"] == 2
+    after = load_recording(path)
+    assert after.stream_total == before.stream_total + 1
+    assert after.stream.correlation[-1] == 99 and after.stream.start_ns[-1] == T0
+    for name in ("gpu", "ops", "spans", "windows", "steps"):
+        for col in TABLES[name]:
+            np.testing.assert_array_equal(getattr(after, name)[col], getattr(before, name)[col])
+
+
+def make_v2(path: str, stream_batches: tuple[int, ...] = (3, 5, 4)) -> list[tuple]:
+    """A small format 2 recording: one window, two kernels, and stream rows in batches of the given sizes
+    (row i has correlation i + 1). Returns the stream rows."""
+    w = RecordingWriter(path)
+    w.set_meta(status="finished")
+    w.append(
+        {
+            "strings": [(0, "k"), (1, "aten::mm")],
+            "lines": [(0, "/tmp/t.py", 3, "f")],
+            "windows": [(0, 0, T0, T0 + 10**6, 0, 0, 0, 5)],
+            "gpu": [
+                (0, 0, 0, T0 + 100, 50, 0, 7, 1, -1, -1, -1),
+                (0, 0, 0, T0 + 300, 50, 0, 7, 2, -1, -1, -1),
+            ],
+            "ops": [(0, 1, T0 + 10, 80, 1, -1, -1, -1, -1, float("nan"))],
+            "spans": [(0, 0, T0, 500, 1, -1, -1)],
+        }
+    )
+    rows, i = [], 0
+    for n in stream_batches:
+        batch = [(0, 0, 0, T0 + 10**7 + 1000 * (i + j), 100, 0, 7, i + j + 1, -1, -1, -1) for j in range(n)]
+        w.append({"stream": np.array(batch, dtype=np.int64)})  # the recorder's decoded 2-D array
+        rows += batch
+        i += n
+    w.close()
+    return rows
+
+
+def test_stream_tail_and_stream_reader_cut_across_batches(tmp_path):
+    path = str(tmp_path / "s.brrr")
+    rows = make_v2(path)
+    for tail in (0, 2, 4, 7, 12, 50):
+        t = load_recording(path, stream_tail=tail)
+        assert t.stream_total == 12
+        assert t.stream.correlation.tolist() == [r[7] for r in rows][12 - min(tail, 12) :], tail
+    reader = StreamReader(path, after_rowid=2)
+    got, strings = reader.poll()
+    assert got.correlation.tolist() == list(range(3, 13)) and strings == [(0, "k"), (1, "aten::mm")]
+    assert len(reader.poll()[0]) == 0
+    w = RecordingWriter(path)
+    w.append({"stream": [(0, 0, 0, T0 + 10**8, 100, 0, 7, 13, -1, -1, -1)], "strings": [(2, "new")]})
+    w.close()
+    got, strings = reader.poll(limit=5)
+    assert got.correlation.tolist() == [13] and strings == [(2, "new")]
+    assert StreamReader(path).poll(limit=6)[0].correlation.tolist() == list(range(8, 14))
+
+
+def test_a_column_the_file_lacks_or_a_null_blob_reads_unknown(tmp_path):
+    path = str(tmp_path / "c.brrr")
+    make_v2(path)
+    db = sqlite3.connect(path)
+    with db:  # spans as a writer without module/lib_line made it; the ops batch without flops
+        db.execute("ALTER TABLE spans DROP COLUMN module")
+        db.execute("UPDATE spans SET lib_line = NULL")
+        db.execute("UPDATE ops SET flops = NULL")
+    db.close()
+    t = load_recording(path)
+    assert t.spans.module.tolist() == [-1] and t.spans.lib_line.tolist() == [-1]
+    assert t.spans.module.dtype == SPAN_SCHEMA["module"] and np.isnan(t.ops.flops).all()
+    assert t.spans.line.tolist() == [0] and t.gpu.start_ns.tolist() == [T0 + 100, T0 + 300]
+
+
+def test_values_a_column_cannot_hold_are_stored_as_unknown(tmp_path):
+    path = str(tmp_path / "v.brrr")
+    w = RecordingWriter(path)
+    w.append({"strings": [(0, "k")], "stream": [(None, 0, 0, T0, 10, 2**40, "x", 1, -1, -1, 2.5)]})
+    w.close()
+    s = load_recording(path).stream
+    assert (s.after_window[0], s.device[0], s.stream[0], s.bytes[0], s.start_ns[0]) == (-1, -1, -1, 2, T0)
+    assert s.device.dtype == STREAM_SCHEMA["device"]
+
+
+DAMAGE = {
+    "a blob one byte short": ("UPDATE gpu SET start_ns = substr(start_ns, 2)", "gpu.start_ns holds 15 bytes"),
+    "a number where a blob belongs": ("UPDATE gpu SET dur_ns = 7", "gpu.dur_ns holds 7"),
+    "a text row count": (
+        "UPDATE stream SET batch_rows = 'x' WHERE rowid = 2",
+        "a batch of stream holds 'x' rows",
+    ),
+    "a row count that does not match": ("UPDATE gpu SET batch_rows = 3", "not the 3 values of its batch"),
+    "a kind code that does not exist": ("UPDATE gpu SET kind = X'0709'", "gpu.kind holds the unknown code 7"),
+    "a name id out of range": ("UPDATE gpu SET name = X'0900000009000000'", "gpu.name names string 9"),
+    "a column type that is no dtype": (
+        "UPDATE meta SET value = json_set(value, '$.gpu.dur_ns', 'int128') WHERE key = 'columns'",
+        "meta columns gives gpu.dur_ns the type 'int128'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_a_damaged_blob_is_one_error_line(tmp_path, case):
+    path = str(tmp_path / "d.brrr")
+    make_v2(path)
+    sql, message = DAMAGE[case]
+    db = sqlite3.connect(path)
+    with db:
+        db.execute(sql)
+    db.close()
+    with pytest.raises(RecordingError) as e:
+        load_recording(path)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_format_1_cells_are_still_checked(tmp_path):
+    """A hand-made format 1 file (rows, as brrrtui wrote before): read, and its damage still named."""
+    path = str(tmp_path / "v1.brrr")
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)")
+        db.execute("CREATE TABLE strings(id INTEGER PRIMARY KEY, s TEXT NOT NULL)")
+        db.execute("CREATE TABLE lines(id INTEGER PRIMARY KEY, file TEXT, line INTEGER, function TEXT)")
+        db.execute(
+            "CREATE TABLE gpu(window, kind, name, start_ns, dur_ns, device, stream, correlation, grid,"
+            " block, bytes)"
+        )
+        db.execute(
+            "CREATE TABLE windows(window, mode, start_ns, end_ns, first_step, last_step, stall_ns, events)"
+        )
+        db.executemany(
+            "INSERT INTO meta VALUES (?, ?)", [("format", '"brrrtui-recording"'), ("format_version", "1")]
+        )
+        db.execute("INSERT INTO strings VALUES (0, 'k')")
+        db.execute("INSERT INTO windows VALUES (0, 0, ?, ?, -1, -1, 0, 2)", (T0, T0 + 10**6))
+        db.execute("INSERT INTO gpu VALUES (0, 0, 0, ?, 50, 0, 7, 1, NULL, -1, -1)", (T0 + 100,))
+    db.close()
+    t = load_recording(path)
+    assert t.gpu.start_ns.tolist() == [T0 + 100] and t.gpu.grid.tolist() == [-1] and len(t.ops) == 0
+    db = sqlite3.connect(path)
+    with db:
+        db.execute("UPDATE gpu SET name = 999")
+    db.close()
+    with pytest.raises(RecordingError, match="gpu.name names string 999"):
+        load_recording(path)
