@@ -21,7 +21,7 @@ convolution_backward computed (read from the names of the kernels it launched).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from analyzers.links import Links
 from analyzers.model import NONE, GpuKind, Trace, flag_of
 from analyzers.op_families import Family
 from analyzers.opcost import OpCost, op_cost, parse_args
+from analyzers.optimizer_cost import optimizer_bytes
 
 MAX_DEPTH = 12  # op nesting levels searched above a kernel's launching op
 
@@ -173,6 +174,18 @@ def _recost_forward_convs(trace: Trace, cand: np.ndarray, index: np.ndarray, cos
         index[r] = variants[key]
 
 
+def _recost_optimizers(
+    trace: Trace, links: Links, cand: np.ndarray, index: np.ndarray, costs: list[OpCost]
+) -> None:
+    """Fused and foreach optimizer ops: their bytes from the parameters the backward before them accumulated
+    (optimizer_cost.py); one cost per op (appended to `costs`, index updated)."""
+    fam = np.array([int(c.family) for c in costs], dtype=np.int8)
+    rows = cand[(fam[index[cand]] == Family.FOREACH) & (index[cand] >= 0)]
+    for r, nbytes in optimizer_bytes(trace, links, rows).items():
+        costs.append(replace(costs[index[r]], bytes=nbytes))
+        index[r] = len(costs) - 1
+
+
 def _nearest_costed(
     chain: np.ndarray, index: np.ndarray, known: np.ndarray, recorded: np.ndarray | None
 ) -> np.ndarray:
@@ -235,6 +248,7 @@ def cost_ops(trace: Trace, links: Links) -> tuple[OpCosts, np.ndarray, np.ndarra
     cand = np.nonzero(mark)[0]
     costs = _cost_distinct_ops(trace, cand, index)
     _recost_forward_convs(trace, cand, index, costs)
+    _recost_optimizers(trace, links, cand, index, costs)
 
     flops_known = np.array([c.flops is not None for c in costs] + [False], dtype=bool)
     bytes_known = np.array([c.bytes is not None for c in costs] + [False], dtype=bool)

@@ -22,8 +22,10 @@ layer_costs.py. Outputs are inferred:
     reductions         output counted as 0 bytes (its size needs the reduced dims, which are not recorded)
     pointwise, other   the broadcast of the tensor inputs, in the widest input dtype
 
-TensorList ops (`_foreach_*`, fused optimizers `_fused_adam(w)_`/`_fused_sgd_`, `cat`, `stack`) stay unknown:
+TensorList ops (`_foreach_*`, fused optimizers `_fused_adam(w)_`/`_fused_sgd_`, `cat`, `stack`) are unknown here:
 torch.profiler records a TensorList argument as dims `[]` and type "TensorList", without its tensors' sizes.
+Optimizer ops then get their bytes from the parameters the backward before them accumulated
+(optimizer_cost.py, applied per op in kernel_costs.py).
 
 Pointwise and reduction FLOPs are per-element estimates (1 for add/mul, ~4 for transcendental, ~5 for softmax);
 they only need to be small next to the bytes, which they are.

@@ -1,0 +1,125 @@
+"""Bytes of fused and foreach optimizer ops, whose TensorList sizes the profiler does not record.
+
+torch.profiler records a TensorList argument as dims `[]` and type "TensorList". The lists an optimizer step
+walks are the parameters (and same-sized state), and the backward pass before it names every parameter: each
+gets one `torch::autograd::AccumulateGrad` op whose recorded input is the gradient, the parameter's shape and
+dtype. So per optimizer step (the optimizer ops after a backward pass, until the next backward):
+
+    P = bytes of the parameters that backward accumulated (the multiset of shapes divided by its greatest common
+        multiplicity: k micro-batches accumulate every parameter k times)
+
+and an op moves `accesses x P`, shared among the ops of one name in that step in proportion to their kernels'
+GPU time (two param groups: two `_fused_adamw_` calls over disjoint halves). Accesses per parameter element
+(state tensors have the parameter's dtype):
+
+    _fused_adam_, _fused_adamw_   7   param r+w, grad r, exp_avg r+w, exp_avg_sq r+w (amsgrad's max not counted)
+    _fused_sgd_                   5   param r+w, grad r, momentum buffer r+w
+    _fused_adagrad_               5   param r+w, grad r, state sum r+w
+    _foreach_<op>_ (in place)     lists + 1   every list read, the first written
+    _foreach_<op> (out of place)  lists + 1   every list read, a new list written (norm/max: scalars, + 0)
+
+A foreach op can walk other lists (a fused optimizer's `_foreach_add_(state_steps, 1)` walks one-element step
+counters): a cost that would put its kernels above MAX_PLAUSIBLE_BW is left unknown. Without an
+AccumulateGrad before it in its window (no backward recorded) an optimizer op stays unknown.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import reduce
+from math import gcd
+
+import numpy as np
+
+from analyzers.links import Links
+from analyzers.model import Trace
+from analyzers.op_families import base_name
+from analyzers.opcost import parse_args
+
+ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
+MAX_PLAUSIBLE_BW = 10e12  # bytes/s: above any GPU's memory (H200 4.8 TB/s)
+_FUSED_ACCESSES = {"_fused_adam_": 7, "_fused_adamw_": 7, "_fused_sgd_": 5, "_fused_adagrad_": 5}
+_SCALAR_RESULT = {"_foreach_norm", "_foreach_max"}
+
+
+def list_accesses(name: str, dtypes_json: str | None) -> int | None:
+    """Passes over the parameter-sized lists one call of `name` makes (see the module doc); None if not an
+    optimizer-style TensorList op."""
+    b = base_name(name)
+    if b in _FUSED_ACCESSES:
+        return _FUSED_ACCESSES[b]
+    if not b.startswith("_foreach_"):
+        return None
+    try:
+        types = json.loads(dtypes_json or "")
+    except ValueError:
+        return None
+    lists = sum(1 for t in types if t == "TensorList") if isinstance(types, list) else 0
+    if not lists:
+        return None
+    return lists + (0 if b in _SCALAR_RESULT else 1)
+
+
+def _param_bytes(counts: dict[tuple[tuple[int, ...], str], tuple[int, float]]) -> float:
+    """Bytes of one copy of the parameters: each (shape, dtype) counted once per backward pass."""
+    k = reduce(gcd, (n for n, _ in counts.values()))
+    return sum(n // k * nbytes for n, nbytes in counts.values())
+
+
+def _steps(trace: Trace, rows: np.ndarray) -> dict[int, tuple[int, float]]:
+    """Optimizer op row -> (its optimizer step's number, P: the parameter bytes of the backward before it)."""
+    ops = trace.ops
+    acc_id = trace.sid(ACCUMULATE_GRAD)
+    acc = np.nonzero(ops.name == acc_id)[0] if acc_id >= 0 else np.zeros(0, dtype=np.int64)
+    events = [(int(ops.window[r]), int(ops.start_ns[r]), 0, int(r)) for r in acc.tolist()]
+    events += [(int(ops.window[r]), int(ops.start_ns[r]), 1, int(r)) for r in rows.tolist()]
+    out: dict[int, tuple[int, float]] = {}
+    counts: dict[tuple[tuple[int, ...], str], tuple[int, float]] = {}
+    window, p, step = None, None, 0
+    for w, _, kind, r in sorted(events):
+        if w != window:
+            window, counts, p = w, {}, None
+        if kind == 0:
+            if p is not None:  # a new backward after an optimizer step
+                counts, p = {}, None
+            args = parse_args(trace.name(int(ops.shapes[r])), trace.name(int(ops.dtypes[r])))
+            t = next((a for a in (args or []) if a is not None), None)
+            if t is not None:
+                n, _ = counts.get((t.shape, t.dtype), (0, 0.0))
+                counts[(t.shape, t.dtype)] = (n + 1, float(t.nbytes))
+        else:
+            if p is None and counts:
+                p, step = _param_bytes(counts), step + 1
+            if p is not None:
+                out[r] = (step, p)
+    return out
+
+
+def optimizer_bytes(trace: Trace, links: Links, rows: np.ndarray) -> dict[int, float]:
+    """Bytes each optimizer op of `rows` (op rows) moves, where known (module doc)."""
+    ops, gpu = trace.ops, trace.gpu
+    acc = {int(r): list_accesses(trace.name(int(ops.name[r])), trace.name(int(ops.dtypes[r]))) for r in rows}
+    rows = np.array([r for r, a in acc.items() if a], dtype=np.int64)
+    if not len(rows):
+        return {}
+    p_of = _steps(trace, rows)
+    kop = links.kernel_op
+    ok = kop >= 0
+    kernel_ns = np.bincount(kop[ok], weights=gpu.dur_ns[ok], minlength=len(ops))
+    # the ops of one name in one optimizer step share it
+    groups: dict[tuple[int, int], list[int]] = {}
+    for r in rows.tolist():
+        if r in p_of:
+            groups.setdefault((p_of[r][0], int(ops.name[r])), []).append(r)
+    out: dict[int, float] = {}
+    for members in groups.values():
+        p = p_of[members[0]][1]
+        total_ns = float(sum(kernel_ns[m] for m in members))
+        for m in members:
+            share = kernel_ns[m] / total_ns if total_ns > 0 else 1.0 / len(members)
+            nbytes = float(acc[m] or 0) * p * share
+            if kernel_ns[m] > 0 and nbytes / (kernel_ns[m] * 1e-9) > MAX_PLAUSIBLE_BW:
+                continue
+            if kernel_ns[m] > 0:
+                out[m] = nbytes
+    return out
