@@ -312,14 +312,22 @@ def cmd_report(argv: list[str]) -> int:
     analysis = analyze(trace, peaks_override=ns.peaks)
     others = analyze_other_phases(trace, analysis)
     notes = trace.meta.get("load_notes") or []  # about the file itself: incomplete, no window and why
+    from brrrtui.present.ranks_report import ranks_json, ranks_text
+    from brrrtui.recording.ranks import compare_rank_set
+
+    ranks = compare_rank_set(trace)  # a distributed run: every rank side by side (None otherwise)
     if ns.json or ns.sarif:
         from brrrtui.present.sarif import to_sarif
 
         doc = to_sarif(analysis, __version__) if ns.sarif else to_json(analysis, others=others)
+        if ranks and not ns.sarif:
+            doc["ranks"] = ranks_json(*ranks)
         print(json.dumps(doc, indent=1))
         for n in notes:
             print(f"brrrtui: note: {n}", file=sys.stderr)
     else:
+        if ranks:
+            print(ranks_text(*ranks) + "\n")
         print(render_text(analysis, top=ns.top, others=others))
         for n in notes:
             print(f"note: {n}")

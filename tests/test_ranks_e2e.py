@@ -7,7 +7,7 @@ import os
 import sqlite3
 
 import pytest
-from conftest import SCRIPTS, run_brrrtui
+from conftest import SCRIPTS, line_of, run_brrrtui
 
 from brrrtui.recording.load import load_trace
 
@@ -75,3 +75,33 @@ def test_both_ranks_record_every_step_and_their_step_windows_cover_the_same_step
     for trace in traces:
         names = {trace.strings[i] for i in trace.ops.name}
         assert "c10d::allreduce_" in names
+
+
+def test_opening_the_run_gives_rank_0_and_the_set(ddp_run):
+    out, _ = ddp_run
+    trace = load_trace(str(out))  # what `view run.brrr` and `report run.brrr` open
+    assert trace.meta["dist"]["rank"] == 0 and len(trace.windows) >= 2
+    rank_set = trace.meta["rank_set"]
+    assert rank_set["shown"] == 0 and sorted(rank_set["files"]) == [0, 1]
+    assert any("a run of 2 ranks: rank 0 is shown" in n for n in trace.meta["load_notes"])
+    one = load_trace(str(out.parent / "run.rank1.brrr"))  # a rank file opens as itself, with the set
+    assert one.meta["rank_set"]["shown"] == 1 and one.meta["rank_set"]["files"] == rank_set["files"]
+
+
+def test_the_report_names_the_slowed_rank_and_its_line(ddp_run):
+    out, _ = ddp_run
+    text = run_brrrtui("report", str(out))
+    assert text.returncode == 0, text.stderr
+    assert "Ranks: 2 (" in text.stdout and "windows on the same steps on every rank" in text.stdout
+    slow_line = line_of(DDP, "slow")
+    assert "Straggler: rank 1, late by " in text.stdout
+    assert f"its line: ddp_train.py:{slow_line} (<module>)" in text.stdout
+    doc = json.loads(run_brrrtui("report", "--json", str(out)).stdout)
+    ranks = doc["ranks"]
+    assert [r["rank"] for r in ranks["ranks"]] == [0, 1] and ranks["unaligned_windows"] == 0
+    s = ranks["straggler"]
+    assert s["rank"] == 1 and s["basis"] == "communication" and s["line"]["line"] == slow_line
+    # rank 1 sleeps 30 ms more per step; the CPU is shared with other jobs, so allow a wide band
+    assert 15e6 < s["late_ns"] < 45e6
+    waits = [r["comm_ns_per_step"] for r in ranks["ranks"]]
+    assert waits[0] > waits[1] + 15e6  # rank 0 waits in the all-reduce for rank 1

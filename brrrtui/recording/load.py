@@ -10,6 +10,7 @@ import tempfile
 from analyzers.errors import InputError
 from analyzers.model import Trace
 from brrrtui.recording.chrome import load_chrome
+from brrrtui.recording.ranks import open_as_one
 from brrrtui.recording.store import is_recording, load_recording
 
 
@@ -24,7 +25,7 @@ def load_trace(path: str) -> Trace:
         if os.path.getsize(path) == 0:
             raise InputError(f"{path} is empty (0 bytes): the recording was never written")
         if is_recording(path):
-            return load_recording(path)
+            return open_as_one(load_recording(path), path)  # a distributed run: one rank, the set in meta
         if _is_gzipped_recording(path):
             return _load_gzipped_recording(path)
     except OSError as e:

@@ -1,0 +1,225 @@
+"""The ranks of one distributed run side by side: step times per rank, time in communication, the straggler.
+
+Every rank records its own trace, with its windows on the same step numbers (brrrtui.capture.lockstep), so a
+window present on every rank covers the same work on each. Inside those common windows:
+
+- **communication** is the wall time during which a collective is in flight on the rank: CPU-side
+  collectives that span their whole operation (gloo's `gloo:all_reduce`, ...) and NCCL kernels on the GPU
+  (`ncclKernel_*`, `ncclDevKernel_*`), merged where they overlap;
+- **the straggler** is the rank that waits least in collectives. A collective ends on every rank when the
+  last one arrives, so step times are equal across ranks in a synchronous loop (DDP, FSDP) and tell nothing;
+  the time each rank spends inside collectives does: the ranks that arrive early wait for the late one. Its
+  lateness per step is the other ranks' median wait minus its own. Durations only, so the ranks' clocks
+  need not agree. Without collectives, the rank with the slowest median step is the straggler;
+- **its line**: the source line the straggler's main thread was sampled on for the most time per step beyond
+  what the other ranks spent on the same line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analyzers.model import GpuKind, SourceLine, Trace, WindowMode
+
+COMM_OP_PREFIXES = ("gloo:", "mpi:", "ucc:")  # CPU-side collectives whose op spans the whole collective
+COMM_KERNEL_PREFIXES = ("nccl",)  # ncclKernel_AllReduce_..., ncclDevKernel_AllGather_...
+STRAGGLER_MIN_FRACTION = 0.05  # lateness under this share of the median step is noise, not a straggler
+
+
+def is_comm_op(name: str) -> bool:
+    return name.startswith(COMM_OP_PREFIXES)
+
+
+def is_comm_kernel(name: str) -> bool:
+    return name.startswith(COMM_KERNEL_PREFIXES)
+
+
+@dataclass(frozen=True)
+class RankFigures:
+    rank: int
+    steps: int
+    step_ns: float | None  # median step outside windows (unprofiled)
+    step_p90_ns: float | None
+    windows: int  # step windows recorded
+    comm_ns_per_step: float | None  # in the common windows; None without any collective
+    busy_ns_per_step: float | None  # step time in the common windows less communication
+
+
+@dataclass(frozen=True)
+class Straggler:
+    rank: int
+    late_ns: float  # per step
+    basis: str  # "communication" (others wait for it) or "step time" (no collective recorded)
+    line: SourceLine | None  # where its extra time went, from the line sampler
+    line_extra_ns: float  # per step, beyond the other ranks' median on that line
+
+
+@dataclass(frozen=True)
+class RankComparison:
+    ranks: tuple[RankFigures, ...]
+    common_windows: tuple[tuple[int, int], ...]  # (first step, last step) recorded on every rank
+    unaligned_windows: int  # step windows some rank has and another has not
+    straggler: Straggler | None
+    median_step_ns: float | None
+    imbalance: float | None  # busy time per step across ranks: slowest / mean - 1
+
+
+def _step_windows(trace: Trace) -> list[tuple[int, int, int]]:
+    """(window id, first step, last step) of the step windows that covered at least one step."""
+    w = trace.windows
+    keep = (w.mode == int(WindowMode.STEPS)) & (w.first_step >= 0)
+    return list(
+        zip(w.window[keep].tolist(), w.first_step[keep].tolist(), w.last_step[keep].tolist(), strict=True)
+    )
+
+
+def _outside_steps(trace: Trace) -> np.ndarray:
+    """Durations of the steps no window touched (nor the step right after one)."""
+    t = np.sort(trace.steps.t_ns)
+    if len(t) < 2:
+        return np.empty(0)
+    steps = np.arange(1, len(t))
+    touched = np.zeros(len(steps), dtype=bool)
+    for _, first, last in _step_windows(trace):
+        touched |= (steps >= first) & (steps <= last + 1)
+    return np.diff(t)[~touched].astype(float)
+
+
+def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
+    """Total length of the union of [start, end) intervals."""
+    if not len(starts):
+        return 0
+    order = np.argsort(starts)
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]  # a start past every end so far begins a new merged interval
+    first = np.flatnonzero(new)
+    return int((np.maximum.reduceat(e, first) - s[first]).sum())
+
+
+def _comm_ns(trace: Trace, window: int) -> tuple[int, bool]:
+    """Communication wall time in one window, and whether any collective was seen at all."""
+    op_flags = trace.string_flags(is_comm_op)
+    ops = trace.ops
+    sel = (ops.window == window) & (ops.name >= 0)
+    sel[sel] = op_flags[ops.name[sel]]
+    g = trace.gpu
+    gsel = (g.window == window) & (g.kind == int(GpuKind.KERNEL)) & (g.name >= 0)
+    gsel[gsel] = trace.string_flags(is_comm_kernel)[g.name[gsel]]
+    starts = np.concatenate([ops.start_ns[sel], g.start_ns[gsel]]).astype(np.int64)
+    ends = starts + np.concatenate([ops.dur_ns[sel], g.dur_ns[gsel]]).astype(np.int64)
+    return _union_ns(starts, ends), bool(len(starts))
+
+
+def _window_step_ns(trace: Trace, first: int, last: int) -> int | None:
+    t = dict(zip(trace.steps.step.tolist(), trace.steps.t_ns.tolist(), strict=True))
+    if first - 1 not in t or last not in t:
+        return None
+    return int(t[last] - t[first - 1])
+
+
+def _lines_ns(trace: Trace, windows: set[int]) -> dict[SourceLine, float]:
+    """Main-thread time per source line in these windows: line samples x the sampling interval."""
+    s = trace.line_samples
+    keep = np.isin(s.window, list(windows)) & (s.line >= 0) & (s.line < len(trace.lines))
+    if keep.sum() < 2:
+        return {}
+    order = np.lexsort((s.t_ns[keep], s.window[keep]))
+    t, w = s.t_ns[keep][order], s.window[keep][order]
+    gaps = np.diff(t)[np.diff(w) == 0]
+    period = float(np.median(gaps)) if len(gaps) else 0.0
+    ids, counts = np.unique(s.line[keep], return_counts=True)
+    return {trace.lines[i]: c * period for i, c in zip(ids.tolist(), counts.tolist(), strict=True)}
+
+
+def compare_ranks(traces: dict[int, Trace]) -> RankComparison:
+    """Every rank's figures, the windows they share and the straggler, if any."""
+    by_rank = {r: {(f, last): w for w, f, last in _step_windows(tr)} for r, tr in traces.items()}
+    spans = [set(v) for v in by_rank.values()]
+    common = sorted(set.intersection(*spans)) if spans else []
+    unaligned = len(set.union(*spans) - set(common)) if spans else 0
+    figures, waits, busy, lines = [], {}, {}, {}
+    for r in sorted(traces):
+        tr = traces[r]
+        outside = _outside_steps(tr)
+        comm = seen = 0
+        step_total = covered = 0
+        for f, last in common:
+            ns, any_comm = _comm_ns(tr, by_rank[r][(f, last)])
+            wall = _window_step_ns(tr, f, last)
+            if wall is not None:
+                comm, seen, step_total = comm + ns, seen or any_comm, step_total + wall
+                covered += last - f + 1
+        if covered:
+            busy[r] = (step_total - comm) / covered
+            if seen:
+                waits[r] = comm / covered
+        lines[r] = (
+            {k: v / covered for k, v in _lines_ns(tr, {by_rank[r][c] for c in common}).items()}
+            if covered
+            else {}
+        )
+        figures.append(
+            RankFigures(
+                rank=r,
+                steps=len(tr.steps),
+                step_ns=float(np.median(outside)) if len(outside) else None,
+                step_p90_ns=float(np.percentile(outside, 90)) if len(outside) else None,
+                windows=len(by_rank[r]),
+                comm_ns_per_step=waits.get(r),
+                busy_ns_per_step=busy.get(r),
+            )
+        )
+    medians = [f.step_ns for f in figures if f.step_ns is not None]
+    median_step = float(np.median(medians)) if medians else None
+    return RankComparison(
+        ranks=tuple(figures),
+        common_windows=tuple(common),
+        unaligned_windows=unaligned,
+        straggler=_straggler(figures, waits, lines, median_step),
+        median_step_ns=median_step,
+        imbalance=_imbalance(busy),
+    )
+
+
+def _imbalance(busy: dict[int, float]) -> float | None:
+    if len(busy) < 2:
+        return None
+    mean = float(np.mean(list(busy.values())))
+    return max(busy.values()) / mean - 1 if mean > 0 else None
+
+
+def _straggler(
+    figures: list[RankFigures],
+    waits: dict[int, float],
+    lines: dict[int, dict[SourceLine, float]],
+    median_step: float | None,
+) -> Straggler | None:
+    if len(waits) >= 2 and len(waits) == len(figures):
+        rank = min(waits, key=lambda r: waits[r])
+        late = float(np.median([w for r, w in waits.items() if r != rank])) - waits[rank]
+        basis = "communication"
+    else:
+        steps = {f.rank: f.step_ns for f in figures if f.step_ns is not None}
+        if len(steps) < 2:
+            return None
+        rank = max(steps, key=lambda r: steps[r])
+        late = steps[rank] - float(np.median([s for r, s in steps.items() if r != rank]))
+        basis = "step time"
+    if median_step is None or late <= 0 or late < STRAGGLER_MIN_FRACTION * median_step:
+        return None
+    line, extra = _extra_line(rank, lines)
+    return Straggler(rank=rank, late_ns=late, basis=basis, line=line, line_extra_ns=extra)
+
+
+def _extra_line(rank: int, lines: dict[int, dict[SourceLine, float]]) -> tuple[SourceLine | None, float]:
+    """The straggler's line with the most time per step beyond the other ranks' median on it."""
+    mine, others = lines.get(rank, {}), [v for r, v in lines.items() if r != rank]
+    if not mine or not others:
+        return None, 0.0
+    extra = {k: v - float(np.median([o.get(k, 0.0) for o in others])) for k, v in mine.items()}
+    best = max(extra, key=lambda k: extra[k])
+    return (best, extra[best]) if extra[best] > 0 else (None, 0.0)

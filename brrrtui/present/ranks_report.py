@@ -1,0 +1,99 @@
+"""The ranks of a distributed run side by side in the report (text and the JSON member "ranks"): per-rank step
+times, time in collectives, the straggler and its line (analyzers.ranks)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from analyzers.ranks import RankComparison
+from brrrtui.contract.units import fmt_ns, fmt_pct
+
+
+def _where(c: RankComparison) -> str:
+    if not c.common_windows:
+        return "no window was recorded on every rank"
+    first, last = c.common_windows[0][0], c.common_windows[-1][1]
+    return f"{len(c.common_windows)} windows on the same steps on every rank, steps {first}–{last}"
+
+
+def ranks_text(c: RankComparison, shown: int, notes: list[str]) -> str:
+    out = [f"Ranks: {len(c.ranks)} ({_where(c)})"]
+    if c.unaligned_windows:
+        out.append(f"  {c.unaligned_windows} step windows are not on every rank (left out of the comparison)")
+    rows = [("rank", "steps", "median step", "p90 step", "in collectives/step", "busy/step")]
+    for r in c.ranks:
+        rows.append(
+            (
+                f"{r.rank}{' *' if r.rank == shown else ''}",
+                str(r.steps),
+                fmt_ns(r.step_ns),
+                fmt_ns(r.step_p90_ns),
+                fmt_ns(r.comm_ns_per_step) if r.comm_ns_per_step is not None else "—",
+                fmt_ns(r.busy_ns_per_step),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out += [
+        "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    out.append(
+        "  (* the rank analysed below; step times outside windows, the rest inside the common windows)"
+    )
+    s = c.straggler
+    if s is None:
+        out.append("Straggler: none (every rank within 5 % of a step of the others)")
+    else:
+        why = (
+            "the other ranks wait for it in collectives"
+            if s.basis == "communication"
+            else "its median step is the slowest (no collective recorded)"
+        )
+        out.append(f"Straggler: rank {s.rank}, late by {fmt_ns(s.late_ns)} per step ({why})")
+        if s.line is not None:
+            out.append(
+                f"  its line: {os.path.basename(s.line.file)}:{s.line.line} ({s.line.function}) takes "
+                f"{fmt_ns(s.line_extra_ns)} more per step than on the other ranks   {s.line}"
+            )
+    if c.imbalance is not None:
+        out.append(
+            f"Load imbalance: the busiest rank's busy time per step is {fmt_pct(c.imbalance)} over the mean"
+        )
+    out += [f"note: {n}" for n in notes]
+    return "\n".join(out)
+
+
+def ranks_json(c: RankComparison, shown: int, notes: list[str]) -> dict[str, Any]:
+    """The report's "ranks" member (added to schema 2; absent for a single-process recording)."""
+    s = c.straggler
+    return {
+        "shown": shown,
+        "ranks": [
+            {
+                "rank": r.rank,
+                "steps": r.steps,
+                "step_ns": r.step_ns,
+                "step_p90_ns": r.step_p90_ns,
+                "windows": r.windows,
+                "comm_ns_per_step": r.comm_ns_per_step,
+                "busy_ns_per_step": r.busy_ns_per_step,
+            }
+            for r in c.ranks
+        ],
+        "common_windows": [list(w) for w in c.common_windows],
+        "unaligned_windows": c.unaligned_windows,
+        "median_step_ns": c.median_step_ns,
+        "imbalance": c.imbalance,
+        "straggler": None
+        if s is None
+        else {
+            "rank": s.rank,
+            "late_ns": s.late_ns,
+            "basis": s.basis,
+            "line": None
+            if s.line is None
+            else {"file": s.line.file, "line": s.line.line, "function": s.line.function},
+            "line_extra_ns": s.line_extra_ns,
+        },
+        "notes": notes,
+    }

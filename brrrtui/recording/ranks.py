@@ -1,0 +1,106 @@
+"""A distributed run's recordings opened as one: `run.brrr` (the launcher: argv, status, the rank files) and
+`run.rank<N>.brrr` (one per worker rank, brrrtui.record.ranks writes them).
+
+Opening any file of the set gives one rank's trace for the UI and the report (rank 0 from `run.brrr`, or the
+rank whose file it is), with `meta["rank_set"]` naming every rank's file, so the report can set the ranks
+side by side (analyzers.ranks). Rank files are found from `run.brrr`'s list, beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from analyzers.errors import InputError
+from analyzers.model import Trace
+from analyzers.ranks import RankComparison, compare_ranks
+from brrrtui.recording.store import is_recording, load_recording
+
+
+def _dist(meta: dict[str, Any]) -> dict[str, Any] | None:
+    d = meta.get("dist")
+    return d if isinstance(d, dict) else None
+
+
+def _rank_files(run_path: str, run_meta: dict[str, Any]) -> dict[int, str]:
+    """rank -> its file (the latest restart of a rank wins), from the launcher recording's list."""
+    dist = _dist(run_meta) or {}
+    entries = dist.get("ranks")
+    folder = os.path.dirname(os.path.abspath(run_path))
+    out: dict[int, tuple[int, str]] = {}
+    for e in entries if isinstance(entries, list) else []:
+        if (
+            not isinstance(e, dict)
+            or not isinstance(e.get("rank"), int)
+            or not isinstance(e.get("file"), str)
+        ):
+            continue
+        restart = e.get("restart")
+        restart = restart if isinstance(restart, int) else 0
+        if e["rank"] not in out or restart >= out[e["rank"]][0]:
+            out[e["rank"]] = (restart, os.path.join(folder, os.path.basename(e["file"])))
+    return {rank: path for rank, (_, path) in sorted(out.items())}
+
+
+def _note(trace: Trace, text: str) -> Trace:
+    notes = trace.meta.get("load_notes")
+    notes = notes if isinstance(notes, list) else []
+    return dataclasses.replace(trace, meta={**trace.meta, "load_notes": [*notes, text]})
+
+
+def open_as_one(trace: Trace, path: str) -> Trace:
+    """`trace` itself unless it belongs to a multi-rank run: then the trace of the rank it stands for, with
+    `meta["rank_set"]` = {"run", "files": {rank: path}, "shown": rank}."""
+    dist = _dist(trace.meta)
+    if dist is None:
+        return trace
+    if "ranks" in dist:  # the launcher's recording: show rank 0 (or the lowest rank recorded)
+        files = _rank_files(path, trace.meta)
+        present = {r: p for r, p in files.items() if os.path.exists(p) and is_recording(p)}
+        if not present:
+            raise InputError(
+                f"{path} is the launcher's recording of a distributed run, and none of its rank recordings "
+                f"({', '.join(os.path.basename(p) for p in files.values()) or 'none was written'}) is there"
+            )
+        shown = min(present)
+        rank_trace = load_recording(present[shown])
+        text = f"a run of {len(files)} ranks: rank {shown} is shown"
+        return _with_set(rank_trace, path, files, shown, text)
+    run = dist.get("run")
+    rank = dist.get("rank")
+    if not isinstance(run, str) or not isinstance(rank, int):
+        return trace
+    run_path = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(run))
+    if not (os.path.exists(run_path) and is_recording(run_path)):
+        return _note(trace, f"rank {rank} of a distributed run; its run file {run} is not beside it")
+    files = _rank_files(run_path, load_recording(run_path).meta)
+    return _with_set(trace, run_path, files or {rank: path}, rank, f"rank {rank} of {len(files)} is shown")
+
+
+def _with_set(trace: Trace, run: str, files: dict[int, str], shown: int, text: str) -> Trace:
+    others = [os.path.basename(p) for r, p in files.items() if r != shown]
+    if others:
+        text += f" (the others: brrrtui view {' / '.join(others)}); the report sets every rank side by side"
+    trace = dataclasses.replace(
+        trace, meta={**trace.meta, "rank_set": {"run": run, "files": files, "shown": shown}}
+    )
+    return _note(trace, text)
+
+
+def compare_rank_set(trace: Trace) -> tuple[RankComparison, int, list[str]] | None:
+    """The ranks of the run `trace` belongs to, side by side: (comparison, the rank shown, notes); None for a
+    single-process recording. A rank whose file is missing or unreadable is left out, with a note."""
+    rank_set = trace.meta.get("rank_set")
+    if not isinstance(rank_set, dict):
+        return None
+    shown, notes, traces = rank_set["shown"], [], {}
+    for rank, path in rank_set["files"].items():
+        if rank == shown:
+            traces[rank] = trace
+            continue
+        try:
+            traces[rank] = load_recording(path)
+        except (InputError, OSError) as e:
+            notes.append(f"rank {rank} is left out: {e}")
+    return compare_ranks(traces), shown, notes

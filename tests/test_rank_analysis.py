@@ -1,0 +1,103 @@
+"""The ranks of a distributed run side by side (analyzers.ranks), on hand-built traces whose figures are exact:
+time in collectives per step, the straggler and its line, windows some rank lacks."""
+
+import dataclasses
+
+import pytest
+from fixtures.synthetic import T0, TraceBuilder
+
+from analyzers.model import LINE_SAMPLE_SCHEMA, WindowMode, table_from_rows
+from analyzers.ranks import compare_ranks, is_comm_kernel, is_comm_op
+
+MS = 1_000_000
+STEP = 100 * MS
+ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+def rank_trace(
+    wait_ms: float, extra_line_ms: float = 0.0, step_ms: float = 100, t0: int = T0, windows=((10, 11),)
+):
+    """20 steps of `step_ms`; step windows over `windows`; in each windowed step an all-reduce kernel that
+    waits `wait_ms` (two overlapping NCCL kernels: 60 % and the whole wait), and the main thread sampled every
+    1 ms: `extra_line_ms` on train.py:7 (the straggler's own work), the rest of the step on train.py:9."""
+    b = TraceBuilder(t0=t0)
+    slow, loop = b.line("train.py", 7), b.line("train.py", 9)
+    step_ns = int(step_ms * MS)
+    samples = []
+    for i in range(20):
+        b.step(i, (i + 1) * step_ns)
+    for w, (first, last) in enumerate(windows):
+        b.window(first * step_ns, (last + 1) * step_ns, first_step=first, last_step=last, window=w)
+        for s in range(first, last + 1):
+            start = s * step_ns  # step s runs from t(step s-1) to t(step s)
+            end = start + step_ns - int(10 * MS)
+            if wait_ms:
+                b.gpu_row(ALLREDUCE, end - int(wait_ms * MS), int(wait_ms * MS), window=w)
+                b.gpu_row(ALLREDUCE, end - int(wait_ms * MS), int(0.6 * wait_ms * MS), window=w, stream=9)
+            b.gpu_row("sm90_xmma_gemm_bf16", start, int(20 * MS), window=w)
+            for k in range(int(step_ms)):
+                line = slow if k < extra_line_ms else loop
+                samples.append((w, line, T0 + start + k * MS))
+    trace = b.build()
+    return dataclasses.replace(trace, line_samples=table_from_rows(samples, LINE_SAMPLE_SCHEMA))
+
+
+def test_collective_names():
+    assert is_comm_kernel(ALLREDUCE) and is_comm_kernel("ncclKernel_AllGather_RING_LL_Sum_int8_t")
+    assert is_comm_op("gloo:all_reduce") and not is_comm_op("c10d::allreduce_")  # enqueue only, not the wait
+    assert not is_comm_kernel("sm90_xmma_gemm_bf16")
+
+
+def test_the_rank_the_others_wait_for_is_the_straggler_with_its_line():
+    # ranks 0, 1, 3 wait 30 ms per step in the all-reduce; rank 2 waits 2 ms: the others wait 28 ms for it,
+    # which it spends on train.py:7. Rank 3's clock is 5 s off: durations only, so it does not matter.
+    traces = {
+        0: rank_trace(30),
+        1: rank_trace(30),
+        2: rank_trace(2, extra_line_ms=28),
+        3: rank_trace(30, t0=T0 + 5_000_000_000),
+    }
+    c = compare_ranks(traces)
+    assert c.common_windows == ((10, 11),) and c.unaligned_windows == 0
+    assert [r.comm_ns_per_step for r in c.ranks] == [30 * MS, 30 * MS, 2 * MS, 30 * MS]  # overlap merged
+    assert [r.busy_ns_per_step for r in c.ranks] == [70 * MS, 70 * MS, 98 * MS, 70 * MS]
+    s = c.straggler
+    assert s is not None and s.rank == 2 and s.basis == "communication"
+    assert s.late_ns == 28 * MS
+    assert (s.line.file, s.line.line) == ("train.py", 7) and s.line_extra_ns == pytest.approx(28 * MS)
+    assert c.imbalance == pytest.approx(98 / 77 - 1)
+    # steps outside windows (and the step after one): 100 ms everywhere
+    assert {r.step_ns for r in c.ranks} == {100 * MS} and all(r.steps == 20 for r in c.ranks)
+
+
+def test_equal_waits_name_no_straggler():
+    c = compare_ranks({0: rank_trace(10), 1: rank_trace(10.2)})
+    assert c.straggler is None  # 0.2 ms apart: under 5 % of a 100 ms step
+
+
+def test_without_collectives_the_slowest_median_step_is_the_straggler():
+    c = compare_ranks(
+        {0: rank_trace(0, step_ms=100), 1: rank_trace(0, step_ms=130), 2: rank_trace(0, step_ms=100)}
+    )
+    assert all(r.comm_ns_per_step is None for r in c.ranks)
+    s = c.straggler
+    assert s is not None and s.rank == 1 and s.basis == "step time" and s.late_ns == 30 * MS
+
+
+def test_a_window_only_some_ranks_hold_is_counted_and_left_out():
+    both = ((10, 11),)
+    c = compare_ranks({0: rank_trace(30, windows=both + ((15, 16),)), 1: rank_trace(2, windows=both)})
+    assert c.common_windows == both and c.unaligned_windows == 1
+    assert c.ranks[0].windows == 2 and c.ranks[0].comm_ns_per_step == 30 * MS
+    assert c.straggler is not None and c.straggler.rank == 1
+
+
+def test_time_windows_and_a_single_rank():
+    t = rank_trace(30)
+    w = t.windows
+    w.columns["mode"] = w.mode.copy()
+    w.mode[:] = int(WindowMode.TIME)  # set-up windows are each rank's own: never compared
+    c = compare_ranks({0: t, 1: rank_trace(30)})
+    assert c.common_windows == () and c.unaligned_windows == 1
+    single = compare_ranks({0: rank_trace(30)})
+    assert single.straggler is None and single.imbalance is None
