@@ -861,10 +861,20 @@ def launch_window(args: argparse.Namespace, report: dict[str, Any] | None) -> tu
     return skip, count, how
 
 
+def kernel_id(invocations: str) -> str:
+    """ncu's --kernel-id for "the N-th call of every kernel function", N in `invocations` ("50,200,800")."""
+    nums = [str(int(x)) for x in invocations.split(",") if x.strip()]
+    return f"::regex:.:regex:^({'|'.join(nums)})$"
+
+
 def ncu_command(args: argparse.Namespace, ncu: str, metrics: list[str], rep: str) -> list[str]:
+    if args.sample_invocations:  # the same calls of every kernel name, not a slice of the launch sequence
+        which = ["--kernel-id", kernel_id(args.sample_invocations)]
+    else:
+        which = ["--launch-skip", str(args.launch_skip)]
     return [
         ncu, "--clock-control", "none", "--target-processes", "all", "--metrics", ",".join(metrics),
-        "--launch-skip", str(args.launch_skip), "--launch-count", str(args.launch_count),
+        *which, "--launch-count", str(args.launch_count),
         "--export", rep, "--force-overwrite", sys.executable, args.script, *script_args(args),
     ]  # fmt: skip
 
@@ -1039,6 +1049,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--launch-count", type=int, default=None,
                    help="ncu's --launch-count (overrides --profile-steps; known_regimes.py: 300)")  # fmt: skip
+    p.add_argument("--sample-invocations", default=None,
+                   help="profile call number N of every kernel name, N in this list (e.g. 50,200,800: steady-state"
+                        " calls of names called once to hundreds of times a step) instead of a slice of launches;"
+                        " --max-kernels caps the total")  # fmt: skip
     p.add_argument("--threshold", type=float, default=THRESHOLD_PCT, help="SOL threshold, %% of peak")
     p.add_argument("--timeout", type=float, default=420, help="seconds for the ncu run and for the recording")
     p.add_argument("--smoke", action="store_true", help="use tests/fixtures/ncu_sample.csv (no GPU)")
@@ -1056,8 +1070,13 @@ def ncu_kernels(args: argparse.Namespace, report: dict[str, Any] | None) -> tupl
         with open(args.csv) as f:
             text = f.read()
     else:
-        args.launch_skip, args.launch_count, how = launch_window(args, report)
-        print(f"ncu: --launch-skip {args.launch_skip} --launch-count {args.launch_count} ({how})", flush=True)
+        if args.sample_invocations:
+            args.launch_skip, args.launch_count = None, args.max_kernels or args.launch_count or 300
+            print(f"ncu: --kernel-id {kernel_id(args.sample_invocations)} --launch-count {args.launch_count}"
+                  " (calls number N of each kernel name)", flush=True)  # fmt: skip
+        else:
+            args.launch_skip, args.launch_count, how = launch_window(args, report)
+            print(f"ncu: --launch-skip {args.launch_skip} --launch-count {args.launch_count} ({how})", flush=True)
         text, metrics = run_ncu(args)
         with open(os.path.join(args.out, "ncu_raw.csv"), "w") as f:
             f.write(text)
