@@ -1076,7 +1076,10 @@ def ncu_kernels(args: argparse.Namespace, report: dict[str, Any] | None) -> tupl
                   " (calls number N of each kernel name)", flush=True)  # fmt: skip
         else:
             args.launch_skip, args.launch_count, how = launch_window(args, report)
-            print(f"ncu: --launch-skip {args.launch_skip} --launch-count {args.launch_count} ({how})", flush=True)
+            print(
+                f"ncu: --launch-skip {args.launch_skip} --launch-count {args.launch_count} ({how})",
+                flush=True,
+            )
         text, metrics = run_ncu(args)
         with open(os.path.join(args.out, "ncu_raw.csv"), "w") as f:
             f.write(text)
