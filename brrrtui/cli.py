@@ -33,6 +33,7 @@ memory bandwidth or overhead.
   brrrtui view run.brrr                 browse a recording or a torch.profiler trace (.json/.json.gz)
   brrrtui report run.brrr [--json]      the verdicts as text or JSON (--sarif: findings for editors and CI)
   brrrtui export --perfetto out.json run.brrr   a Perfetto / chrome://tracing trace
+  brrrtui diff before.brrr after.brrr   what changed per line and kernel (--fail-if-slower PCT for CI)
 
 Under the live TUI the script's stdin is /dev/null (use `brrrtui record` for a script that reads it); its
 stdout and stderr go to the log pane, and their last lines are printed when brrrtui exits.

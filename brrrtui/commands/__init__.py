@@ -3,11 +3,15 @@ files of each; brrrtui/cli.py dispatches to them. Like cli.py, they may use ever
 
 from __future__ import annotations
 
-COMMANDS = ("export",)
+COMMANDS = ("export", "diff")
 
 
 def run_command(name: str, argv: list[str]) -> int:
     """Run command `name` (one of COMMANDS) on its arguments; its module is imported only when it runs."""
+    if name == "diff":
+        from brrrtui.commands.diff import cmd_diff
+
+        return cmd_diff(argv)
     from brrrtui.commands.export import cmd_export
 
     return cmd_export(argv)
