@@ -34,6 +34,7 @@ memory bandwidth or overhead.
   brrrtui report run.brrr [--json]      the verdicts as text or JSON (--sarif: findings for editors and CI)
   brrrtui export --perfetto out.json run.brrr   a Perfetto / chrome://tracing trace
   brrrtui diff before.brrr after.brrr   what changed per line and kernel (--fail-if-slower PCT for CI)
+  brrrtui demo                          the UI on GPT-2 training recorded on an H200 (no GPU, no torch)
 
 Under the live TUI the script's stdin is /dev/null (use `brrrtui record` for a script that reads it); its
 stdout and stderr go to the log pane, and their last lines are printed when brrrtui exits.

@@ -3,11 +3,15 @@ files of each; brrrtui/cli.py dispatches to them. Like cli.py, they may use ever
 
 from __future__ import annotations
 
-COMMANDS = ("export", "diff")
+COMMANDS = ("export", "diff", "demo")
 
 
 def run_command(name: str, argv: list[str]) -> int:
     """Run command `name` (one of COMMANDS) on its arguments; its module is imported only when it runs."""
+    if name == "demo":
+        from brrrtui.commands.demo import cmd_demo
+
+        return cmd_demo(argv)
     if name == "diff":
         from brrrtui.commands.diff import cmd_diff
 
