@@ -100,7 +100,7 @@ def _exit(code: int, interrupted: bool) -> None:
     sys.exit(code)
 
 
-def flush_on_sigterm(flush: Callable[[], None]) -> None:
+def _flush_on_sigterm(flush: Callable[[], None]) -> None:
     """On SIGTERM, send the step times not sent yet, then die of SIGTERM as the script would have. Only
     where SIGTERM has its default action: a script that installs its own handler replaces this one (and then
     ends through the normal path, which sends them anyway)."""
@@ -148,7 +148,7 @@ def main() -> None:
     agent = Agent(channel, config, userfiles.is_user_file, calibrate=calibrate)
     run = _runner(sys.argv[1:])
     agent.install()
-    flush_on_sigterm(agent.flush_on_signal)
+    _flush_on_sigterm(agent.flush_on_signal)
     channel.send(Hello(pid=os.getpid(), python_version=sys.version.split()[0]))
     code, interrupted = 0, False
     try:

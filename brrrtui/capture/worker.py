@@ -61,7 +61,6 @@ def start() -> None:
         print(f"brrrtui: rank {rank.rank} is not traced: the recorder's socket is gone", file=sys.stderr)
         return
     from brrrtui.capture.agent import Agent
-    from brrrtui.capture.bootstrap import flush_on_sigterm
     from brrrtui.capture.lockstep import Lockstep
     from brrrtui.contract import userfiles
     from brrrtui.contract.config import WindowConfig
@@ -72,7 +71,10 @@ def start() -> None:
     agent = Agent(channel, WindowConfig.from_json(config_text), userfiles.is_user_file, calibrate=calibrate)
     agent.sched.lockstep = Lockstep(folder, leader=rank.rank == 0, lead_s=LEAD_S)
     agent.install()
-    flush_on_sigterm(agent.flush_on_signal)
+    # No SIGTERM handler, unlike bootstrap.py: torchrun stops the other ranks with SIGTERM when one fails,
+    # and a Python handler runs only once the main thread is back in Python, which a rank blocked in a hung
+    # collective (a CUDA sync behind an NCCL kernel) never is: the launcher would wait 30 s and SIGKILL it.
+    # Dying at once costs the step times of the last half second (STEP_FLUSH_S) at most.
     channel.send(Hello(pid=os.getpid(), python_version=sys.version.split()[0]))
 
     def finish() -> None:  # at interpreter exit, after the script's traceback (if any) is printed

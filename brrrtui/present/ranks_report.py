@@ -14,7 +14,8 @@ def _where(c: RankComparison) -> str:
     if not c.common_windows:
         return "no window was recorded on every rank"
     first, last = c.common_windows[0][0], c.common_windows[-1][1]
-    return f"{len(c.common_windows)} windows on the same steps on every rank, steps {first}–{last}"
+    n = len(c.common_windows)
+    return f"{n} window{'s' if n > 1 else ''} on the same steps on every rank, steps {first}–{last}"
 
 
 def ranks_text(c: RankComparison, shown: int, notes: list[str]) -> str:
