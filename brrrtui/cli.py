@@ -127,6 +127,8 @@ def _run_parser(prog: str, record: bool) -> Parser:
     )
     p.add_argument("-m", dest="module", metavar="MODULE", help="run a module, like python -m")
     _capture_options(p)
+    if not record:
+        p.add_argument("--peaks", metavar="SPEC", help="override ceilings, e.g. flops=800e12,bw=4.2e12")
     p.add_argument("script", nargs="?", help="the Python script (its own arguments follow it)")
     return p
 
@@ -188,6 +190,9 @@ def cmd_run(argv: list[str], record: bool) -> int:
     parser = _run_parser("brrrtui record" if record else "brrrtui", record)
     own, target = split_script(argv, parser)
     ns = parser.parse_args(own)
+    from brrrtui.commands.peaks import peaks_analyzer
+
+    analyze = peaks_analyzer(getattr(ns, "peaks", None))  # a bad SPEC fails before the script starts
     target = torchrun_target(target)  # `brrrtui [record] torchrun ARGS`: every rank traced (record/ranks.py)
     if not target:
         raise UsageError(
@@ -208,7 +213,7 @@ def cmd_run(argv: list[str], record: bool) -> int:
     )
     if record or not _tui_available() or is_distributed(target):  # no live view of several ranks yet
         return _run_headless(spec)
-    return _run_live(spec)
+    return _run_live(spec, analyze)
 
 
 def _tui_available() -> bool:
@@ -246,7 +251,7 @@ def _run_headless(spec) -> int:  # noqa: ANN001
     return code
 
 
-def _run_live(spec) -> int:  # noqa: ANN001
+def _run_live(spec, analyze=None) -> int:  # noqa: ANN001
     from brrrtui.record.feed import Feed
     from brrrtui.record.recorder import Recorder
     from brrrtui.tui.app import make_app
@@ -257,7 +262,7 @@ def _run_live(spec) -> int:  # noqa: ANN001
     recorder.start()
     recorder.wait_in_background()  # the script's exit reaches the UI and the recording when it happens
     stop = functools.partial(recorder.interrupt, now=True)
-    app = make_app(spec.out_path, feed=feed, script=" ".join(spec.target), on_interrupt=stop)
+    app = make_app(spec.out_path, feed=feed, script=" ".join(spec.target), on_interrupt=stop, analyze=analyze)
     try:
         app.run()
     finally:
@@ -283,13 +288,16 @@ def _print_output_tail(lines: Iterable[tuple[str, str]], most: int = OUTPUT_LINE
 def cmd_view(argv: list[str]) -> int:
     p = Parser(prog="brrrtui view", description="Browse a recording or a torch.profiler trace.")
     p.add_argument("file", help="a .brrr recording or a torch.profiler .json / .json.gz trace")
+    p.add_argument("--peaks", metavar="SPEC", help="override ceilings, e.g. flops=800e12,bw=4.2e12")
     ns = p.parse_args(argv)
+    from brrrtui.commands.peaks import peaks_analyzer
     from brrrtui.recording.load import load_trace
 
+    analyze = peaks_analyzer(ns.peaks)
     load_trace(ns.file)  # fail here, in one line, rather than inside the UI
     from brrrtui.tui.app import make_app
 
-    make_app(ns.file, feed=None, script=None).run()
+    make_app(ns.file, feed=None, script=None, analyze=analyze).run()
     return 0
 
 
