@@ -5,7 +5,7 @@
       -> roofline (FLOPs, bytes, regime per GPU row)
       -> gaps (device-wide and per stream, with cause and line) + queue depth + launch-bound kernels
       -> breakdown (compute / memory / overhead per window) + profiler correction
-      -> per-kernel-name and per-line statistics
+      -> per-kernel-name, per-line and per-module statistics
       -> fusion chains -> findings
 
 Pure: no UI, no torch. A million kernels take seconds (see benchmarks/bench_analyze.py).
@@ -21,6 +21,7 @@ import numpy as np
 
 from analyzers import breakdown as bd, gaps as gp, launch_timing as lt
 from analyzers.finding_context import Context
+from analyzers.finding_places import place_findings
 from analyzers.findings import all_findings
 from analyzers.fusion import fusion_chains
 from analyzers.gap_evidence import GapEvidence
@@ -28,6 +29,7 @@ from analyzers.kernel_stats import kernel_stats
 from analyzers.lines import line_stats, unprofiled_idle_scale
 from analyzers.links import Links, link
 from analyzers.model import Peaks, Table, Trace, WindowMode, flag_of
+from analyzers.modules import KernelColumns, ModuleTree, module_tree
 from analyzers.peaks import resolve_peaks
 from analyzers.phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
 from analyzers.results import GAP_CAUSE_CODES, Analysis, Breakdown, GapCause, LineStat, OverheadCorrection
@@ -145,7 +147,8 @@ def analyze(
         gaps=gaps,
         kernels=kernel_stats(trace, roof),
         lines=_line_stats(trace, links, roof, gaps, steps, _idle_scale(total, steps, overhead)),
-        findings=all_findings(ctx, chains) if trace.has_gpu else [],
+        modules=_module_tree(trace, links, roof, gaps, steps, _idle_scale(total, steps, overhead)),
+        findings=place_findings(trace, links, all_findings(ctx, chains)) if trace.has_gpu else [],
         breakdown=total,
         window_breakdowns=per_window,
         overhead=overhead,
@@ -172,6 +175,24 @@ def _line_stats(
     return line_stats(
         trace, links.kernel_line, roof.regime, roof.flops, roof.bytes, gaps, steps, None, idle_scale
     )
+
+
+def _module_tree(
+    trace: Trace, links: Links, roof: Roofline, gaps: Table, steps: int, idle_scale: float | None
+) -> ModuleTree | None:
+    """None when no kernel ran inside an nn.Module (foreign traces, compiled graphs, CPU-only runs)."""
+    if not (links.kernel_module >= 0).any():
+        return None
+    columns = KernelColumns(
+        links.kernel_module,
+        links.kernel_lib_line,
+        links.kernel_line,
+        roof.regime,
+        roof.flops,
+        roof.bytes,
+        trace.gpu.dur_ns,
+    )
+    return module_tree(columns, gaps, trace.name, trace.lines, steps, idle_scale)
 
 
 def _kernel_details(roof: Roofline, launch_bound: np.ndarray) -> dict[str, np.ndarray]:

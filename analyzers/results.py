@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from analyzers.links import Links
 from analyzers.model import Peaks, SourceLine, Table, Trace
 from analyzers.phases import Phase, TracePhases
+
+if TYPE_CHECKING:
+    from analyzers.modules import ModuleTree
 
 
 class Regime(Enum):
@@ -126,6 +130,18 @@ class FindingKind(str, Enum):
 
 
 @dataclass(frozen=True)
+class Place:
+    """Where in the model a finding's kernels run (analyzers.finding_places): the module and library line the
+    user reads, and the library's own setting that fixes it, if it has one."""
+
+    module: str  # collapsed module path (`transformer.h.*.mlp.act`), or the root's class
+    module_kind: str  # its class
+    instances: int  # modules folded into that path
+    library_line: SourceLine | None  # innermost model-library line (transformers, torchvision …)
+    knob: str | None = None  # e.g. Hugging Face's activation_function="gelu_pytorch_tanh"
+
+
+@dataclass(frozen=True)
 class Finding:
     kind: FindingKind
     lines: tuple[SourceLine, ...]
@@ -134,6 +150,7 @@ class Finding:
     action: str  # what to do about it
     kernels: tuple[int, ...] = ()  # gpu rows involved (for drill-down)
     window: int = -1
+    place: Place | None = None  # the module and library line of its kernels
 
 
 @dataclass
@@ -170,3 +187,4 @@ class Analysis:
     windows: tuple[int, ...] = ()  # the windows analysed
     phase: Phase = Phase.UNKNOWN  # the phase those windows belong to (the steady state when there is one)
     phases: TracePhases | None = None  # every window's phase and the run's
+    modules: ModuleTree | None = None  # time per nn.Module (None: no kernel ran inside one)

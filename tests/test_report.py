@@ -40,12 +40,14 @@ def test_json_schema_exactly():
         "lines",
         "kernels",
         "findings",
+        "modules",
         "phase",
         "windows",
         "phases",
         "other_phases",
     ]
-    assert doc["schema"] == 2
+    assert doc["schema"] == 3
+    assert doc["modules"] is None  # no span names a module (a hand-built trace)
     # no optimizer step recorded: phases cannot be told, every window is analysed
     assert doc["phase"] == "unknown" and doc["windows"] == [0] and doc["other_phases"] == {}
     assert doc["phases"] == {"steps": 0, "steady_from_step": None, "steady_step_ns": None, "reached": False,
@@ -85,7 +87,7 @@ def test_json_schema_exactly():
     assert kernels["sm90_xmma_gemm_bf16bf16"]["regime"] == "compute"
     assert kernels["multi_tensor_apply_kernel"]["achieved_flops_per_s"] is None  # unknown -> null, never NaN
     for f in doc["findings"]:
-        assert list(f) == ["kind", "lines", "saving_ns", "message", "action"]
+        assert list(f) == ["kind", "lines", "saving_ns", "message", "action", "module", "library_line", "knob"]
     text = json.dumps(doc, allow_nan=False)  # raises on NaN / inf
     assert json.loads(text) == doc
 

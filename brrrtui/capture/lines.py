@@ -148,6 +148,10 @@ class LineTagger(TorchFunctionMode):
         self.pushed = False  # on torch's mode stack
 
     def __enter__(self) -> LineTagger:
+        # a window's names start afresh: a module built anew every step (a loss inside forward) would
+        # otherwise add a key per call for the whole run
+        self._names.clear()
+        self.modules.new_window()
         if not compile_in_use():
             super().__enter__()
             self.pushed = True

@@ -2,8 +2,9 @@
 
 A global forward hook would cost every module call of every step; the tagger instead reads the modules off
 the stack it already walks (the `self` of each `Module._call_impl` frame), inside windows only. Names come
-from the outermost module's `named_modules()`, indexed once per root and again when a module appears that it
-did not name (a submodule added later).
+from the outermost module's `named_modules()`, indexed at most once per window per root (so a submodule added
+later is found in the next window). A module its root does not hold (a loss module built inside `forward` on
+every call, as Hugging Face models do) is named after its class under its caller: `(CrossEntropyLoss)`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ class ModuleNames:
     def __init__(self) -> None:
         # id(module) -> (weak reference, qualified name); the reference detects a reused id
         self._names: dict[int, tuple[Any, str]] = {}
+        self._indexed: set[int] = set()  # roots indexed in this window
+
+    def new_window(self) -> None:
+        self._indexed.clear()
 
     def _name(self, module: Any) -> str | None:
         entry = self._names.get(id(module))
@@ -30,6 +35,9 @@ class ModuleNames:
         return entry[1]
 
     def _index(self, root: Any) -> None:
+        if id(root) in self._indexed:
+            return
+        self._indexed.add(id(root))
         for name, m in root.named_modules(remove_duplicate=False):
             if self._name(m) is None:
                 try:
@@ -39,15 +47,18 @@ class ModuleNames:
 
     def chain(self, modules: list[Any]) -> str:
         """Modules on the stack, innermost first -> contract.modules' encoded chain."""
-        root = modules[-1]
-        if any(self._name(m) is None for m in modules):
-            self._index(root)
-        pairs = [(_or_unknown(self._name(m)), type(m).__name__) for m in reversed(modules)]
+        outermost_first = modules[::-1]
+        if any(self._name(m) is None for m in outermost_first):
+            self._index(outermost_first[0])
+        pairs: list[tuple[str, str]] = []
+        for m in outermost_first:
+            kind = type(m).__name__
+            name = self._name(m)
+            if name is None:  # not among its root's modules: named by its class under its caller
+                parent = pairs[-1][0] if pairs else ""
+                name = f"{parent}.({kind})" if parent else f"({kind})"
+            pairs.append((name, kind))
         return encode(pairs)
-
-
-def _or_unknown(name: str | None) -> str:
-    return "?" if name is None else name
 
 
 def module_of(frame: Any) -> Any:

@@ -1,10 +1,10 @@
 """The verdicts as text (`render_text`) and as a stable JSON document (`to_json`).
 
-JSON schema 2 (`brrrtui report --json`; the README documents it, with what changed since schema 1). Times in ns, rates per second, unknown numbers null; regimes are
+JSON schema 3 (`brrrtui report --json`; the README documents it, with what changed since schemas 1 and 2). Times in ns, rates per second, unknown numbers null; regimes are
 "compute" | "memory" | "overhead"::
 
     {
-      "schema": 2,
+      "schema": 3,
       "device": {"name": str|null, "peak_flops_per_s": float|null, "peak_bytes_per_s": float|null,
                  "peaks_source": "measured" | "override" | "datasheet:<name>" | "unknown"},
       "span_ns": int,                                   # wall time of the analysed windows
@@ -17,7 +17,15 @@ JSON schema 2 (`brrrtui report --json`; the README documents it, with what chang
       "kernels": [{"name": str, "calls": int, "gpu_ns": int, "regime": str,
                    "achieved_flops_per_s": float|null, "achieved_bytes_per_s": float|null}],
       "findings": [{"kind": str, "lines": [{"file": str, "line": int}], "saving_ns": float|null,
-                    "message": str, "action": str}],
+                    "message": str, "action": str,
+                    "module": {"path": str, "class": str, "instances": int}|null,   # where its kernels run
+                    "library_line": LINE|null, "knob": str|null}],   # the library's own fix, if any
+      "modules": null | {"steps": int, "gpu_ns": int, "outside_gpu_ns": int, "outside_idle_ns": int,
+                  "idle_ns": int, "nodes": [{"path": str, "name": str, "class": str, "depth": int,
+                  "instances": int, "gpu_ns": int, "self_gpu_ns": int, "idle_ns": int, "regime": str,
+                  "gpu_ns_by_regime": {...}, "kernels": int, "flops": float|null, "bytes": float|null,
+                  "library_line": LINE|null, "user_line": LINE|null}]},      # present/module_report.py
+                  # LINE = {"file": str, "line": int, "function": str, "display": "transformers/x.py:66"}
       "stream": {"records": int, "rows_analysed": int, "gpu_ns": int,     # only when the trace has a
                  "matched_fraction": float, "confirmed_fraction": float, #   kernel stream
                  "lines": [{"file": str, "line": int, "function": str, "gpu_ns": int, "kernels": int}]},
@@ -49,9 +57,10 @@ from analyzers.phases import Phase
 from analyzers.results import GAP_CAUSE_CODES, Analysis, Finding, GapCause, KernelStat, LineStat, Regime
 from analyzers.stream import StreamView, stream_view
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
+from brrrtui.present.module_report import finding_place_lines, modules_json, modules_text, place_json
 from brrrtui.present.phase_report import phase_json, phase_line, phase_sections
 
-SCHEMA = 2
+SCHEMA = 3
 
 
 def _num(x: float | int | None) -> float | int | None:
@@ -93,6 +102,7 @@ def to_json(
         "lines": [_line_json(s) for s in (a.lines if top is None else a.lines[:top])],
         "kernels": [_kernel_json(k) for k in (a.kernels if top is None else a.kernels[:top])],
         "findings": [_finding_json(f) for f in a.findings],
+        "modules": modules_json(a.modules),
     } | phase_json(a, others or {})
     if len(a.trace.stream):
         doc["stream"] = _stream_json(a, stream_view(a), top)
@@ -134,7 +144,7 @@ def _finding_json(f: Finding) -> dict[str, Any]:
         "saving_ns": _num(f.saving_ns),
         "message": f.message,
         "action": f.action,
-    }
+    } | place_json(f.place)
 
 
 def _stream_lines(a: Analysis, view: StreamView) -> list[tuple[int, int, int]]:
@@ -196,6 +206,7 @@ def render_text(analysis: Analysis, top: int = 15, others: Mapping[Phase, Analys
         out.append(f"top lines (GPU + idle time{', per step' if a.steps_analysed else ''})")
         per = a.steps_analysed or 1
         out += [_line_text(s, per) for s in [s for s in a.lines if s.gpu_ns or s.idle_ns][:top]]
+    out += modules_text(a)
     if a.kernels:
         out.append("")
         out.append("top kernels")
@@ -210,6 +221,7 @@ def render_text(analysis: Analysis, top: int = 15, others: Mapping[Phase, Analys
             saving = f"  ~{fmt_ns(f.saving_ns)}" if f.saving_ns else ""
             out.append(f"  {i}. [{f.kind}]{saving}  {f.message}")
             out.append(f"     → {f.action}")
+            out += finding_place_lines(f)
     elif t.has_gpu:
         out.append("findings: none above the reporting thresholds")
     else:

@@ -34,11 +34,12 @@ KEYMAP: dict[str, tuple[Key, ...]] = {
         Key("P", "cycle_phase", "Phase shown: steady ⇄ warm-up ⇄ set-up (each its own windows)"),
     ),
     "main": (
+        Key("M", "modules", "Module tree: time and regime per nn.Module", show=True, display="M"),
         Key("slash", "search", "Search", show=True, display="/"),
-        Key("n", "finding(1)", "Next finding", show=True),
-        Key("N", "finding(-1)", "Previous finding"),
+        Key("n", "next(1)", "Next result / finding", show=True),
+        Key("N", "next(-1)", "Previous search result (after /), else previous finding"),
         Key("g", "goto", "Kernel ⇄ line", show=True),
-        Key("escape", "back", "Back"),
+        Key("escape", "back", "Back; at the top, clears the search (n/N step the findings again)"),
     ),
     "timeline": (
         Key("left,h", "move(-1)", "Cursor left (pans at the edge)"),
@@ -88,6 +89,11 @@ KEYMAP: dict[str, tuple[Key, ...]] = {
         Key("down", "focus_results", "To the results"),
     ),
     "help": (Key("escape,question_mark,q", "dismiss_help", "Close help", show=True),),
+    "modules": (
+        Key("escape,M", "close", "Back to the main screen", show=True),
+        Key("enter,space", "", "Fold / unfold the module"),
+        Key("up,down", "", "Move (the details follow)"),
+    ),
 }
 
 # The help's sections, in order: (heading, pane).
@@ -99,6 +105,7 @@ HELP_SECTIONS = (
     ("details", "details"),
     ("hot lines", "hot lines"),
     ("quit dialog", "quit dialog"),
+    ("module tree", "modules"),
 )
 
 

@@ -1,0 +1,75 @@
+"""`M`: the module tree — GPU and idle time per nn.Module, folded (`layer.*` holds every layer), with the
+highlighted module's regimes, library line, calling line and the findings placed in it."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static, Tree
+from textual.widgets.tree import TreeNode
+
+from analyzers.modules import ModuleNode, ModuleTree
+from analyzers.results import Analysis
+from brrrtui.contract.units import fmt_ns
+from brrrtui.present.module_report import node_details, node_label
+from brrrtui.tui.keymap import bindings
+
+OPEN_DEPTH = 2  # levels expanded when the screen opens; below them, the modules holding HOT_SHARE of the step
+HOT_SHARE = 0.2
+NAME_WIDTH = 48  # the tree's guides take 4 columns a level: names padded to line the figures up
+
+
+class ModuleScreen(Screen[None]):
+    BINDINGS = bindings("modules")
+
+    def __init__(self, analysis: Analysis) -> None:
+        super().__init__()
+        self.analysis = analysis
+
+    def compose(self) -> ComposeResult:
+        tree = self.analysis.modules
+        assert tree is not None
+        widget: Tree[ModuleNode] = Tree(Text("modules"), id="module-tree")
+        widget.show_root = False
+        parents: dict[tuple[str, ...], TreeNode[ModuleNode]] = {(): widget.root}
+        step = max(tree.total_gpu_ns + tree.idle_ns, 1)
+        for n in tree.nodes:
+            hot = n.depth < OPEN_DEPTH or n.gpu_ns + n.idle_ns >= HOT_SHARE * step
+            parent = parents.get(n.key[:-1], widget.root)
+            width = NAME_WIDTH - 4 * n.depth + (0 if n.children else 2)  # a leaf has no fold icon
+            label = Text(node_label(n, tree, width=max(16, width)))
+            parents[n.key] = (
+                parent.add(label, data=n, expand=hot) if n.children else parent.add_leaf(label, data=n)
+            )
+        outside = tree.outside_gpu_ns + tree.outside_idle_ns
+        widget.root.add_leaf(Text(f"outside any module (optimizer, loss, data)  {_per_step(tree, outside)}"))
+        yield widget
+        with VerticalScroll(id="module-details"):
+            yield Static(id="module-details-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        widget = self.query_one(Tree)
+        widget.border_title = "modules · GPU + idle time per step · share · regime · enter folds · esc back"
+        widget.focus()
+        first = self.analysis.modules.nodes[0] if self.analysis.modules else None
+        if first is not None:
+            self._show(first)
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[ModuleNode]) -> None:
+        if event.node.data is not None:
+            self._show(event.node.data)
+
+    def _show(self, node: ModuleNode) -> None:
+        self.query_one("#module-details-body", Static).update(
+            Text("\n".join(node_details(node, self.analysis)))
+        )
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+def _per_step(tree: ModuleTree, ns: int) -> str:
+    return fmt_ns(tree.per_step(ns)) + (" per step" if tree.steps else "")
