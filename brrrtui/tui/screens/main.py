@@ -13,6 +13,7 @@ from brrrtui.present.selection import SUMMARY, Kind, Node, Selection
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.status import RunState
 from brrrtui.tui.keymap import bindings
+from brrrtui.tui.screens.modules import ModuleScreen
 from brrrtui.tui.screens.search import Hit, SearchScreen
 from brrrtui.tui.widgets.details import Details
 from brrrtui.tui.widgets.drill import Drill
@@ -289,6 +290,15 @@ class MainScreen(Screen):
             return
         self.timeline.go_to(Kind.KERNEL, row)
         self.timeline.focus()
+
+    def action_modules(self) -> None:
+        """M: the module tree of the analysis on screen."""
+        snap = self.snapshot
+        if snap is None or snap.analysis.modules is None:
+            why = "the analysis is still running" if snap is None else "no kernel ran inside an nn.Module"
+            self.notify(f"No module tree: {why}.", timeout=3)
+        else:
+            self.app.push_screen(ModuleScreen(snap.analysis))
 
     def action_search(self) -> None:
         snap = self.snapshot
