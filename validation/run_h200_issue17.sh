@@ -22,13 +22,13 @@ pack() { tar -czf "$OUT/logs_$PART.tar.gz" -C "$W" --exclude='*.brrr' --exclude=
 if [ "$PART" = a ]; then
     nvidia-smi -L; python -c 'import torch; print(torch.__version__, torch.cuda.get_device_name())'
     echo "=== 1. savings ($SECONDS s)"
-    timeout 260 python validation/savings.py --out "$W/savings" --cases fusion_block,cross_entropy \
+    OUT="$W" timeout 260 python validation/savings.py --out "$W/savings" --cases fusion_block,cross_entropy \
         --steps 50 --warmup 10 --record-steps 100 --timeout 200 >"$W/savings.log" 2>&1
     echo "rc=$?"; tail -8 "$W/savings.log"
     gzip -c "$W/savings/savings_gpt2_eager.brrr" >"$OUT/gpt2_eager.brrr.gz" 2>/dev/null; pack
     echo "=== 2. known_regimes, time.sleep 2 ms and 20 ms ($SECONDS s)"
     for ms in 2 20; do
-        timeout 60 python -m brrrtui record -o "$W/known_regimes_sleep$ms.brrr" examples/known_regimes.py \
+        OUT="$W" timeout 60 python -m brrrtui record -o "$W/known_regimes_sleep$ms.brrr" examples/known_regimes.py \
             --steps 60 --sleep-ms "$ms" >"$W/known_regimes_sleep$ms.log" 2>&1; echo "record rc=$?"
         python -m brrrtui report "$W/known_regimes_sleep$ms.brrr" >"$W/known_regimes_sleep${ms}_report.txt" 2>&1
         python -m brrrtui report --json "$W/known_regimes_sleep$ms.brrr" >"$W/known_regimes_sleep${ms}_report.json" 2>&1
@@ -40,11 +40,18 @@ if [ "$PART" = a ]; then
                 resnet50:validation/workloads/resnet50.py; do
         IFS=: read -r name script <<<"$spec"
         t0=$SECONDS
-        timeout 75 python -m brrrtui record -o "$W/$name.brrr" "$script" --steps 45 >"$W/${name}_rec.log" 2>&1
+        OUT="$W" timeout 75 python -m brrrtui record -o "$W/$name.brrr" "$script" --steps 45 >"$W/${name}_rec.log" 2>&1
         echo "$name record rc=$? in $((SECONDS - t0)) s"
         gzip -c "$W/$name.brrr" >"$OUT/$name.brrr.gz"; pack
     done
 else
+    if [ -n "${RECORD:-}" ]; then  # workloads whose recording did not come back from call a
+        for name in $RECORD; do
+            OUT="$W" timeout 75 python -m brrrtui record -o "$W/$name.brrr" "validation/workloads/$name.py" \
+                --steps 45 >"$W/${name}_rec.log" 2>&1
+            echo "$name record rc=$?"; gzip -c "$W/$name.brrr" >"$OUT/$name.brrr.gz"
+        done
+    fi
     ncu --version | tail -1
     ncu --query-metrics 2>/dev/null | grep -iE "^sm__pipe_tensor|^sm__inst_executed_pipe_tensor" >"$W/tensor_metrics.txt"
     cat "$W/tensor_metrics.txt" | cut -c1-100
