@@ -18,7 +18,7 @@ def rank_trace(
     wait_ms: float, extra_line_ms: float = 0.0, step_ms: float = 100, t0: int = T0, windows=((10, 11),)
 ):
     """20 steps of `step_ms`; step windows over `windows`; in each windowed step an all-reduce kernel that
-    waits `wait_ms` (two overlapping NCCL kernels: 60 % and the whole wait), and the main thread sampled every
+    waits `wait_ms` (two overlapping NCCL kernels ending together: the whole wait and its last 60 %), and the main thread sampled every
     1 ms: `extra_line_ms` on train.py:7 (the straggler's own work), the rest of the step on train.py:9."""
     b = TraceBuilder(t0=t0)
     slow, loop = b.line("train.py", 7), b.line("train.py", 9)
@@ -33,7 +33,9 @@ def rank_trace(
             end = start + step_ns - int(10 * MS)
             if wait_ms:
                 b.gpu_row(ALLREDUCE, end - int(wait_ms * MS), int(wait_ms * MS), window=w)
-                b.gpu_row(ALLREDUCE, end - int(wait_ms * MS), int(0.6 * wait_ms * MS), window=w, stream=9)
+                b.gpu_row(
+                    ALLREDUCE, end - int(0.6 * wait_ms * MS), int(0.6 * wait_ms * MS), window=w, stream=9
+                )
             b.gpu_row("sm90_xmma_gemm_bf16", start, int(20 * MS), window=w)
             for k in range(int(step_ms)):
                 line = slow if k < extra_line_ms else loop
@@ -101,3 +103,24 @@ def test_time_windows_and_a_single_rank():
     assert c.common_windows == () and c.unaligned_windows == 1
     single = compare_ranks({0: rank_trace(30)})
     assert single.straggler is None and single.imbalance is None
+
+
+def test_the_ranks_text_names_the_straggler_its_line_and_another_host_clock():
+    from analyzers.clocks import clock_offsets
+    from brrrtui.present.ranks_report import ranks_json, ranks_text
+
+    traces = {0: rank_trace(30), 1: rank_trace(2, extra_line_ms=28), 2: rank_trace(30, t0=T0 + 5_000_000_000)}
+    c, clocks = compare_ranks(traces), clock_offsets(traces)
+    text = ranks_text(c, 0, ["rank 3 is left out: gone"], clocks)
+    assert "Ranks: 3 (1 window on the same steps on every rank, steps 10–11)" in text
+    assert "Straggler: rank 1, late by 28 ms per step (the other ranks wait for it in collectives)" in text
+    assert "its line: train.py:7 (step) takes 28 ms more per step than on the other ranks" in text
+    assert "Clock: rank 2 reads 5 s ahead of rank 0 (from 4 collective ends, spread 0 ns)" in text
+    assert "Clock: rank 1" not in text and "note: rank 3 is left out: gone" in text
+    doc = ranks_json(c, 0, [], clocks)
+    assert doc["straggler"]["rank"] == 1 and doc["straggler"]["line"] == {
+        "file": "train.py",
+        "line": 7,
+        "function": "step",
+    }
+    assert [o["offset_ns"] for o in doc["clock_offsets"]] == [0.0, 0.0, 5e9]

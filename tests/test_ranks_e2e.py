@@ -2,6 +2,7 @@
 rank is traced into its own recording, the launcher is not, and the windows of both ranks cover the same
 steps. Rank 1 sleeps 30 ms more per step (tests/scripts/ddp_train.py)."""
 
+import dataclasses
 import json
 import os
 import sqlite3
@@ -9,6 +10,8 @@ import sqlite3
 import pytest
 from conftest import SCRIPTS, line_of, run_brrrtui
 
+from analyzers.clocks import clock_offsets
+from analyzers.model import Table
 from brrrtui.recording.load import load_trace
 
 DDP = os.path.join(SCRIPTS, "ddp_train.py")
@@ -129,3 +132,30 @@ def test_brrrtui_torchrun_and_a_rank_killed_mid_run(tmp_path):
     assert 30 <= len(killed.steps) <= 40 and len(killed.windows) >= 1  # up to its last half second of steps
     report = run_brrrtui("report", str(run))
     assert report.returncode == 0 and "Ranks: 2" in report.stdout, report.stderr
+
+
+def shifted(trace, offset_ns: int):
+    """The same trace read on a clock `offset_ns` ahead: every time column moved."""
+
+    def move(table: Table, *cols: str) -> Table:
+        return Table({k: (v + offset_ns if k in cols else v) for k, v in table.columns.items()})
+
+    return dataclasses.replace(
+        trace,
+        ops=move(trace.ops, "start_ns"),
+        gpu=move(trace.gpu, "start_ns"),
+        windows=move(trace.windows, "start_ns", "end_ns"),
+        steps=move(trace.steps, "t_ns"),
+    )
+
+
+def test_a_rank_clock_shifted_by_seconds_is_recovered_from_the_all_reduces(ddp_run):
+    """Two simulated nodes from the real run: rank 1 read on a clock 3.21 s ahead. gloo's all-reduce ends on
+    a shared 2-core CPU agree only to about a millisecond (NCCL kernel ends: microseconds, tests/test_clocks.py);
+    `spread_ns` says so."""
+    out, _ = ddp_run
+    traces = {r: load_trace(str(out.parent / f"run.rank{r}.brrr")) for r in (0, 1)}
+    traces[1] = shifted(traces[1], 3_210_000_000)
+    found = clock_offsets(traces)[1]
+    assert found.matched >= 4
+    assert abs(found.offset_ns - 3_210_000_000) < 5_000_000, found

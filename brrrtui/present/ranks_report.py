@@ -6,8 +6,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from analyzers.clocks import ClockOffset
 from analyzers.ranks import RankComparison
 from brrrtui.contract.units import fmt_ns, fmt_pct
+
+CLOCK_SHOWN_NS = 10_000_000  # offsets below this are the noise of one host's collectives, not two clocks
 
 
 def _where(c: RankComparison) -> str:
@@ -18,7 +21,7 @@ def _where(c: RankComparison) -> str:
     return f"{n} window{'s' if n > 1 else ''} on the same steps on every rank, steps {first}–{last}"
 
 
-def ranks_text(c: RankComparison, shown: int, notes: list[str]) -> str:
+def ranks_text(c: RankComparison, shown: int, notes: list[str], clocks: dict[int, ClockOffset]) -> str:
     out = [f"Ranks: {len(c.ranks)} ({_where(c)})"]
     if c.unaligned_windows:
         out.append(f"  {c.unaligned_windows} step windows are not on every rank (left out of the comparison)")
@@ -60,11 +63,21 @@ def ranks_text(c: RankComparison, shown: int, notes: list[str]) -> str:
         out.append(
             f"Load imbalance: the busiest rank's busy time per step is {fmt_pct(c.imbalance)} over the mean"
         )
+    ref = min(clocks) if clocks else 0
+    for o in clocks.values():
+        if abs(o.offset_ns) >= CLOCK_SHOWN_NS:  # another host's clock; one host's ranks share a clock
+            ahead = "ahead of" if o.offset_ns > 0 else "behind"
+            out.append(
+                f"Clock: rank {o.rank} reads {fmt_ns(abs(o.offset_ns))} {ahead} rank {ref} (from {o.matched} "
+                f"collective ends, spread {fmt_ns(o.spread_ns)})"
+            )
     out += [f"note: {n}" for n in notes]
     return "\n".join(out)
 
 
-def ranks_json(c: RankComparison, shown: int, notes: list[str]) -> dict[str, Any]:
+def ranks_json(
+    c: RankComparison, shown: int, notes: list[str], clocks: dict[int, ClockOffset]
+) -> dict[str, Any]:
     """The report's "ranks" member (added to schema 2; absent for a single-process recording)."""
     s = c.straggler
     return {
@@ -96,5 +109,9 @@ def ranks_json(c: RankComparison, shown: int, notes: list[str]) -> dict[str, Any
             else {"file": s.line.file, "line": s.line.line, "function": s.line.function},
             "line_extra_ns": s.line_extra_ns,
         },
+        "clock_offsets": [
+            {"rank": o.rank, "offset_ns": o.offset_ns, "matched": o.matched, "spread_ns": o.spread_ns}
+            for o in clocks.values()
+        ],
         "notes": notes,
     }

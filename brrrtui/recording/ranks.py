@@ -12,6 +12,7 @@ import dataclasses
 import os
 from typing import Any
 
+from analyzers.clocks import ClockOffset, clock_offsets
 from analyzers.errors import InputError
 from analyzers.model import Trace
 from analyzers.ranks import RankComparison, compare_ranks
@@ -88,9 +89,12 @@ def _with_set(trace: Trace, run: str, files: dict[int, str], shown: int, text: s
     return _note(trace, text)
 
 
-def compare_rank_set(trace: Trace) -> tuple[RankComparison, int, list[str]] | None:
-    """The ranks of the run `trace` belongs to, side by side: (comparison, the rank shown, notes); None for a
-    single-process recording. A rank whose file is missing or unreadable is left out, with a note."""
+def compare_rank_set(
+    trace: Trace,
+) -> tuple[RankComparison, int, list[str], dict[int, ClockOffset]] | None:
+    """The ranks of the run `trace` belongs to, side by side: (comparison, the rank shown, notes, every
+    rank's clock against the lowest rank's); None for a single-process recording. A rank whose file is
+    missing or unreadable is left out, with a note."""
     rank_set = trace.meta.get("rank_set")
     if not isinstance(rank_set, dict):
         return None
@@ -103,4 +107,4 @@ def compare_rank_set(trace: Trace) -> tuple[RankComparison, int, list[str]] | No
             traces[rank] = load_recording(path)
         except (InputError, OSError) as e:
             notes.append(f"rank {rank} is left out: {e}")
-    return compare_ranks(traces), shown, notes
+    return compare_ranks(traces), shown, notes, clock_offsets(traces)
