@@ -862,14 +862,17 @@ def launch_window(args: argparse.Namespace, report: dict[str, Any] | None) -> tu
 
 
 def kernel_id(invocations: str) -> str:
-    """ncu's --kernel-id for "the N-th call of every kernel function", N in `invocations` ("50,200,800")."""
+    """ncu's --kernel-id for "the N-th call of every kernel", N in `invocations` ("50,200,800"). ncu numbers
+    the calls of each kernel name (with --kernel-name-base demangled: each template instance apart, as Kineto
+    names them; by default one count per function, so every elementwise kernel shares one); the invocation
+    field is a regular expression as it stands (a `regex:` prefix there is refused)."""
     nums = [str(int(x)) for x in invocations.split(",") if x.strip()]
-    return f"::regex:.:regex:^({'|'.join(nums)})$"
+    return f"::regex:.:^({'|'.join(nums)})$"
 
 
 def ncu_command(args: argparse.Namespace, ncu: str, metrics: list[str], rep: str) -> list[str]:
     if args.sample_invocations:  # the same calls of every kernel name, not a slice of the launch sequence
-        which = ["--kernel-id", kernel_id(args.sample_invocations)]
+        which = ["--kernel-name-base", "demangled", "--kernel-id", kernel_id(args.sample_invocations)]
     else:
         which = ["--launch-skip", str(args.launch_skip)]
     return [

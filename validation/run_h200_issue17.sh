@@ -56,7 +56,8 @@ else
     ncu --query-metrics 2>/dev/null | grep -iE "^sm__pipe_tensor|^sm__inst_executed_pipe_tensor" >"$W/tensor_metrics.txt"
     cat "$W/tensor_metrics.txt" | cut -c1-100
     echo "=== kernel-id sampling check ($SECONDS s)"
-    timeout 60 ncu --clock-control none --kernel-id '::regex:.:regex:^(3|7)$' --metrics gpu__time_duration.sum \
+    timeout 60 ncu --clock-control none --kernel-name-base demangled --kernel-id '::regex:.:^(3|7)$' \
+        --metrics gpu__time_duration.sum \
         --csv python -c "import torch
 x = torch.randn(1 << 20, device='cuda')
 for _ in range(10):
