@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.model import SourceLine
+from analyzers.model import SourceLine, Table
 from brrrtui.present.lanes import Lane, PageKey
 from brrrtui.present.selection import Kind, Node, Selection
 from brrrtui.present.snapshot import Snapshot
@@ -63,28 +63,50 @@ def heaviest_kernel_of_line(snap: Snapshot, line_id: int, window: int | None) ->
     return int(pick_from[np.argmax(snap.trace.gpu.dur_ns[pick_from])])
 
 
-def next_kernel_named(snap: Snapshot, name: str, window: int | None, after_ns: float | None) -> int | None:
-    """The first call of a kernel after `after_ns` (absolute) in `window`; else its first call there, else its
-    first call anywhere. None when no kernel has that name."""
+def next_kernel_named(
+    snap: Snapshot, name: str, window: int | None, at_ns: float | None, direction: int = 1
+) -> int | None:
+    """The first call of a kernel after `at_ns` (absolute) in `window` (direction < 0: the last call before it);
+    else its first (last) call there, else anywhere. None when no kernel has that name."""
     g = snap.trace.gpu
-    rows = np.nonzero(g.name == snap.trace.sid(name))[0]
+    return _next_call(g, np.nonzero(g.name == snap.trace.sid(name))[0], window, at_ns, direction)
+
+
+def next_op_named(
+    snap: Snapshot, name: str, window: int | None, at_ns: float | None, direction: int = 1
+) -> int | None:
+    """As next_kernel_named, for the top-level operators the CPU lanes show."""
+    ops = snap.trace.ops
+    top = snap.analysis.links.op_parent < 0
+    return _next_call(ops, np.nonzero((ops.name == snap.trace.sid(name)) & top)[0], window, at_ns, direction)
+
+
+def _next_call(
+    g: Table, rows: np.ndarray, window: int | None, at_ns: float | None, direction: int
+) -> int | None:
     if not len(rows):
         return None
     candidates = rows
-    if window is not None and after_ns is not None:
+    if window is not None and at_ns is not None:
         here = rows[g.window[rows] == window]
-        later = here[g.start_ns[here] > after_ns]
-        candidates = later if len(later) else (here if len(here) else rows)
-    return int(candidates[np.argmin(g.start_ns[candidates])])
+        start = g.start_ns[here]
+        beyond = here[start > at_ns] if direction > 0 else here[start < at_ns]
+        candidates = beyond if len(beyond) else (here if len(here) else rows)
+    pick = np.argmin if direction > 0 else np.argmax
+    return int(candidates[pick(g.start_ns[candidates])])
 
 
 def page_of(snap: Snapshot, kind: Kind, row: int) -> tuple[PageKey, int] | None:
-    """The page showing a gpu (KERNEL), gap (GAP) or stream (STREAMED) row, and the row's absolute start."""
+    """The page showing a gpu (KERNEL), gap (GAP), op (OP) or stream (STREAMED) row, and the row's absolute
+    start."""
     if kind == Kind.KERNEL:
         return PageKey(int(snap.trace.gpu.window[row])), int(snap.trace.gpu.start_ns[row])
     if kind == Kind.GAP:
         gaps = snap.analysis.gaps
         return PageKey(int(gaps.window[row])), int(gaps.start_ns[row])
+    if kind == Kind.OP:
+        ops = snap.trace.ops
+        return PageKey(int(ops.window[row])), int(ops.start_ns[row])
     if snap.stream is None:
         return None
     st = snap.stream.stream

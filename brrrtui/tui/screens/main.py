@@ -8,13 +8,14 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, OptionList
 
+from analyzers.model import SourceLine
 from brrrtui.present import queries
 from brrrtui.present.selection import SUMMARY, Kind, Node, Selection
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.status import RunState
 from brrrtui.tui.keymap import bindings
 from brrrtui.tui.screens.modules import ModuleScreen
-from brrrtui.tui.screens.search import Hit, SearchScreen
+from brrrtui.tui.screens.search import Found, SearchScreen
 from brrrtui.tui.widgets.details import Details
 from brrrtui.tui.widgets.drill import Drill
 from brrrtui.tui.widgets.hot_lines import HotLines
@@ -38,6 +39,7 @@ class MainScreen(Screen):
         self.state = state
         self.snapshot: Snapshot | None = None
         self.finding_index = -1
+        self.found: Found | None = None  # the search n / N step through (None: they step the findings)
         self._g_origin: tuple[Selection, int | None] | None = None
         self._last_pane: str = "timeline"
 
@@ -211,15 +213,26 @@ class MainScreen(Screen):
         d = self.details
         if d.node != node:
             d.show(node)
-        d.query_one(OptionList).focus()
+        d.query_one(OptionList).focus(scroll_visible=False)  # the text opens at its top
 
     # ------------------------------------------------------------------ actions
 
     def action_back(self) -> None:
         if len(self.details.stack) > 1:
             self.details.action_back()
+        elif self.found is not None:
+            self.found = None
+            self.notify("Search cleared: n / N step through the findings.", timeout=2)
 
-    def action_finding(self, step: int) -> None:
+    def action_next(self, step: int) -> None:
+        """n / N: the next / previous result of the search, if one is on; else the next / previous finding."""
+        if self.found is not None and self.found.hits:
+            self.found = self.found.step(step)
+            self._jump(self.found, step)
+        else:
+            self._finding(step)
+
+    def _finding(self, step: int) -> None:
         snap = self.snapshot
         if snap is None or not snap.findings:
             self.notify("No findings in this analysis.", timeout=2)
@@ -231,7 +244,7 @@ class MainScreen(Screen):
         if f.kernels:
             self.timeline.go_to(Kind.KERNEL, f.kernels[0])
         self.details.show(Node(Kind.FINDING, (self.finding_index,)))
-        self.details.query_one(OptionList).focus()
+        self.details.query_one(OptionList).focus(scroll_visible=False)
 
     def action_goto(self) -> None:
         """g: from a kernel to its source line, and from a line back to the kernel (or its first kernel)."""
@@ -306,30 +319,42 @@ class MainScreen(Screen):
             self.notify("Nothing to search yet: the analysis is still running.", timeout=2)
             return
 
-        def jump(hit: Hit | None) -> None:
-            if hit is None or self.snapshot is None:
+        def chosen(found: Found | None) -> None:
+            if found is None:
                 return
-            if hit.kind == "line":
-                stat = self.snapshot.lines_by_id.get(int(hit.key))
-                if stat is not None:
-                    self.source.show_line(stat.line)
-                    self.source.focus()
-                return
-            self._jump_to_kernel_name(str(hit.key))
+            self.found = found if found.hits else None
+            if self.found is not None:
+                self._jump(self.found, 1)
 
-        self.app.push_screen(SearchScreen(snap), jump)
+        self.app.push_screen(SearchScreen(snap, self.found.query if self.found else ""), chosen)
 
-    def _jump_to_kernel_name(self, name: str) -> None:
-        """The next call of the kernel after the cursor on this page (else its first call)."""
+    def _jump(self, found: Found, direction: int) -> None:
+        """Move to a search result: a line in the source view; a kernel or operator: its next call after the
+        timeline's cursor (direction < 0: its last call before it), selected in the timeline."""
+        hit, snap = found.hit, self.snapshot
+        if hit is None or snap is None:
+            return
+        self.notify(f"/{found.query}: {found.index + 1} of {len(found.hits)} · n/N", timeout=2, markup=False)
+        line = hit.key if isinstance(hit.key, SourceLine) else None  # a "source" hit
+        if hit.kind == "line":
+            stat = snap.lines_by_id.get(int(hit.key))  # type: ignore[arg-type]
+            line = stat.line if stat is not None else None
+        if line is not None:
+            self.source.show_line(line)
+            self.source.focus()
+        elif hit.kind in ("kernel", "op"):
+            self._jump_to_call(Kind.KERNEL if hit.kind == "kernel" else Kind.OP, str(hit.key), direction)
+
+    def _jump_to_call(self, kind: Kind, name: str, direction: int) -> None:
         snap = self.snapshot
         assert snap is not None
         tl = self.timeline
-        after = None
+        at = None
         if tl.window is not None and tl.lanes is not None:
-            after = tl.lanes.start_ns + (tl.selection.start if tl.selection else tl.view.cursor_t)
-        row = queries.next_kernel_named(snap, name, tl.window, after)
-        if row is not None:
-            tl.go_to(Kind.KERNEL, row)
+            at = tl.lanes.start_ns + (tl.selection.start if tl.selection else tl.view.cursor_t)
+        find = queries.next_kernel_named if kind == Kind.KERNEL else queries.next_op_named
+        row = find(snap, name, tl.window, at, direction)
+        if row is not None and tl.go_to(kind, row):
             tl.focus()
 
     def show_summary(self) -> None:
