@@ -118,6 +118,7 @@ def test_idle_gaps_flows_and_counters(exported, original):
     gpu_cats = ("kernel", "gpu_memcpy", "gpu_memset")
     kernel_at = {(e["pid"], e["tid"], e["ts"]) for e in events if e.get("cat", "").startswith(gpu_cats)}
     assert all((e["pid"], e["tid"], e["ts"]) in kernel_at for e in ends)  # each flow ends on its kernel
+    assert min(e["ts"] for e in events if "ts" in e) == 0  # telemetry starts before the first window
     counters = Counter(e["name"] for e in events if e.get("ph") == "C")
     assert counters["GPU utilisation"] == len(trace.telemetry)
     assert {"GPU power", "GPU memory used", "SM clock"} <= set(counters)

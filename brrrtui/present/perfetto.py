@@ -16,7 +16,7 @@ same verdicts. What it holds::
 The top-level `brrrtui` object carries what a Chrome trace has no event for (the recording's windows, its
 step times, measured ceilings, line samples, telemetry rows); trace viewers ignore it and brrrtui's loader
 (brrrtui/recording/chrome_extras.py) restores it, which is what makes the round trip exact.
-Times are microseconds after `baseTimeNanoseconds` (the first window's start), so a float keeps every ns.
+Times are microseconds after `baseTimeNanoseconds` (the earliest event), so a float keeps every ns.
 """
 
 from __future__ import annotations
@@ -334,9 +334,14 @@ def _names(trace: Trace, pid: int, devices: Iterable[int], threads: dict[int, st
 def to_perfetto(trace: Trace, analyses: list[Analysis], phases: dict[int, str]) -> dict[str, Any]:
     """The whole recording `trace` as one Chrome trace document. `analyses` cover its windows (the lead phase
     and the phases reported apart, analyzers.analyze.analyze_other_phases); `phases`: window -> phase name."""
-    starts = [int(v) for v in trace.windows.start_ns.tolist()] or [
-        int(v) for v in trace.gpu.start_ns.tolist()
-    ]
+    firsts = (
+        trace.windows.start_ns,
+        trace.gpu.start_ns,
+        trace.telemetry.t_ns,
+        trace.steps.t_ns,
+        trace.stream.start_ns,
+    )
+    starts = [int(c.min()) for c in firsts if len(c)]  # the earliest event: no negative timestamps
     clock = _Clock(min(starts) if starts else 0)
     raw_pid = trace.meta.get("pid")
     pid = raw_pid if isinstance(raw_pid, int) and 0 < raw_pid < GPU_PID else 1
