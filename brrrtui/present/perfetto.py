@@ -13,6 +13,11 @@ same verdicts. What it holds::
                             each launch to its kernel; a thread "windows" (each capture window and its phase)
                             and a thread "steps" (every optimizer step of the run)
 
+`cname` is the colour chrome://tracing (Catapult) paints a slice: compute green, memory yellow, overhead red.
+Perfetto's UI colours slices by name and ignores `cname` by design (google/perfetto issues 208 and 620); there
+the regime is the category's second part and `args.regime`, for its search and SQL
+(`select sum(dur) from slice where category = 'kernel,memory'`).
+
 The top-level `brrrtui` object carries what a Chrome trace has no event for (the recording's windows, its
 step times, measured ceilings, line samples, telemetry rows); trace viewers ignore it and brrrtui's loader
 (brrrtui/recording/chrome_extras.py) restores it, which is what makes the round trip exact.
