@@ -4,18 +4,24 @@ gives the recording's verdicts."""
 
 from __future__ import annotations
 
+import copy
 import gzip
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analyzers.analyze import analyze, analyze_other_phases
+from analyzers.errors import InputError
 from analyzers.results import REGIMES_BY_CODE, Regime
+from brrrtui.present.perfetto import to_perfetto
 from brrrtui.recording.load import load_trace
+from tests.fixtures.synthetic import phased_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "h200_hf_gpt2_steady.brrr.gz")
@@ -152,3 +158,39 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
     )
     r = export(str(tmp_path / "x.json"), str(tmp_path / "missing.brrr"))
     assert r.returncode == 2 and "no such file" in r.stderr
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+KEYS = ["format", "windows", "steps", "peaks", "device", "lines", "line_samples", "telemetry", "meta"]
+
+
+@pytest.fixture(scope="module")
+def small_export():
+    trace = phased_trace()
+    lead = analyze(trace)
+    phases = {w: p.value for w, p in lead.phases.windows.items()}
+    return to_perfetto(trace, [lead, *analyze_other_phases(trace, lead).values()], phases)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(key=st.sampled_from(KEYS), value=JSON, row=st.integers(0, 3), cell=st.integers(0, 7), number=JSON)
+def test_a_damaged_block_is_a_note_or_a_trace_never_a_traceback(small_export, key, value, row, cell, number):
+    doc = copy.deepcopy(small_export)
+    block = doc["brrrtui"]
+    block[key] = value  # a field replaced by anything JSON holds
+    rows = block.get("windows") if isinstance(block.get("windows"), list) else []
+    if row < len(rows) and isinstance(rows[row], list) and cell < len(rows[row]):
+        rows[row][cell] = number  # or one cell of a window row
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "t.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        try:
+            trace = load_trace(path)
+        except InputError:
+            return
+        analyze(trace)  # whatever was restored analyses

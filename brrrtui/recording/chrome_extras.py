@@ -18,7 +18,7 @@ import numpy as np
 
 from analyzers.model import Peaks, SourceLine, Table, Trace, table_from_rows
 from brrrtui.contract.schema import LINE_SAMPLE_SCHEMA, STEP_SCHEMA, TELEMETRY_SCHEMA, WINDOW_SCHEMA
-from brrrtui.recording.checks import TIME_LIMIT
+from brrrtui.recording.checks import TIME_LIMIT, RecordingError, check_column
 from brrrtui.recording.safe import safe_text
 
 FORMAT = 1
@@ -34,6 +34,19 @@ def _ints(row: Any, n: int, limit: int = TIME_LIMIT) -> tuple[int, ...]:
     if not all(isinstance(v, int) and not isinstance(v, bool) and -limit <= v <= limit for v in row):
         raise _Bad("a row with a value that is not an integer in range")
     return tuple(row)
+
+
+def _table(rows: list[tuple[int, ...]], schema: dict[str, Any], name: str) -> Table:
+    """Integer rows as a table of `schema`, each column checked as a recording's is (range, codes, times)."""
+    matrix = np.array(rows, dtype=np.int64).reshape(-1, len(schema))
+    columns = {}
+    for i, (col, dtype) in enumerate(schema.items()):
+        try:
+            check_column("the brrrtui block", name, col, matrix[:, i], dtype)
+        except RecordingError as e:
+            raise _Bad(str(e).removeprefix("the brrrtui block is damaged: ")) from None
+        columns[col] = matrix[:, i].astype(dtype)
+    return Table(columns)
 
 
 def _list(block: dict[str, Any], key: str) -> list[Any]:
@@ -108,7 +121,9 @@ def _in_windows(table: Table, starts: np.ndarray, ids: np.ndarray, column: str =
 def _restore(trace: Trace, block: dict[str, Any]) -> Trace:
     if block.get("format") != FORMAT:
         raise _Bad(f"format {block.get('format')!r} is not {FORMAT}")
-    windows = table_from_rows([_ints(r, len(WINDOW_SCHEMA)) for r in _list(block, "windows")], WINDOW_SCHEMA)
+    windows = _table(
+        [_ints(r, len(WINDOW_SCHEMA)) for r in _list(block, "windows")], WINDOW_SCHEMA, "windows"
+    )
     if not len(windows):
         raise _Bad("no windows")
     if len(set(windows.window.tolist())) < len(windows) or (windows.window < 0).any():
@@ -117,7 +132,7 @@ def _restore(trace: Trace, block: dict[str, Any]) -> Trace:
         raise _Bad("a window that ends before it starts")
     order = np.argsort(windows.start_ns, kind="stable")
     starts, ids = windows.start_ns[order], windows.window[order]
-    steps = table_from_rows([_ints(r, 2) for r in _list(block, "steps")], STEP_SCHEMA)
+    steps = _table([_ints(r, 2) for r in _list(block, "steps")], STEP_SCHEMA, "steps")
     lines, index = _lines(trace, block)
     samples = []
     for row in _list(block, "line_samples"):
@@ -139,7 +154,7 @@ def _restore(trace: Trace, block: dict[str, Any]) -> Trace:
         windows=windows,
         steps=steps,
         telemetry=_telemetry(block),
-        line_samples=table_from_rows(samples, LINE_SAMPLE_SCHEMA),
+        line_samples=_table(samples, LINE_SAMPLE_SCHEMA, "line_samples"),
         peaks=_peaks(block.get("peaks")),
         device=replace(
             trace.device,
