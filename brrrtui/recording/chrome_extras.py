@@ -11,6 +11,7 @@ the events alone still make a trace.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -36,7 +37,7 @@ def _ints(row: Any, n: int, limit: int = TIME_LIMIT) -> tuple[int, ...]:
     return tuple(row)
 
 
-def _table(rows: list[tuple[int, ...]], schema: dict[str, Any], name: str) -> Table:
+def _table(rows: Sequence[tuple[int, ...]], schema: dict[str, Any], name: str) -> Table:
     """Integer rows as a table of `schema`, each column checked as a recording's is (range, codes, times)."""
     matrix = np.array(rows, dtype=np.int64).reshape(-1, len(schema))
     columns = {}
