@@ -50,15 +50,23 @@ def assert_same_trace(a: Trace, b: Trace) -> None:
             np.testing.assert_array_equal(ta[col], tb[col], err_msg=f"{name}.{col}")
 
 
-def test_the_fixtures_are_format_1_and_still_load(tmp_path):
-    assert len(RECORDINGS) >= 5
+def test_the_format_1_fixtures_still_load(tmp_path):
+    old = 0
     for name in RECORDINGS:
         path = h200_recording(name, tmp_path)
-        assert meta_of(path)["format_version"] == 1, name
+        if meta_of(path)["format_version"] != 1:
+            continue
+        old += 1
         trace = load_trace(os.path.join(FIXTURES, f"{name}.brrr.gz"))  # the .gz, as a user opens it
         assert len(trace.gpu) > 100 and len(trace.ops) > len(trace.gpu) and len(trace.windows) >= 1, name
-        # spans.module and spans.lib_line came after these files: unknown, not missing
-        assert len(trace.spans) and (trace.spans.module == -1).all() and (trace.spans.lib_line == -1).all()
+        db = sqlite3.connect(path)
+        span_columns = {r[1] for r in db.execute("PRAGMA table_info(spans)")}
+        db.close()
+        if "module" not in span_columns:  # spans.module and spans.lib_line came later: unknown, not missing
+            assert (
+                len(trace.spans) and (trace.spans.module == -1).all() and (trace.spans.lib_line == -1).all()
+            )
+    assert old >= 5
 
 
 @pytest.mark.parametrize("name", ["h200_gpt_stream", "h200_known_regimes"])
