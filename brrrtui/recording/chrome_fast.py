@@ -1,0 +1,376 @@
+"""Reading a big Chrome/Kineto trace without holding it as Python objects (msgspec).
+
+`json.load` of a 1 GB torch.profiler trace builds a dict per event and a Python object per field, ~6 GiB, and
+takes ~36 s on our CPU machine. Here the file is read in blocks (plain or gzip) and cut into runs of whole
+events at the last `},{` of each block (a cut that falls inside a string fails to decode and is moved on to
+the next block); msgspec decodes each run into typed Structs that keep only the fields brrrtui reads (every
+other key is skipped without building an object; names, grid/block and shapes are interned once), and numpy
+turns each run into columns (map + attrgetter + fromiter, in C). Memory is a block, one run's Structs and the
+columns of the events kept: 300 MB of JSON (300 k kernels, 1.8 M events) loaded in 294 MB peak RSS, against
+2.2 GB through `json` (benchmarks/bench_chrome.py).
+
+What this path does not read exactly as `chrome_rows.Rows` would — a run whose fields have other types (a
+damaged trace), a number msgspec does not take (NaN), the last event and what follows the array — goes
+through `Rows`, the `json` path's reader, event by event; a document this path cannot follow at all (no
+`traceEvents` array, a truncated file, the base time after the events) returns None, and the caller reads
+it with `json`, which also words its error.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import math
+import re
+from collections.abc import Callable, Iterator
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from analyzers.model import Table, table_from_rows
+from brrrtui.contract.schema import NONE, GpuKind
+from brrrtui.recording.checks import TIME_LIMIT
+from brrrtui.recording.chrome_rows import SCHEMAS, Parsed, Rows, int_field, shape_text, tid_of
+from brrrtui.recording.safe import safe_text
+
+BLOCK = 16 << 20
+_MISSING = -(2**63)
+_NULL = msgspec.Raw(b"null")
+_START = re.compile(rb'"traceEvents"\s*:\s*\[')
+_CUT = re.compile(rb"\}\s*,\s*\{")
+
+
+class _Args(msgspec.Struct, gc=False):
+    device: int = _MISSING
+    stream: int = _MISSING
+    correlation: int = _MISSING
+    bytes: int = _MISSING
+    grid: msgspec.Raw = _NULL
+    block: msgspec.Raw = _NULL
+    dims: msgspec.Raw = msgspec.field(default=_NULL, name="Input Dims")
+    types: msgspec.Raw = msgspec.field(default=_NULL, name="Input type")
+    seq: int = msgspec.field(default=_MISSING, name="Sequence number")
+    fwd: int = msgspec.field(default=_MISSING, name="Fwd thread id")
+    flops: float = math.nan
+
+
+class _Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str | None = None
+    name: str = ""
+    ts: float = math.nan
+    dur: float = 0.0
+    tid: int | str | None = None
+    args: _Args = msgspec.field(default_factory=_Args)
+
+
+_CATS = {
+    "kernel": 0,
+    "gpu_memcpy": 1,
+    "gpu_memset": 2,
+    "cuda_runtime": 3,
+    "cuda_driver": 3,
+    "cpu_op": 4,
+    "user_annotation": 5,
+    "python_function": 6,
+}
+assert (_CATS["kernel"], _CATS["gpu_memcpy"], _CATS["gpu_memset"]) == tuple(GpuKind)
+
+
+class _Memo(dict[Any, Any]):
+    """A dict that computes a missing value once: map(memo.__getitem__, values) runs in C for known keys."""
+
+    def __init__(self, make: Callable[[Any], Any]):
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self.make(key)
+        return value
+
+
+def _col(objects: Any, field: str, dtype: Any, memo: _Memo | None = None, raw: bool = False) -> np.ndarray:
+    """One field of every Struct in `objects` as an array, in C (map + attrgetter + fromiter): the field's
+    values, their bytes (`raw`: a msgspec.Raw), and/or what `memo` maps them to."""
+    values: Iterator[Any] = map(attrgetter(field), objects)
+    if raw:
+        values = map(bytes, values)
+    if memo is not None:
+        values = map(memo.__getitem__, values)
+    return np.fromiter(values, dtype, len(objects))
+
+
+def _ints(objects: Any, field: str, default: int, limit: int = 2**62) -> np.ndarray:
+    """chrome_rows.int_field over a column: a value out of [-limit, limit] (or missing) is `default`
+    (OverflowError where one does not fit int64: the caller reads the run with `Rows`)."""
+    a = _col(objects, field, np.int64)
+    return np.where((a < -limit) | (a > limit), default, a)
+
+
+class _Columns:
+    """The kept events' columns, run by run, and what `Rows` (the event-by-event reader) adds in between."""
+
+    def __init__(self, rows: Rows):
+        self.rows = rows  # shares its string table, lines and thread ids with this reader
+        self.parts: dict[str, list[dict[str, np.ndarray]]] = {
+            "gpu": [],
+            "runtime": [],
+            "ops": [],
+            "spans": [],
+        }
+        self.step_ends: list[np.ndarray] = []
+        self.skipped = 0
+        self.name = _Memo(lambda s: rows.strings(safe_text(s)))
+        self.frame = _Memo(rows.frame_line)
+        self.tid = _Memo(lambda t: tid_of(t, rows.tids))
+        self.cat = _Memo(lambda c: _CATS.get(c.partition(",")[0], -1) if isinstance(c, str) else -1)
+        self.is_x = _Memo(lambda p: p == "X")
+        self.step = _Memo(lambda s: safe_text(s).startswith("Optimizer.step#"))
+        self.shape = _Memo(self._shape)
+        self.dims = _Memo(self._dims)
+
+    def _shape(self, raw: bytes) -> int:
+        text = shape_text(msgspec.json.decode(raw))
+        return self.rows.strings(text) if text else NONE
+
+    def _dims(self, raw: bytes) -> int:
+        value = msgspec.json.decode(raw)
+        return (
+            NONE if value is None else self.rows.strings(safe_text(json.dumps(value, separators=(",", ":"))))
+        )
+
+    def flush_rows(self) -> None:
+        """Move what `Rows` gathered into the parts, so the tables keep the events' order."""
+        r = self.rows
+        for name, schema in SCHEMAS.items():
+            rows = getattr(r, name)
+            if rows:
+                self.parts[name].append(table_from_rows(rows, schema).columns)
+                rows.clear()
+        if r.step_ends:
+            self.step_ends.append(np.array(r.step_ends, dtype=np.int64))
+            r.step_ends.clear()
+        self.skipped += r.skipped
+        r.skipped = 0
+
+    def tables(self) -> tuple[dict[str, Table], list[int]]:
+        """The parts joined, in the schemas' dtypes; the step ends."""
+        self.flush_rows()
+        out = {}
+        for name, schema in SCHEMAS.items():
+            parts = self.parts[name]
+            out[name] = Table(
+                {
+                    c: np.concatenate([p[c] for p in parts]).astype(d) if parts else np.empty(0, d)
+                    for c, d in schema.items()
+                }
+            )
+        ends = np.concatenate(self.step_ends).tolist() if self.step_ends else []
+        return out, ends
+
+    def add(self, events: list[_Event]) -> None:
+        """One run of events, all or nothing."""
+        n = len(events)
+        is_x = _col(events, "ph", bool, self.is_x)
+        ts = _col(events, "ts", np.float64) * 1000.0
+        dur = _col(events, "dur", np.float64)
+        timed = np.isfinite(ts) & np.isfinite(dur) & (np.abs(ts) < 1e21) & (dur >= 0) & (dur < 1e15)
+        start = self.rows.base_ns + np.round(np.where(timed, ts, 0.0)).astype(np.int64)
+        timed &= (start >= 0) & (start <= TIME_LIMIT // 2)
+        code = _col(events, "cat", np.int8, self.cat)
+        keep = is_x & timed & (code >= 0)
+        every: np.ndarray = np.empty(n, dtype=object)
+        every[:] = events
+        kept, code, start = every[keep], code[keep], start[keep]
+        dur_ns = np.round(dur[keep] * 1000.0).astype(np.int64)
+        tid = _col(kept, "tid", np.int64, self.tid)
+        frames = code == 6
+        ids = np.full(len(kept), NONE, dtype=np.int64)
+        ids[~frames] = _col(kept[~frames], "name", np.int64, self.name)
+        line = _col(kept[frames], "name", np.int64, self.frame)
+        parts = self._tables(code, kept, ids, start, dur_ns, tid)
+        sel = np.nonzero(frames)[0][line >= 0]
+        if len(sel):
+            none = np.full(len(sel), NONE, dtype=np.int64)
+            spans = {
+                "window": np.zeros(len(sel), np.int64),
+                "line": line[line >= 0],
+                "start_ns": start[sel],
+                "dur_ns": dur_ns[sel],
+                "tid": tid[sel],
+                "module": none,
+                "lib_line": none,
+            }
+            parts.append(("spans", spans))
+        for table, cols in parts:
+            if table == "steps":
+                self.step_ends.append(cols["end_ns"])
+            else:
+                self.parts[table].append(cols)
+        self.skipped += int((is_x & ~timed).sum())
+
+    def _tables(
+        self,
+        code: np.ndarray,
+        kept: np.ndarray,
+        ids: np.ndarray,
+        start: np.ndarray,
+        dur: np.ndarray,
+        tid: np.ndarray,
+    ) -> list[tuple[str, dict[str, np.ndarray]]]:
+        """The gpu, runtime and ops columns of a run's kept events (and its optimizer steps' ends)."""
+        out: list[tuple[str, dict[str, np.ndarray]]] = []
+        args = np.fromiter(map(attrgetter("args"), kept), object, len(kept))
+        for table, mask in (("gpu", code <= 2), ("runtime", code == 3), ("ops", (code == 4) | (code == 5))):
+            if not mask.any():
+                continue
+            a = args[mask]
+            cols = {
+                "window": np.zeros(len(a), np.int64),
+                "name": ids[mask],
+                "start_ns": start[mask],
+                "dur_ns": dur[mask],
+            }
+            if table == "gpu":
+                cols |= {
+                    "kind": code[mask].astype(np.int64),
+                    "device": _ints(a, "device", 0, 2**31 - 1),
+                    "stream": _ints(a, "stream", NONE, 2**31 - 1),
+                    "correlation": _ints(a, "correlation", NONE),
+                    "grid": _col(a, "grid", np.int64, self.shape, raw=True),
+                    "block": _col(a, "block", np.int64, self.shape, raw=True),
+                    "bytes": _ints(a, "bytes", NONE),
+                }
+            elif table == "runtime":
+                cols |= {"tid": tid[mask], "correlation": _ints(a, "correlation", NONE)}
+            else:
+                cols |= {
+                    "tid": tid[mask],
+                    "seq": _ints(a, "seq", NONE),
+                    "fwd_tid": _ints(a, "fwd", NONE),
+                    "shapes": _col(a, "dims", np.int64, self.dims, raw=True),
+                    "dtypes": _col(a, "types", np.int64, self.dims, raw=True),
+                    "flops": _col(a, "flops", np.float64),
+                }
+                steps = code[mask] == 5
+                steps[steps] = _col(kept[mask][steps], "name", bool, self.step)
+                if steps.any():
+                    out.append(("steps", {"end_ns": cols["start_ns"][steps] + cols["dur_ns"][steps]}))
+            out.append((table, cols))
+        return out
+
+
+_DECODE = msgspec.json.Decoder(list[_Event])
+
+
+def _blocks(path: str) -> Iterator[bytes]:
+    opener: Any = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        while block := f.read(BLOCK):
+            yield block
+
+
+def _header(blocks: Iterator[bytes]) -> tuple[bytes, bytes]:
+    """(the document up to its traceEvents array, what follows the array's "[" in the blocks read so far)."""
+    buf = b""
+    for block in blocks:
+        buf += block
+        m = _START.search(buf)
+        if m:
+            return buf[: m.start()], buf[m.end() :]
+    raise ValueError("no traceEvents array")
+
+
+def _last_cut(buf: bytearray) -> int | None:
+    """The position of the comma of the last `},{` in `buf` (searched from the end), or None."""
+    tail = len(buf)
+    while tail > 1:
+        tail = max(1, tail - 65536)
+        found = list(_CUT.finditer(buf, tail))
+        if found:
+            return buf.index(b",", found[-1].start())
+    return None
+
+
+def _decode_run(run: memoryview, cols: _Columns) -> int | None:
+    """Add one run ("[" + events + "]") to `cols`; its event count, or None when it is no JSON array (a cut
+    that fell inside a string: the caller cuts further on)."""
+    try:
+        events = _DECODE.decode(run)
+        cols.add(events)
+        return len(events)
+    except (msgspec.ValidationError, msgspec.DecodeError, OverflowError):
+        pass  # fields of other types, NaN, a huge number: as the json path reads them
+    try:
+        objects = json.loads(bytes(run))
+    except ValueError:
+        return None
+    for ev in objects:
+        cols.rows.add(ev)
+    cols.flush_rows()
+    return len(objects)
+
+
+def _event_runs(blocks: Iterator[bytes], first: bytes, cols: _Columns) -> tuple[int, bytes]:
+    """Decode the events block by block, each time up to the last `},{` (its comma made the run's "]");
+    (events decoded, the rest: the last event through the end of the document)."""
+    buf = bytearray(b"[") + first
+    events = 0
+    for block in blocks:
+        buf += block
+        comma = _last_cut(buf)
+        if comma is None:
+            continue
+        buf[comma] = ord("]")
+        with memoryview(buf) as view:
+            count = _decode_run(view[: comma + 1], cols)
+        if count is None:
+            buf[comma] = ord(",")
+            continue
+        events += count
+        del buf[1 : comma + 1]
+    return events, bytes(buf[1:])
+
+
+def _finish(rest: bytes, cols: _Columns) -> tuple[int, str]:
+    """The last run, read up to the end of the traceEvents array; (its event count, the text after it)."""
+    text = "[" + rest.decode("utf-8")
+    objects, end = json.JSONDecoder().raw_decode(text)
+    for ev in objects:
+        cols.rows.add(ev)
+    cols.flush_rows()
+    return len(objects), text[end:]
+
+
+def read_events(path: str) -> Parsed | None:
+    """The trace's events as tables (chrome_rows.Parsed), or None where this reader cannot follow the
+    document (the caller reads it with `json`, which also words any error)."""
+    collecting = gc.isenabled()
+    gc.disable()  # runs make millions of short-lived objects, none of them cyclic
+    try:
+        blocks = _blocks(path)
+        head_bytes, first = _header(blocks)
+        header = head_bytes.decode("utf-8")
+        head = json.loads(header + '"traceEvents": []}')
+        base = max(0, int_field(head.get("baseTimeNanoseconds"), 0, TIME_LIMIT // 2))
+        cols = _Columns(Rows(base))
+        events, rest = _event_runs(blocks, first, cols)
+        count, trailer = _finish(rest, cols)
+        top = json.loads(header + '"traceEvents": []' + trailer)
+    except (OSError, EOFError, ValueError, RecursionError):
+        return None
+    finally:
+        if collecting:
+            gc.enable()
+    if (
+        not isinstance(top, dict)
+        or top.pop("traceEvents") != []
+        or top.get("baseTimeNanoseconds") != head.get("baseTimeNanoseconds")
+    ):
+        return None  # not the document the header began, or its base time came after the events
+    tables, step_ends = cols.tables()
+    rows = cols.rows
+    return Parsed(top, rows.strings.strings, rows.lines, tables, step_ends, cols.skipped, events + count)

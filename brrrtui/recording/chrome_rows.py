@@ -1,0 +1,225 @@
+"""The event-by-event reader of a Chrome trace's events: each `ph: "X"` event of a known category becomes a
+row of GPU_SCHEMA, RUNTIME_SCHEMA, OP_SCHEMA or SPAN_SCHEMA. A field of the wrong type reads as unknown; an
+event without a usable time is skipped and counted. brrrtui.recording.chrome_fast reads the same rows in
+bulk and hands this reader whatever it cannot read exactly the same way."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from analyzers.model import SourceLine, StringTable, Table, table_from_rows
+from brrrtui.contract.schema import (
+    GPU_SCHEMA,
+    NONE,
+    OP_SCHEMA,
+    RUNTIME_SCHEMA,
+    SPAN_SCHEMA,
+    GpuKind,
+    WindowMode,
+)
+from brrrtui.contract.userfiles import is_user_file
+from brrrtui.recording.checks import TIME_LIMIT
+from brrrtui.recording.safe import safe_text
+
+Row = tuple[Any, ...]
+_FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.*)$")
+_GPU_CATS = {"kernel": GpuKind.KERNEL, "gpu_memcpy": GpuKind.MEMCPY, "gpu_memset": GpuKind.MEMSET}
+
+
+def int_field(value: Any, default: int = NONE, limit: int = 2**62) -> int:
+    """An integer field of a trace event, or `default` where it holds anything else (a damaged trace)."""
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        return value if -limit <= value <= limit else default
+    if isinstance(value, float):
+        return int(value) if abs(value) <= limit else default  # NaN fails the comparison
+    if isinstance(value, str):
+        try:
+            return int_field(int(value), default, limit)
+        except ValueError:
+            return default
+    return default
+
+
+def _float(value: Any) -> float:
+    """A float field (flops), NaN where unknown or not a number."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return float("nan")
+
+
+def tid_of(value: Any, tids: dict[Any, int]) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**62:
+        return value
+    if not isinstance(value, str | int | float | None):
+        value = safe_text(value)  # a list or an object where a thread id belongs: a lane of its own
+    return tids.setdefault(value, -(len(tids) + 2))  # string lanes ("stream 7 ...") get negative ids
+
+
+def shape_text(value: Any) -> str | None:
+    """grid/block, "x,y,z": only from a list of ints."""
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        return ",".join(map(str, value))
+    return None
+
+
+def dims_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    try:
+        return safe_text(json.dumps(value, separators=(",", ":")))
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+class Rows:
+    """The rows of one Chrome trace, gathered event by event."""
+
+    def __init__(self, base_ns: int):
+        self.base_ns = base_ns
+        self.strings = StringTable()
+        self.lines: list[SourceLine] = []
+        self.line_ids: dict[tuple[str, int, str], int] = {}
+        self.tids: dict[Any, int] = {}
+        self.gpu: list[Row] = []
+        self.runtime: list[Row] = []
+        self.ops: list[Row] = []
+        self.spans: list[Row] = []
+        self.step_ends: list[int] = []
+        self.skipped = 0  # events without a usable time (a damaged trace)
+
+    def add(self, ev: Any) -> None:
+        """One trace event; only complete ("X") events of known categories make rows. A field of the wrong
+        type reads as unknown; an event without a usable time is skipped and counted."""
+        if not isinstance(ev, dict) or ev.get("ph") != "X":
+            return
+        ts: Any = ev.get("ts")
+        dur: Any = ev.get("dur", 0)
+        if not (_is_number(ts) and _is_number(dur) and abs(ts) < 1e18 and 0 <= dur < 1e15):
+            self.skipped += 1
+            return
+        start = self.base_ns + int(round(float(ts) * 1000.0))
+        dur_ns = int(round(float(dur) * 1000.0))
+        if not 0 <= start <= TIME_LIMIT // 2:
+            self.skipped += 1
+            return
+        cat = ev.get("cat")
+        args = ev.get("args")
+        args = args if isinstance(args, dict) else {}
+        name = safe_text(ev.get("name", ""))
+        tid = ev.get("tid")
+        if not isinstance(cat, str):
+            return
+        cat = cat.partition(",")[0]  # a list of categories ("kernel,memory" from brrrtui export): the first
+        if cat in _GPU_CATS:
+            self._gpu(int(_GPU_CATS[cat]), name, start, dur_ns, args)
+        elif cat in ("cuda_runtime", "cuda_driver"):
+            correlation = int_field(args.get("correlation"))
+            self.runtime.append((0, self.strings(name), start, dur_ns, tid_of(tid, self.tids), correlation))
+        elif cat in ("cpu_op", "user_annotation"):
+            self._op(name, start, dur_ns, tid_of(tid, self.tids), args)
+            if cat == "user_annotation" and name.startswith("Optimizer.step#"):
+                self.step_ends.append(start + dur_ns)
+        elif cat == "python_function":
+            self._frame(name, start, dur_ns, tid)
+
+    def _gpu(self, kind: int, name: str, start: int, dur: int, args: dict[str, Any]) -> None:
+        grid, block = shape_text(args.get("grid")), shape_text(args.get("block"))
+        self.gpu.append(
+            (
+                0,
+                kind,
+                self.strings(name),
+                start,
+                dur,
+                int_field(args.get("device"), 0, 2**31 - 1),
+                int_field(args.get("stream"), NONE, 2**31 - 1),
+                int_field(args.get("correlation")),
+                self.strings(grid) if grid else NONE,
+                self.strings(block) if block else NONE,
+                int_field(args.get("bytes")),
+            )
+        )
+
+    def _op(self, name: str, start: int, dur: int, tid: int, args: dict[str, Any]) -> None:
+        self.ops.append(
+            (
+                0,
+                self.strings(name),
+                start,
+                dur,
+                tid,
+                int_field(args.get("Sequence number")),
+                int_field(args.get("Fwd thread id")),
+                self.strings(dims_text(args.get("Input Dims"))),
+                self.strings(dims_text(args.get("Input type"))),
+                _float(args.get("flops")),
+            )
+        )
+
+    def frame_line(self, name: str) -> int:
+        """The line id of a Python frame `path(line): function` of the user's code, else NONE."""
+        m = _FRAME.match(safe_text(name))
+        if not m or not is_user_file(m["file"]):
+            return NONE
+        key = (m["file"], min(int(m["line"][:10]), 2**31 - 1), m["func"])
+        lid = self.line_ids.get(key)
+        if lid is None:
+            lid = self.line_ids[key] = len(self.lines)
+            self.lines.append(SourceLine(*key))
+        return lid
+
+    def _frame(self, name: str, start: int, dur: int, tid: Any) -> None:
+        """A Python frame of the user's code: a span at function level."""
+        lid = self.frame_line(name)
+        if lid != NONE:
+            self.spans.append((0, lid, start, dur, tid_of(tid, self.tids), NONE, NONE))
+
+
+def window_row(gpu: Table, ops: Table, steps: int, events: int) -> Row | None:
+    """The trace's one WINDOW_SCHEMA row: from its first activity to its last; None when it has none."""
+    if not len(gpu) and not len(ops):
+        return None
+    starts = [int(t.start_ns.min()) for t in (gpu, ops) if len(t)]
+    ends = [int((t.start_ns + t.dur_ns).max()) for t in (gpu, ops) if len(t)]
+    first_step, last_step = (0, steps - 1) if steps else (NONE, NONE)
+    return (0, int(WindowMode.FOREIGN), min(starts), max(ends), first_step, last_step, NONE, events)
+
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "gpu": GPU_SCHEMA,
+    "runtime": RUNTIME_SCHEMA,
+    "ops": OP_SCHEMA,
+    "spans": SPAN_SCHEMA,
+}
+
+
+@dataclass
+class Parsed:
+    """A trace's events as tables, and the document's other top-level values."""
+
+    top: dict[str, Any]
+    strings: list[str]
+    lines: list[SourceLine]
+    tables: dict[str, Table]
+    step_ends: list[int]
+    skipped: int
+    events: int
+
+    @staticmethod
+    def of_rows(top: dict[str, Any], rows: Rows, events: int) -> Parsed:
+        tables = {name: table_from_rows(getattr(rows, name), schema) for name, schema in SCHEMAS.items()}
+        return Parsed(top, rows.strings.strings, rows.lines, tables, rows.step_ends, rows.skipped, events)
