@@ -52,16 +52,21 @@ class StreamOrder:
     cand: np.ndarray
 
 
+def _frames(module: str) -> tuple[ModuleFrame, ...]:
+    """A span's module string as frames with collapsed paths (`h.3` -> `h.*`: the twelve blocks are one)."""
+    return tuple(ModuleFrame(collapse(f.path), f.kind) for f in decode(module))
+
+
 def _module_prefix(trace: Trace, links: Links, rows: list[int]) -> str:
     """The collapsed common module frames of `rows` (`=GPT;h.*=Block`); "" when unknown or only the root."""
     mods = links.kernel_module[rows] if len(links.kernel_module) else np.full(len(rows), NONE)
-    chains = [decode(trace.name(int(m))) for m in mods if m >= 0]
+    chains = [_frames(trace.name(int(m))) for m in mods if m >= 0]
     if not chains or any(not c for c in chains):
         return ""
     common = _common(chains)
     if len(common) < 2:
         return ""
-    return collapse(encode([(f.path, f.kind) for f in common]))
+    return encode([(f.path, f.kind) for f in common])
 
 
 def _in_module(trace: Trace, links: Links, prefix: str) -> np.ndarray:
@@ -71,7 +76,9 @@ def _in_module(trace: Trace, links: Links, prefix: str) -> np.ndarray:
     if not prefix or not len(mods):
         return out
     ids = np.unique(mods[mods >= 0])
-    hit = [int(i) for i in ids if _under(collapse(trace.name(int(i))), prefix)]
+    hit = [
+        int(i) for i in ids if _under(encode([(f.path, f.kind) for f in _frames(trace.name(int(i)))]), prefix)
+    ]
     if hit:
         out[:] = np.isin(mods, hit)
     return out
@@ -104,7 +111,7 @@ def function_keys(trace: Trace, links: Links) -> np.ndarray:
         pairs = np.unique(np.stack([links.kernel_line[ok], mods[ok]], axis=1), axis=0)
         per_line: dict[int, list[tuple[ModuleFrame, ...]]] = {}
         for ln, m in pairs.tolist():
-            per_line.setdefault(ln, []).append(decode(trace.name(m)))
+            per_line.setdefault(ln, []).append(_frames(trace.name(m)))
         for ln, chains in per_line.items():
             common = _common(chains)
             owner[ln] = common[-1].kind if common else ""

@@ -151,3 +151,21 @@ def test_scope_finding_in_the_analysis_names_the_function_and_the_launches():
     a = analyze(s.b.build())
     msgs = [f for f in a.findings if f.kind == "fusion"]
     assert msgs and all("torch.compile the function `forward`" in f.action for f in msgs)
+
+
+def test_every_instance_of_a_module_is_one_function():
+    """Two blocks (blocks.0, blocks.1) run the same Block.forward: their lines are one function whose scope
+    is both blocks' kernels, apart from the model's own chain."""
+    s = Script()
+    for i in (0, 1):
+        block = f"=Model;blocks.{i}=Block"
+        pair(s, 60, block)
+        s.mm(30, f"{block};blocks.{i}.mlp=MLP")
+        s.op(30, "aten::gelu", [[N]], [BF16], f"{block};blocks.{i}.mlp=MLP")
+    s.mm(80, ROOT)
+    pair(s, 80, ROOT)
+    chains = s.chains()
+    assert sorted(len(c.all_rows) for c in chains) == [2, 6]  # the model's pair; both blocks' pair + gelu
+    block = next(c for c in chains if len(c.all_rows) == 6)
+    # runs: [mul, add] | mm | [gelu, mul, add] (block 0's gelu feeds block 1's mul) | mm | [gelu]
+    assert block.occurrences == 2 and block.launches == 3 and block.bytes_saved == 2 * T + 4 * T

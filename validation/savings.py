@@ -338,6 +338,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--record-steps", type=int, default=100, help="steps of a recording made here")
     p.add_argument("--timeout", type=float, default=240, help="seconds per run")
     p.add_argument("--smoke", action="store_true", help="CPU: a synthetic report and step times, no runs")
+    p.add_argument("--measured", help="savings.json of an earlier run: its timed runs, no new ones (CPU: the"
+                   " predictions again, from --report-* made with the code as it is now)")  # fmt: skip
     return p.parse_args(argv)
 
 
@@ -347,21 +349,26 @@ def main(argv: list[str] | None = None) -> int:
     todo = [c for c in cases() if c.name in args.cases.split(",")]
     reports = smoke_reports() if args.smoke else given_reports(args)
     runs: dict[str, dict[str, Any]] = {}
+    if args.measured:
+        with open(args.measured) as f:
+            runs = json.load(f)["runs"]
     rows: list[dict[str, Any]] = []
     method = (
         "separate processes back to back, same seed; median step time over the timed steps after the warm-up,"
         " each step ended by torch.cuda.synchronize()"
-    )
+    ) + (f"; timed runs from {args.measured}, predictions made again" if args.measured else "")
     for case in todo:
         script, base_args = WORKLOADS[case.workload]
-        if case.workload not in reports and not args.smoke:
+        if case.workload not in reports and not args.smoke and not args.measured:
             reports[case.workload] = record_report(args, case.workload)
         fixed = case.fixed_script or script
         for run, path, extra in (
             (case.workload, script, base_args),
             (case.run, fixed, [*base_args, *case.fix]),
         ):
-            if run not in runs:
+            if run not in runs and args.measured:
+                runs[run] = {"run": run, "median_ms": None, "note": f"not in {args.measured}"}
+            elif run not in runs:
                 runs[run] = smoke_run(run, args) if args.smoke else run_workload(args, run, path, extra)
         rows.append(
             combine(case, predict(reports.get(case.workload), case), runs[case.workload], runs[case.run])
