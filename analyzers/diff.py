@@ -95,6 +95,9 @@ class KernelChange:
 @dataclass(frozen=True)
 class RunDiff:
     unit: str  # "step" or "s"
+    measure: (
+        str  # "GPU"; "CPU" when neither run has GPU activity (then lines compare CPU time in torch calls)
+    )
     before_steps: StepTimes
     after_steps: StepTimes
     noise_ns: float | None  # the bar a change must clear (per unit)
@@ -169,7 +172,7 @@ def _idle(a: Analysis, unit: float, st: StepTimes) -> float:
 
 
 def _line_changes(
-    b: Analysis, a: Analysis, ub: float, ua: float, lines: LineMap, noise: float | None
+    b: Analysis, a: Analysis, ub: float, ua: float, lines: LineMap, noise: float | None, cpu: bool
 ) -> list[LineChange]:
     after = {(s.line.file, s.line.line): s for s in a.lines}
     used: set[tuple[str, int]] = set()
@@ -180,10 +183,10 @@ def _line_changes(
         if t is not None and found is not None:
             used.add(found[:2])
         how = found[2] if found is not None and t is not None else None
-        out.append(_line_change(s.line, t.line if t else None, how, s, t, (ub, ua), noise))
+        out.append(_line_change(s.line, t.line if t else None, how, s, t, (ub, ua), noise, cpu))
     for key, t in after.items():
         if key not in used:
-            out.append(_line_change(None, t.line, None, None, t, (ub, ua), noise))
+            out.append(_line_change(None, t.line, None, None, t, (ub, ua), noise, cpu))
     return sorted(out, key=lambda c: -abs(c.total.delta or 0.0))
 
 
@@ -195,17 +198,22 @@ def _line_change(
     sa: LineStat | None,
     units: tuple[float, float],
     noise: float | None,
+    cpu: bool,
 ) -> LineChange:
-    gb, ga = (sb.gpu_ns / units[0] if sb else 0.0), (sa.gpu_ns / units[1] if sa else 0.0)
-    ib, ia = (sb.idle_ns / units[0] if sb else 0.0), (sa.idle_ns / units[1] if sa else 0.0)
+    """GPU time and idle per unit; for runs without GPU activity, CPU time in torch calls (and no regime)."""
+    busy = "cpu_ns" if cpu else "gpu_ns"
+    gb = getattr(sb, busy) / units[0] if sb else 0.0
+    ga = getattr(sa, busy) / units[1] if sa else 0.0
+    ib = sb.idle_ns / units[0] if sb and not cpu else 0.0
+    ia = sa.idle_ns / units[1] if sa and not cpu else 0.0
     return LineChange(
         lb,
         la,
         how,
-        Change("GPU", gb, ga, _beyond(gb + ib, ga + ia, noise)),
+        Change("CPU" if cpu else "GPU", gb, ga, _beyond(gb + ib, ga + ia, noise)),
         Change("idle", ib, ia, _beyond(ib, ia, noise)),
-        sb.regime if sb else None,
-        sa.regime if sa else None,
+        sb.regime if sb and not cpu else None,
+        sa.regime if sa and not cpu else None,
     )
 
 
@@ -246,13 +254,21 @@ def diff_runs(before: Analysis, after: Analysis, lines: LineMap) -> RunDiff:
             )
     if not per_step:
         notes.append("a run without optimizer steps: figures are per second of analysed time, noise unknown")
+    cpu = not before.trace.has_gpu and not after.trace.has_gpu
+    if cpu:
+        notes.append(
+            "no GPU activity in either run: lines compare CPU time in torch calls inside the profiled windows "
+            "(the profiler's cost included), not judged against the noise"
+        )
     return RunDiff(
         unit="step" if per_step else "s",
+        measure="CPU" if cpu else "GPU",
         before_steps=sb,
         after_steps=sa,
         noise_ns=noise if per_step else None,
-        run=_run_changes(before, after, ub, ua, sb, sa, noise if per_step else None),
-        lines=_line_changes(before, after, ub, ua, lines, noise if per_step else None),
+        run=_run_changes(before, after, ub, ua, sb, sa, noise if per_step else None)[: 1 if cpu else None],
+        # CPU time inside the windows carries the profiler's own cost: step noise says nothing about it
+        lines=_line_changes(before, after, ub, ua, lines, noise if per_step and not cpu else None, cpu),
         kernels=_kernel_changes(before, after, ub, ua, noise if per_step else None),
         notes=notes,
     )

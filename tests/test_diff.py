@@ -248,3 +248,43 @@ def test_a_script_edited_in_place_is_matched_by_text_against_before_src(tmp_path
     assert d["notes"] == []
     (gemm,) = [x for x in d["lines"] if x["before"] and x["before"]["line"] == 3]
     assert gemm["after"]["line"] == 5 and gemm["matched_by"] == "text" and gemm["change_ns"] == 0
+
+
+@pytest.fixture(scope="module")
+def cpu_runs(tmp_path_factory):
+    """Two real recordings of a tiny CPU training loop (no GPU: the lines' CPU time in torch calls)."""
+    out = tmp_path_factory.mktemp("cpu")
+    paths = []
+    for name in ("a", "b"):
+        path = str(out / f"{name}.brrr")
+        cmd = [
+            sys.executable,
+            "-m",
+            "brrrtui",
+            "record",
+            "-o",
+            path,
+            "--no-calibrate",
+            os.path.join(ROOT, "tests", "scripts", "train_lines.py"),
+            "120",
+        ]
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=str(out), timeout=300)
+        assert r.returncode == 0, r.stderr
+        paths.append(path)
+    return paths
+
+
+def test_two_cpu_recordings_compare_cpu_time_per_line(cpu_runs):
+    a, b = cpu_runs
+    r = diff(a, b, "--json", "--fail-if-slower", "1000")
+    assert r.returncode == 0 and "not slower" in r.stderr
+    d = json.loads(r.stdout)
+    assert d["measure"] == "CPU" and [c["what"] for c in d["run"]] == ["step time"]
+    assert d["before"]["steps"] > 50 and d["after"]["steps"] > 50 and d["noise_ns"] > 0
+    lines = {x["before"]["line"]: x for x in d["lines"] if x["before"] and x["after"]}
+    matmul = lines[15]  # `y = x @ w`: the same file in both runs, matched by number
+    assert matmul["matched_by"] == "line" and matmul["gpu_ns"]["before"] > 0 and matmul["gpu_ns"]["after"] > 0
+    assert matmul["beyond_noise"] is None and matmul["regime"] == {"before": None, "after": None}
+    assert any("no GPU activity" in n for n in d["notes"])
+    text = diff(a, b).stdout
+    assert "lines (CPU time in torch calls per step" in text and "kernels (" not in text

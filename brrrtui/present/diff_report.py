@@ -2,7 +2,7 @@
 
 JSON (schema 1; times in ns per `unit`, "step" or "s"; unknown numbers null)::
 
-    {"schema": 1, "unit": "step" | "s", "noise_ns": float|null,
+    {"schema": 1, "unit": "step" | "s", "measure": "GPU" | "CPU", "noise_ns": float|null,
      "before": {"file", "steps", "step_ns", "sigma_ns"}, "after": {...},
      "run":     [{"what", "before", "after", "change", "relative", "beyond_noise"}],
      "lines":   [{"before": {"file", "line", "function"}|null, "after": {...}|null, "matched_by": "text"|"line"|null,
@@ -66,17 +66,20 @@ def _header(d: RunDiff, before: str, after: str) -> list[str]:
 def render_text(d: RunDiff, before: str, after: str, top: int = 15) -> str:
     out = _header(d, before, after)
     unit = f"per {d.unit}"
-    out += ["", f"{unit:<22}{'before':>10}{'after':>10}{'change':>11}"]
+    if len(d.run) > 1:
+        out += ["", f"{unit:<22}{'before':>10}{'after':>10}{'change':>11}"]
     for c in d.run[1:]:
         out.append(
             f"  {c.what:<20}{fmt_ns(c.before):>10}{fmt_ns(c.after):>10}{_signed(c.delta):>11} {_mark(c)}"
         )
-    out += ["", f"lines (GPU + idle {unit}, largest change first):"]
+    what = "GPU + idle" if d.measure == "GPU" else "CPU time in torch calls"
+    out += ["", f"lines ({what} {unit}, largest change first):"]
     for lc in [x for x in d.lines if x.total.delta][:top]:
         out.append(_line_text(lc))
-    out += ["", f"kernels (GPU time {unit}, largest change first):"]
-    for kc in [x for x in d.kernels if x.gpu.delta][:top]:
-        out.append(_kernel_text(kc))
+    if d.measure == "GPU":
+        out += ["", f"kernels (GPU time {unit}, largest change first):"]
+        for kc in [x for x in d.kernels if x.gpu.delta][:top]:
+            out.append(_kernel_text(kc))
     legend = f"{MARK} beyond the noise: the change exceeds 2 x the step times' combined spread"
     out += ["", legend if d.noise_ns is not None else "no step times: changes are not judged against noise"]
     out += [f"note: {n}" for n in d.notes]
@@ -91,10 +94,11 @@ def _line_text(lc: LineChange) -> str:
     else:
         where = f"{_where(lc.after)} (new)" if lc.before is None else f"{lc.before} (gone)"
     func = (lc.after or lc.before or SourceLine("", 0, "")).function
-    regimes = f"{_regime(lc.regime_before)} -> {_regime(lc.regime_after)}"
+    no_regime = lc.regime_before is None and lc.regime_after is None
+    regimes = "" if no_regime else f"  [{_regime(lc.regime_before)} -> {_regime(lc.regime_after)}]"
     return (
         f"  {_signed(t.delta):>10} {_mark(lc.gpu)} {fmt_ns(t.before):>9} -> {fmt_ns(t.after):<9} "
-        f"{where}  {func}  [{regimes}]"
+        f"{where}  {func}{regimes}"
     )
 
 
@@ -130,6 +134,7 @@ def to_json(d: RunDiff, before: str, after: str) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "unit": d.unit,
+        "measure": d.measure,
         "noise_ns": d.noise_ns,
         "before": _steps_json(before, d.before_steps),
         "after": _steps_json(after, d.after_steps),
