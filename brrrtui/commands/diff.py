@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Iterable
 
-from analyzers.diff import Change
+from analyzers.diff import Change, RunDiff
 from brrrtui.cli import Parser, UsageError
 
 EXIT_SLOWER = 1
@@ -71,6 +71,7 @@ def _parser() -> Parser:
     p.add_argument("before", help="the recording (or trace) before the change")
     p.add_argument("after", help="the recording (or trace) after it")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--view", action="store_true", help="show it in the terminal UI")
     p.add_argument("--top", type=int, default=15, metavar="N", help="lines and kernels to list (default 15)")
     p.add_argument("--peaks", metavar="SPEC", help="override ceilings, e.g. flops=800e12,bw=4.2e12")
     p.add_argument(
@@ -85,26 +86,37 @@ def _parser() -> Parser:
     return p
 
 
+def compute_diff(before: str, after: str, peaks: str | None = None, before_src: str | None = None) -> RunDiff:
+    """Load and analyse both files, read their sources, match their lines and compare them."""
+    from analyzers.analyze import analyze
+    from analyzers.diff import diff_runs
+    from analyzers.line_match import match_lines
+    from brrrtui.recording.load import load_trace
+
+    tb, ta = load_trace(before), load_trace(after)
+    b, a = analyze(tb, peaks_override=peaks), analyze(ta, peaks_override=peaks)
+    files_b, files_a = [s.line.file for s in b.lines], [s.line.file for s in a.lines]
+    text_b, text_a, notes = _texts(files_b, files_a, tb.meta, before_src)
+    d = diff_runs(b, a, match_lines(files_b, files_a, text_b, text_a))
+    d.notes.extend(notes)
+    return d
+
+
 def cmd_diff(argv: list[str]) -> int:
     ns = _parser().parse_args(argv)
     if ns.before_src is not None and not os.path.isdir(ns.before_src):
         raise UsageError(f"--before-src {ns.before_src}: not a directory")
     if ns.fail_if_slower is not None and not ns.fail_if_slower >= 0:
         raise UsageError("--fail-if-slower must be a percentage, 0 or more")
-    from analyzers.analyze import analyze
-    from analyzers.diff import diff_runs
-    from analyzers.line_match import match_lines
-    from brrrtui.present.diff_report import render_text, to_json
-    from brrrtui.recording.load import load_trace
+    from brrrtui.present.diff_report import header_text, render_text, table_rows, to_json
 
-    tb, ta = load_trace(ns.before), load_trace(ns.after)
-    b, a = analyze(tb, peaks_override=ns.peaks), analyze(ta, peaks_override=ns.peaks)
-    files_b, files_a = [s.line.file for s in b.lines], [s.line.file for s in a.lines]
-    text_b, text_a, notes = _texts(files_b, files_a, tb.meta, ns.before_src)
-    d = diff_runs(b, a, match_lines(files_b, files_a, text_b, text_a))
-    d.notes.extend(notes)
+    d = compute_diff(ns.before, ns.after, ns.peaks, ns.before_src)
     if ns.json:
         print(json.dumps(to_json(d, ns.before, ns.after), indent=1))
+    elif ns.view:
+        from brrrtui.tui.diff_app import DiffApp
+
+        DiffApp(header_text(d, ns.before, ns.after), table_rows(d), d.unit).run()
     else:
         print(render_text(d, ns.before, ns.after, top=max(ns.top, 0)))
     return _gate(d.run[0], ns.fail_if_slower)

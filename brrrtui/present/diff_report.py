@@ -15,6 +15,7 @@ JSON (schema 1; times in ns per `unit`, "step" or "s"; unknown numbers null)::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from analyzers.diff import Change, KernelChange, LineChange, RunDiff, StepTimes
@@ -86,13 +87,16 @@ def render_text(d: RunDiff, before: str, after: str, top: int = 15) -> str:
     return "\n".join(out)
 
 
-def _line_text(lc: LineChange) -> str:
-    t = lc.total
+def _line_where(lc: LineChange) -> str:
     if lc.before is not None and lc.after is not None:
         same = lc.before.line == lc.after.line and lc.before.file == lc.after.file
-        where = f"{lc.after}" if same else f"{lc.before} -> :{lc.after.line}"
-    else:
-        where = f"{_where(lc.after)} (new)" if lc.before is None else f"{lc.before} (gone)"
+        return f"{lc.after}" if same else f"{lc.before} -> :{lc.after.line}"
+    return f"{_where(lc.after)} (new)" if lc.before is None else f"{lc.before} (gone)"
+
+
+def _line_text(lc: LineChange) -> str:
+    t = lc.total
+    where = _line_where(lc)
     func = (lc.after or lc.before or SourceLine("", 0, "")).function
     no_regime = lc.regime_before is None and lc.regime_after is None
     regimes = "" if no_regime else f"  [{_regime(lc.regime_before)} -> {_regime(lc.regime_after)}]"
@@ -169,3 +173,52 @@ def to_json(d: RunDiff, before: str, after: str) -> dict[str, Any]:
 
 def _regime_json(r: Regime | None) -> str | None:
     return None if r is None else r.value
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """One row of a diff table: its cells (text) and its role: "better", "worse" (beyond the noise) or "same"."""
+
+    cells: tuple[str, ...]
+    role: str
+
+
+def _role(c: Change) -> str:
+    if not c.beyond_noise or not c.delta:
+        return "same"
+    return "better" if c.delta < 0 else "worse"
+
+
+def table_rows(d: RunDiff, top: int = 50) -> dict[str, list[DiffRow]]:
+    """The diff as three tables for the UI: "run", "lines" and "kernels" (changed rows, largest first)."""
+    run = [
+        DiffRow((c.what, fmt_ns(c.before), fmt_ns(c.after), _signed(c.delta), _rel(c), _mark(c)), _role(c))
+        for c in d.run
+    ]
+    lines = []
+    for lc in [x for x in d.lines if x.total.delta][:top]:
+        t = lc.total
+        where = _line_where(lc)
+        func = (lc.after or lc.before or SourceLine("", 0, "")).function
+        regimes = f"{_regime(lc.regime_before)} -> {_regime(lc.regime_after)}"
+        cells = (_signed(t.delta), _mark(lc.gpu), fmt_ns(t.before), fmt_ns(t.after), where, func, regimes)
+        lines.append(DiffRow(cells, _role(Change("line", t.before, t.after, lc.gpu.beyond_noise))))
+    kernels = [
+        DiffRow(
+            (
+                _signed(k.gpu.delta),
+                _mark(k.gpu),
+                fmt_ns(k.gpu.before),
+                fmt_ns(k.gpu.after),
+                f"{k.calls_before or 0:g} -> {k.calls_after or 0:g}",
+                k.name,
+            ),
+            _role(k.gpu),
+        )
+        for k in [x for x in d.kernels if x.gpu.delta][:top]
+    ]
+    return {"run": run, "lines": lines, "kernels": kernels}
+
+
+def header_text(d: RunDiff, before: str, after: str) -> str:
+    return "\n".join(_header(d, before, after) + [f"note: {n}" for n in d.notes])
