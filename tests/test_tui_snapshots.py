@@ -157,3 +157,25 @@ def test_h200_bert_line_ops_160x48(snap_compare, tmp_path, at_root):
 def test_h200_known_regimes_next_finding_140x40(snap_compare, tmp_path, at_root):
     app = make_app(h200_recording("h200_known_regimes", tmp_path), None, None)
     assert snap_compare(app, terminal_size=(140, 40), run_before=ready, press=["n"])
+
+
+def test_search_finds_operators_120x40(snap_compare, resnet):
+    """`/relu`: the kernel, and the operators the CPU lanes show (forward and backward)."""
+
+    async def run_before(pilot):
+        await ready(pilot)
+        await pilot.press("slash", *"relu")
+        await pilot.pause()
+
+    assert snap_compare(make_app(resnet, None, None), terminal_size=(120, 40), run_before=run_before)
+
+
+def test_finding_read_down_80x24(snap_compare, resnet):
+    """At 80x24 a finding's text is taller than the details pane: six rows down it, with a scroll bar."""
+
+    async def run_before(pilot):
+        await ready(pilot)
+        await pilot.press("n", *["down"] * 6)
+        await pilot.pause()
+
+    assert snap_compare(make_app(resnet, None, None), terminal_size=(80, 24), run_before=run_before)

@@ -37,9 +37,9 @@ KEYMAP: dict[str, tuple[Key, ...]] = {
         Key("M", "modules", "Module tree: time and regime per nn.Module", show=True, display="M"),
         Key("slash", "search", "Search", show=True, display="/"),
         Key("n", "next(1)", "Next result / finding", show=True),
-        Key("N", "next(-1)", "Previous search result (after /), else previous finding"),
+        Key("N", "next(-1)", "Previous result / finding"),
         Key("g", "goto", "Kernel ⇄ line", show=True),
-        Key("escape", "back", "Back; at the top, clears the search (n/N step the findings again)"),
+        Key("escape", "back", "Back; at the top: clear the search"),
     ),
     "timeline": (
         Key("left,h", "move(-1)", "Cursor left (pans at the edge)"),
