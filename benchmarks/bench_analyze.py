@@ -1,23 +1,25 @@
-"""How fast is load + analyze on a big run, and how does it compare with HTA?
+"""How long does `brrrtui report --json` take on a big recording, and how much memory, before and after?
 
-    python benchmarks/bench_analyze.py                       # 1,000,000 kernels (default)
-    python benchmarks/bench_analyze.py --kernels 200000 --hta-kernels 200000
-    python benchmarks/bench_analyze.py --no-hta --keep /tmp/bench   # keep the generated files
+    git worktree add /tmp/base <old commit>
+    python benchmarks/bench_analyze.py --kernels 100000,300000,1000000 --baseline /tmp/base
+    python benchmarks/bench_analyze.py --kernels 200000 --keep /tmp/bench      # no baseline; keep the files
 
-1. Generates a synthetic training run (numpy, no torch): steps of 1,000 kernels from a transformer-like
-   template (linear -> addmm -> GEMM, layer norm, GELU, add, a few tiny ops), each kernel under an outer op with
-   a span on the user's line, an inner op, an `aten::empty` and its cudaLaunchKernel; a loss.item() sync per
-   step; capture windows of 20 steps with unprofiled steps between them (so the profiler correction runs).
-   Per kernel: 3 ops, 1 span, 1 runtime call; the GPU timeline follows the CPU (a kernel starts when it was
-   launched and its stream is free).
-2. Writes it as a brrrtui recording (SQLite, store.RecordingWriter) and, for the comparison, as a Chrome
-   trace (the JSON torch.profiler writes).
-3. In fresh processes (so peak RSS is the step's own): load_recording + analyze; load_chrome + analyze on the
-   JSON; and, when HolisticTraceAnalysis (`pip install HolisticTraceAnalysis`) is importable, HTA's parse +
-   get_temporal_breakdown + get_idle_time_breakdown on the same JSON.
+For each size, a synthetic training run (benchmarks/synthetic_run.py: 3 ops, 1 span, 1 launch per kernel) is
+written twice: as today's recording (format 2, columnar) and as a format 1 recording (one SQL row per record,
+what brrrtui wrote before). Then, each in a fresh process:
 
-Prints a table of wall times and peak RSS, and the HTA / brrrtui ratio. A benchmark, not a test: nothing is
-asserted.
+- `report --json` of today's code on the format 2 file, and on the format 1 file (the compatibility reader);
+- `report --json` of the `--baseline` checkout's code on the format 1 file (the code before, on the files it
+  wrote), in the same run, so the ratio compares like with like on this machine's load;
+- load_recording + analyze of today's code on the format 2 file, timed apart (where the time goes).
+
+Wall time is the whole command (interpreter start, imports, load, analysis, JSON to /dev/null). Peak RSS is
+measured from outside: a small launcher process starts each command and reads its `ru_maxrss` with
+`os.wait4`. The launcher matters: Linux carries the peak RSS of the process that forked across `exec`, so
+this script (which holds the generated run, hundreds of MB) must not be the parent of the measured command,
+and measuring from inside the command (`getrusage(RUSAGE_SELF)`) shows the same inherited peak.
+
+A benchmark, not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -25,399 +27,136 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 
-import numpy as np
+from synthetic_run import ROOT, generate, write_recording, write_recording_v1
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-from analyzers.model import (  # noqa: E402
-    GPU_SCHEMA,
-    OP_SCHEMA,
-    RUNTIME_SCHEMA,
-    SPAN_SCHEMA,
-    STEP_SCHEMA,
-    TELEMETRY_SCHEMA,
-    WINDOW_SCHEMA,
-    Device,
-    GpuKind,
-    SourceLine,
-    Table,
-    Trace,
-    WindowMode,
-    empty_table,
-)
-
-T0 = 1_790_000_000_000_000_000
-KERNELS_PER_STEP = 1000
-STEPS_PER_WINDOW = 20
-UNPROFILED_STEPS_BETWEEN = 30
-B, S, D = 16, 1024, 1024  # batch, sequence, model width
-BT = B * S
-
-# (outer op, inner op, kernel, shapes, dtypes, kernel ns, line) -- a transformer block's worth of kernels
-TEMPLATE = [
-    ("aten::linear", "aten::addmm", "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64",
-     [[D * 3], [BT, D], [D, D * 3]], ["c10::BFloat16"] * 3, 180_000, 41),
-    ("aten::layer_norm", "aten::native_layer_norm", "void at::native::vectorized_layer_norm_kernel<c10::BFloat16>",
-     [[BT, D], [D], [D]], ["c10::BFloat16"] * 3, 30_000, 40),
-    ("aten::gelu", "aten::gelu", "void at::native::vectorized_elementwise_kernel<4, GeluCUDAKernelImpl>",
-     [[BT, D * 4]], ["c10::BFloat16"], 45_000, 43),
-    ("aten::add", "aten::add", "void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<c10::BFloat16>>",
-     [[BT, D], [BT, D], []], ["c10::BFloat16", "c10::BFloat16", "Scalar"], 25_000, 44),
-    ("aten::mul", "aten::mul", "void at::native::vectorized_elementwise_kernel<4, MulFunctor<float>>",
-     [[64], []], ["float", "Scalar"], 2_000, 47),
-]  # fmt: skip
-PATTERN = [0, 1, 0, 2, 0, 3, 4, 4]  # kernels cycle through the template in this order
+LAUNCHER = """
+import json, os, subprocess, sys, time
+t0 = time.perf_counter()
+with open(os.devnull, "w") as null:
+    p = subprocess.Popen(sys.argv[2:], cwd=sys.argv[1], stdout=null, stderr=subprocess.PIPE)
+    err = p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = 0
+print(json.dumps({"wall_s": time.perf_counter() - t0, "peak_rss_mb": usage.ru_maxrss / 1024,
+                  "status": status, "stderr": err.decode(errors="replace")[-400:]}))
+"""
 
 
-def generate(n_kernels: int) -> Trace:
-    steps = max(1, n_kernels // KERNELS_PER_STEP)
-    per = n_kernels // steps
-    strings: list[str] = []
-    ids: dict[str, int] = {}
-
-    def sid(s: str) -> int:
-        if s not in ids:
-            ids[s] = len(strings)
-            strings.append(s)
-        return ids[s]
-
-    lines = [SourceLine("train.py", ln, "block") for ln in (40, 41, 43, 44, 47, 52)]
-    line_of = {40: 0, 41: 1, 43: 2, 44: 3, 47: 4, 52: 5}
-    kinds = np.array([PATTERN[i % len(PATTERN)] for i in range(per)])
-    tmpl = TEMPLATE
-    outer_name = np.array([sid(tmpl[k][0]) for k in range(len(tmpl))])[kinds]
-    inner_name = np.array([sid(tmpl[k][1]) for k in range(len(tmpl))])[kinds]
-    kname = np.array([sid(tmpl[k][2]) for k in range(len(tmpl))])[kinds]
-    shapes = np.array([sid(json.dumps(tmpl[k][3])) for k in range(len(tmpl))])[kinds]
-    dtypes = np.array([sid(json.dumps(tmpl[k][4])) for k in range(len(tmpl))])[kinds]
-    kdur = np.array([tmpl[k][5] for k in range(len(tmpl))], dtype=np.int64)[kinds]
-    kline = np.array([line_of[tmpl[k][6]] for k in range(len(tmpl))])[kinds]
-    empty, launch, sync, item = (
-        sid("aten::empty"),
-        sid("cudaLaunchKernel"),
-        sid("cudaStreamSynchronize"),
-        sid("aten::item"),
+def measure(root: str, args: list[str], python: str = sys.executable) -> dict[str, float] | str:
+    """Run `python args...` with `root` as cwd and import path, through the launcher."""
+    env = dict(os.environ, PYTHONPATH=root)
+    proc = subprocess.run(
+        [sys.executable, "-c", LAUNCHER, root, python, *args], capture_output=True, text=True, env=env
     )
-
-    gpu_cols: dict[str, list[np.ndarray]] = {k: [] for k in GPU_SCHEMA}
-    rt_cols: dict[str, list[np.ndarray]] = {k: [] for k in RUNTIME_SCHEMA}
-    op_cols: dict[str, list[np.ndarray]] = {k: [] for k in OP_SCHEMA}
-    sp_cols: dict[str, list[np.ndarray]] = {k: [] for k in SPAN_SCHEMA}
-    windows: list[tuple] = []
-    step_rows: list[tuple[int, int]] = []
-    t = T0
-    corr = 0
-    step_no = 0
-    cpu_per_kernel = 10_000  # ns of Python + dispatch + launch per kernel while profiled
-    for s in range(steps):
-        w = s // STEPS_PER_WINDOW
-        if s % STEPS_PER_WINDOW == 0:
-            if s:  # close the previous window, then unprofiled steps (only their end times are recorded)
-                windows[-1] = (*windows[-1][:3], t, *windows[-1][4:])
-                for _ in range(UNPROFILED_STEPS_BETWEEN):
-                    t += int(0.8 * per * cpu_per_kernel)
-                    step_rows.append((step_no, t))
-                    step_no += 1
-            windows.append((w, WindowMode.STEPS, t, 0, step_no, step_no + STEPS_PER_WINDOW - 1, 5_000_000, 0))
-        n = per
-        cpu = t + np.arange(n, dtype=np.int64) * cpu_per_kernel
-        launch_t = cpu + 3_000
-        # a kernel starts when launched (+4 us) and its stream is free: start_i = C_i + max_j<=i (a_j - C_j)
-        ready = launch_t + 4_000
-        c = np.concatenate(([0], np.cumsum(kdur[:-1] + 1_000)))
-        start = c + np.maximum.accumulate(ready - c)
-        end = start + kdur
-        cor = corr + 1 + np.arange(n, dtype=np.int64)
-        corr += n + 1
-        win = np.full(n, w, dtype=np.int32)
-        gpu_cols["window"].append(win)
-        gpu_cols["kind"].append(np.full(n, GpuKind.KERNEL, np.int8))
-        gpu_cols["name"].append(kname)
-        gpu_cols["start_ns"].append(start)
-        gpu_cols["dur_ns"].append(kdur)
-        gpu_cols["device"].append(np.zeros(n, np.int32))
-        gpu_cols["stream"].append(np.full(n, 7, np.int32))
-        gpu_cols["correlation"].append(cor)
-        for k in ("grid", "block", "bytes"):
-            gpu_cols[k].append(np.full(n, -1, dtype=GPU_SCHEMA[k]))
-        # CPU: outer op [cpu, +8us], inner op [+1, +7], empty [+1.2, +0.3], launch [+3, +2.5]
-        sync_t = cpu[-1] + cpu_per_kernel
-        sync_end = max(int(end[-1]) + 2_000, int(sync_t) + 5_000)
-        rt_cols["window"].append(np.concatenate((win, [w])))
-        rt_cols["name"].append(np.concatenate((np.full(n, launch), [sync])))
-        rt_cols["start_ns"].append(np.concatenate((launch_t, [sync_t + 500])))
-        rt_cols["dur_ns"].append(np.concatenate((np.full(n, 2_500), [sync_end - sync_t - 1_000])))
-        rt_cols["tid"].append(np.full(n + 1, 1))
-        rt_cols["correlation"].append(np.concatenate((cor, [corr])))
-        o_start = np.concatenate((cpu, cpu + 1_000, cpu + 1_200, [sync_t]))
-        o_dur = np.concatenate((np.full(n, 8_000), np.full(n, 6_000), np.full(n, 300), [sync_end - sync_t]))
-        m = len(o_start)
-        op_cols["window"].append(np.full(m, w, np.int32))
-        op_cols["name"].append(np.concatenate((outer_name, inner_name, np.full(n, empty), [item])))
-        op_cols["start_ns"].append(o_start)
-        op_cols["dur_ns"].append(o_dur)
-        op_cols["tid"].append(np.full(m, 1))
-        op_cols["seq"].append(np.full(m, -1))
-        op_cols["fwd_tid"].append(np.full(m, -1))
-        op_cols["shapes"].append(np.concatenate((shapes, shapes, np.full(n + 1, -1))))
-        op_cols["dtypes"].append(np.concatenate((dtypes, dtypes, np.full(n + 1, -1))))
-        op_cols["flops"].append(np.full(m, np.nan))
-        sp_cols["window"].append(np.full(n + 1, w, np.int32))
-        sp_cols["line"].append(np.concatenate((kline, [5])))
-        sp_cols["start_ns"].append(np.concatenate((cpu - 200, [sync_t - 200])))
-        sp_cols["dur_ns"].append(np.concatenate((np.full(n, 8_400), [sync_end - sync_t + 400])))
-        sp_cols["tid"].append(np.full(n + 1, 1))
-        sp_cols["module"].append(np.full(n + 1, -1))
-        sp_cols["lib_line"].append(np.full(n + 1, -1))
-        t = sync_end + 50_000
-        step_rows.append((step_no, t))
-        step_no += 1
-    windows[-1] = (*windows[-1][:3], t, *windows[-1][4:])
-
-    def table(cols: dict[str, list[np.ndarray]], schema: dict) -> Table:
-        return Table({k: np.concatenate(v).astype(schema[k]) for k, v in cols.items()})
-
-    return Trace(
-        strings=strings,
-        lines=lines,
-        gpu=table(gpu_cols, GPU_SCHEMA),
-        runtime=table(rt_cols, RUNTIME_SCHEMA),
-        ops=table(op_cols, OP_SCHEMA),
-        spans=table(sp_cols, SPAN_SCHEMA),
-        windows=Table(
-            {
-                k: np.array([r[i] for r in windows], dtype=dt)
-                for i, (k, dt) in enumerate(WINDOW_SCHEMA.items())
-            }
-        ),
-        steps=Table(
-            {
-                k: np.array([r[i] for r in step_rows], dtype=dt)
-                for i, (k, dt) in enumerate(STEP_SCHEMA.items())
-            }
-        ),
-        telemetry=empty_table(TELEMETRY_SCHEMA),
-        device=Device(name="NVIDIA H200", num_sms=132),
-        source="synthetic",
-    )
+    try:
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return f"launcher failed: {proc.stderr.strip()[-300:]}"
+    if out["status"] != 0:
+        return f"exit status {out['status']}: {out['stderr'].strip().splitlines()[-1:]}"
+    return out
 
 
-def write_recording(trace: Trace, path: str) -> None:
-    from brrrtui.recording.store import TABLES, RecordingWriter
-
-    w = RecordingWriter(path)
-    w.set_meta(device={"name": trace.device.name, "num_sms": trace.device.num_sms})
-    w.append({"strings": list(enumerate(trace.strings)),
-              "lines": [(i, ln.file, ln.line, ln.function) for i, ln in enumerate(trace.lines)]})  # fmt: skip
-    for name in TABLES:
-        table: Table = getattr(trace, name)
-        if not len(table):
-            continue
-        cols = [table.columns[k].tolist() for k in TABLES[name]]
-        rows = list(zip(*cols, strict=True))
-        for i in range(0, len(rows), 500_000):  # one transaction per batch, as the recorder appends
-            w.append({name: rows[i : i + 500_000]})
-    w.close()
-
-
-def write_chrome(trace: Trace, path: str) -> None:
-    """The Chrome JSON torch.profiler writes (ts/dur in us), with what HTA and our loader read."""
-    base = T0 - 1_000_000_000  # keep ts small, as Kineto does relative to baseTimeNanoseconds
-    names = trace.strings
-    lines = trace.lines
-    batch = 200_000
-    first = True
-
-    def us(ns: np.ndarray) -> list[str]:
-        return [f"{x / 1000:.3f}" for x in (ns - base).tolist()]
-
-    def events(table: Table, fmt) -> None:  # type: ignore[no-untyped-def]
-        nonlocal first
-        for i in range(0, len(table), batch):
-            part = table.take(np.arange(i, min(i + batch, len(table))))
-            text = ",\n".join(fmt(part))
-            f.write(("" if first else ",\n") + text)
-            first = False
-
-    def ops(o: Table) -> list[str]:
-        sh = [names[i] if i >= 0 else "[]" for i in o.shapes.tolist()]
-        dt = [names[i] if i >= 0 else "[]" for i in o.dtypes.tolist()]
-        return [
-            f'{{"ph":"X","cat":"cpu_op","name":"{names[n]}","pid":1,"tid":1,"ts":{ts},"dur":{d / 1000:.3f},'
-            f'"args":{{"Input Dims":{a},"Input type":{b}}}}}'
-            for n, ts, d, a, b in zip(o.name.tolist(), us(o.start_ns), o.dur_ns.tolist(), sh, dt, strict=True)
-        ]
-
-    def runtime(r: Table) -> list[str]:
-        return [
-            f'{{"ph":"X","cat":"cuda_runtime","name":"{names[n]}","pid":1,"tid":1,"ts":{ts},"dur":{d / 1000:.3f},'
-            f'"args":{{"correlation":{c}}}}}'
-            for n, ts, d, c in zip(
-                r.name.tolist(), us(r.start_ns), r.dur_ns.tolist(), r.correlation.tolist(), strict=True
-            )
-        ]
-
-    def kernels(g: Table) -> list[str]:
-        return [
-            f'{{"ph":"X","cat":"kernel","name":"{names[n]}","pid":0,"tid":7,"ts":{ts},"dur":{d / 1000:.3f},'
-            f'"args":{{"device":0,"stream":7,"correlation":{c},"External id":{c}}}}}'
-            for n, ts, d, c in zip(
-                g.name.tolist(), us(g.start_ns), g.dur_ns.tolist(), g.correlation.tolist(), strict=True
-            )
-        ]
-
-    def frames(s: Table) -> list[str]:
-        return [
-            f'{{"ph":"X","cat":"python_function","name":"{lines[ln].file}({lines[ln].line}): {lines[ln].function}",'
-            f'"pid":1,"tid":1,"ts":{ts},"dur":{d / 1000:.3f},"args":{{}}}}'
-            for ln, ts, d in zip(s.line.tolist(), us(s.start_ns), s.dur_ns.tolist(), strict=True)
-        ]
-
-    with open(path, "w") as f:
-        f.write('{"schemaVersion":1,"deviceProperties":[{"id":0,"name":"NVIDIA H200","numSms":132}],')
-        f.write(f'"distributedInfo":{{"rank":0}},"baseTimeNanoseconds":{base},"traceEvents":[\n')
-        events(trace.ops, ops)
-        events(trace.runtime, runtime)
-        events(trace.gpu, kernels)
-        events(trace.spans, frames)
-        f.write("\n]}\n")
-
-
-# ------------------------------------------------------------------------------------ child processes
-
-
-def child(mode: str, path: str) -> None:
+def child(path: str) -> None:
+    """load_recording + analyze, timed apart (run through the launcher)."""
     t0 = time.perf_counter()
-    out: dict[str, float] = {}
-    if mode in ("recording", "chrome"):
-        from analyzers.analyze import analyze
+    from analyzers.analyze import analyze
+    from brrrtui.recording.store import load_recording
 
-        if mode == "recording":
-            from brrrtui.recording.store import load_recording
-
-            trace = load_recording(path)
-        else:
-            from brrrtui.recording.chrome import load_chrome
-
-            trace = load_chrome(path)
-        t1 = time.perf_counter()
-        a = analyze(trace)
-        t2 = time.perf_counter()
-        g = a.gaps
-        first = int(trace.gpu.start_ns.min())
-        last = int((trace.gpu.start_ns + trace.gpu.dur_ns).max())
-        inner = (g.next_row >= 0) & (g.start_ns >= first) & (g.start_ns + g.dur_ns <= last)
-        out = {
-            "load_s": t1 - t0,
-            "analyze_s": t2 - t1,
-            "kernels": len(trace.gpu),
-            "idle_us": float(g.dur_ns[inner].sum()) / 1e3,
-        }
-    elif mode == "hta":
-        import logging
-
-        logging.disable(logging.WARNING)
-        from hta.trace_analysis import TraceAnalysis
-
-        t0 = time.perf_counter()
-        ta = TraceAnalysis(trace_files={0: path}, trace_dir=os.path.dirname(path))
-        t1 = time.perf_counter()
-        tb = ta.get_temporal_breakdown(visualize=False)
-        idle = ta.get_idle_time_breakdown(visualize=False)
-        t2 = time.perf_counter()
-        out = {"load_s": t1 - t0, "analyze_s": t2 - t1, "idle_us": float(tb["idle_time(us)"].iloc[0])}
-        del idle
-    out["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print("RESULT " + json.dumps(out))
+    t1 = time.perf_counter()
+    trace = load_recording(path)
+    t2 = time.perf_counter()
+    analyze(trace)
+    t3 = time.perf_counter()
+    print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "analyze_s": t3 - t2}), file=sys.stderr)
 
 
-def run_child(mode: str, path: str) -> dict[str, float] | str:
-    proc = subprocess.run([sys.executable, __file__, "--child", mode, path], capture_output=True, text=True)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[7:])
-    return (proc.stderr.strip().splitlines() or ["failed"])[-1]
+def split(root: str, path: str) -> dict[str, float] | str:
+    r = measure(root, [os.path.abspath(__file__), "--child", path])
+    if isinstance(r, str):
+        return r
+    return {**json.loads(r.pop("stderr").strip().splitlines()[-1]), **r}
+
+
+def one_size(n: int, work: str, baseline: str | None) -> list[tuple[str, str, float, dict[str, float] | str]]:
+    t = time.perf_counter()
+    trace = generate(n)
+    print(f"{n:,} kernels: {len(trace.ops):,} ops, {len(trace.runtime):,} launches, {len(trace.spans):,} spans,"
+          f" {len(trace.windows)} windows, generated in {time.perf_counter() - t:.1f} s")  # fmt: skip
+    v2, v1 = os.path.join(work, f"run{n}.v2.brrr"), os.path.join(work, f"run{n}.v1.brrr")
+    for path, write in ((v2, write_recording), (v1, write_recording_v1)):
+        if os.path.exists(path):
+            os.remove(path)
+        t = time.perf_counter()
+        write(trace, path)
+        print(f"  wrote {path} ({os.path.getsize(path) / 1e6:.0f} MB) in {time.perf_counter() - t:.1f} s")
+    del trace
+    mb = {v2: os.path.getsize(v2) / 1e6, v1: os.path.getsize(v1) / 1e6}
+    report = ["-m", "brrrtui", "report", "--json"]
+    runs = []
+    if baseline:
+        runs.append(("baseline", "1", mb[v1], measure(baseline, [*report, v1])))
+    runs.append(("today", "1", mb[v1], measure(ROOT, [*report, v1])))
+    runs.append(("today", "2", mb[v2], measure(ROOT, [*report, v2])))
+    runs.append(("today load|analyze", "2", mb[v2], split(ROOT, v2)))
+    return runs
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--kernels", type=int, default=1_000_000)
-    p.add_argument(
-        "--hta-kernels", type=int, default=None, help="size of the Chrome/HTA comparison (default: --kernels)"
-    )
-    p.add_argument("--no-hta", action="store_true")
-    p.add_argument("--keep", metavar="DIR", help="write files here and keep them")
-    p.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
+    p.add_argument("--kernels", default="1000000", help="comma-separated sizes (default 1000000)")
+    p.add_argument("--baseline", metavar="DIR", help="a checkout of the code to compare with (git worktree)")
+    p.add_argument("--keep", metavar="DIR", help="write the files here and keep them")
+    p.add_argument("--child", metavar="PATH", help=argparse.SUPPRESS)
     ns = p.parse_args()
     if ns.child:
-        child(*ns.child)
+        child(ns.child)
         return 0
-
     work = ns.keep or tempfile.mkdtemp(prefix="brrr-bench-")
     os.makedirs(work, exist_ok=True)
-    rows: list[tuple[str, str, dict[str, float] | str]] = []
-
-    t = time.perf_counter()
-    trace = generate(ns.kernels)
-    print(f"generated {len(trace.gpu):,} kernels, {len(trace.ops):,} ops, {len(trace.runtime):,} runtime calls,"
-          f" {len(trace.spans):,} spans, {len(trace.windows)} windows in {time.perf_counter() - t:.1f} s")  # fmt: skip
-    rec = os.path.join(work, "bench.brrr")
-    if os.path.exists(rec):
-        os.remove(rec)
-    t = time.perf_counter()
-    write_recording(trace, rec)
-    print(f"wrote {rec} ({os.path.getsize(rec) / 1e6:.0f} MB) in {time.perf_counter() - t:.1f} s")
-    rows.append(("brrrtui", "recording", run_child("recording", rec)))
-
-    n_cmp = ns.hta_kernels or ns.kernels
-    small = trace if n_cmp == ns.kernels else generate(n_cmp)
-    del trace
-    js = os.path.join(work, "bench_trace.json")
-    t = time.perf_counter()
-    write_chrome(small, js)
-    print(
-        f"wrote {js} ({os.path.getsize(js) / 1e6:.0f} MB, {len(small.gpu):,} kernels) in {time.perf_counter() - t:.1f} s"
+    commit = subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     )
-    del small
-    rows.append(("brrrtui", "chrome json", run_child("chrome", js)))
-    if not ns.no_hta:
-        try:
-            import hta  # noqa: F401
-        except ImportError:
-            print("HTA not installed (pip install HolisticTraceAnalysis): skipping the comparison")
-        else:
-            rows.append(("HTA", "chrome json", run_child("hta", js)))
-
-    print()
-    print(
-        f"{'tool':<8} {'input':<12} {'kernels':>10} {'load s':>8} {'analyze s':>10} {'total s':>8} {'peak RSS MB':>12} {'interior idle ms':>17}"
+    base = (
+        subprocess.run(
+            ["git", "-C", ns.baseline, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+        if ns.baseline
+        else None
     )
-    for tool, src, r in rows:
+    print(f"today: {ROOT} at {commit.stdout.strip()} (plus uncommitted changes, if any); "
+          f"baseline: {ns.baseline or '-'} at {base.stdout.strip() if base else '-'}")  # fmt: skip
+    table = []
+    for n in (int(k) for k in ns.kernels.split(",")):
+        table += [(n, *r) for r in one_size(n, work, ns.baseline)]
+    print(f"\n{'kernels':>9} {'code':<19} {'format':>6} {'file MB':>8} {'wall s':>7} {'peak RSS MB':>12}"
+          f" {'RSS/file':>9}  split")  # fmt: skip
+    for n, code, fmt, mb, r in table:
         if isinstance(r, str):
-            print(f"{tool:<8} {src:<12} failed: {r}")
+            print(f"{n:>9,} {code:<19} {fmt:>6} {mb:>8.0f} failed: {r}")
             continue
-        k = r.get("kernels", n_cmp if src == "chrome json" else ns.kernels)
-        print(f"{tool:<8} {src:<12} {int(k):>10,} {r['load_s']:>8.2f} {r['analyze_s']:>10.2f}"
-              f" {r['load_s'] + r['analyze_s']:>8.2f} {r['peak_rss_mb']:>12.0f} {r['idle_us'] / 1e3:>17.1f}")  # fmt: skip
-    ours = next(
-        (r for t_, s, r in rows if t_ == "brrrtui" and s == "chrome json" and isinstance(r, dict)), None
-    )
-    theirs = next((r for t_, s, r in rows if t_ == "HTA" and isinstance(r, dict)), None)
-    if ours and theirs:
-        tot = lambda r: r["load_s"] + r["analyze_s"]  # noqa: E731
-        print(f"\nsame Chrome JSON: HTA (parse + temporal + idle breakdown) / brrrtui (load + full analyze) ="
-              f" {tot(theirs) / tot(ours):.1f}x; analysis alone {theirs['analyze_s'] / max(ours['analyze_s'], 1e-9):.1f}x")  # fmt: skip
+        extra = (
+            f" import {r['import_s']:.2f} + load {r['load_s']:.2f} + analyze {r['analyze_s']:.2f} s"
+            if "load_s" in r
+            else ""
+        )
+        print(f"{n:>9,} {code:<19} {fmt:>6} {mb:>8.0f} {r['wall_s']:>7.2f} {r['peak_rss_mb']:>12.0f}"
+              f" {r['peak_rss_mb'] / mb:>9.2f} {extra}")  # fmt: skip
+    for n in sorted({row[0] for row in table}):
+        got = {(code, fmt): r for k, code, fmt, _, r in table if k == n and isinstance(r, dict)}
+        before, after = got.get(("baseline", "1")), got.get(("today", "2"))
+        if before and after:
+            print(f"{n:>9,} kernels: report --json baseline / today = {before['wall_s'] / after['wall_s']:.2f}x"
+                  f" wall, {before['peak_rss_mb'] / after['peak_rss_mb']:.2f}x peak RSS")  # fmt: skip
     if not ns.keep:
-        for f in (rec, js):
-            if os.path.exists(f):
-                os.remove(f)
+        for f in os.listdir(work):
+            os.remove(os.path.join(work, f))
+        os.rmdir(work)
     return 0
 
 
