@@ -8,6 +8,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -206,3 +208,17 @@ def test_what_the_bulk_reader_cannot_follow_is_worded_by_the_json_reader(tmp_pat
         f.write('{"traceName": "x", "events": []}')
     with pytest.raises(Exception, match="no traceEvents list"):
         load_chrome(path)
+
+
+def test_without_msgspec_the_json_reader_reads_the_trace():
+    """A machine without msgspec (the GPU box's environment): chrome imports, and reads with json."""
+    code = (
+        "import sys; sys.modules['msgspec'] = None\n"
+        "from brrrtui.recording import chrome\n"
+        "assert chrome.chrome_fast is None\n"
+        f"t = chrome.load_chrome({os.path.join(FIXTURES, 'resnet50_h200_step.json.gz')!r})\n"
+        "print(len(t.gpu))\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "961", proc.stderr
