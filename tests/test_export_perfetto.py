@@ -194,3 +194,13 @@ def test_a_damaged_block_is_a_note_or_a_trace_never_a_traceback(small_export, ke
         except InputError:
             return
         analyze(trace)  # whatever was restored analyses
+
+
+def test_both_chrome_readers_restore_the_same_run(exported, original):
+    from brrrtui.recording.chrome import load_chrome
+
+    path, _ = exported
+    _, lead, _ = original
+    for fast in (True, False):  # msgspec in bulk, and json event by event
+        b = analyze(load_chrome(path, fast=fast))
+        assert b.breakdown == lead.breakdown and b.overhead == lead.overhead and _lines(b) == _lines(lead)
