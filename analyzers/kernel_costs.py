@@ -20,14 +20,16 @@ convolution_backward computed (read from the names of the kernels it launched).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from analyzers.attention_cost import is_causal
 from analyzers.links import Links
 from analyzers.model import NONE, GpuKind, Trace, flag_of
-from analyzers.op_families import Family
+from analyzers.op_families import Family, base_name
 from analyzers.opcost import OpCost, op_cost, parse_args
 from analyzers.optimizer_cost import optimizer_bytes
 
@@ -38,6 +40,14 @@ GEMM_NAME = re.compile(
 )
 LAYOUT_NAME = re.compile(r"nchwtonhwc|nhwctonchw", re.I)
 LAYOUT_TRAFFIC = 2.0  # bytes a layout conversion moves, per byte of its op's inputs + outputs
+# cuDNN's SDPA backward runs two pointwise helpers beside its main kernel, each moving a share of the op's bytes
+# (read grad_out, q, k, v, out; write dq, dk, dv: 8 tensors of one size in multi-head attention):
+# compute_dot_do_o reads grad_out and out (2 of 8), convert_dq_to_16bits reads dq in fp32 and writes it in
+# 16 bits (3 of 8). They do no matrix math: the op's FLOPs go to its main kernel.
+SDPA_HELPERS = (
+    (re.compile(r"compute_dot_do_o", re.I), 2 / 8),
+    (re.compile(r"convert_dq_to_16bits", re.I), 3 / 8),
+)
 _HELPER_NAME = re.compile(
     r"splitkreduce|init_device_workspace|addpadding|memset|nchwtonhwc|nhwctonchw|convert", re.I
 )
@@ -174,6 +184,31 @@ def _recost_forward_convs(trace: Trace, cand: np.ndarray, index: np.ndarray, cos
         index[r] = variants[key]
 
 
+def _recost_causal(trace: Trace, cand: np.ndarray, index: np.ndarray, costs: list[OpCost]) -> None:
+    """Attention ops whose recorded `Concrete Inputs` (an ops column `concrete`, JSON, where the recording has
+    it) say is_causal: cost again with the causal share of the FLOPs (attention_cost.py)."""
+    ops = trace.ops
+    if "concrete" not in ops.columns or not len(cand):
+        return
+    fam = np.array([int(c.family) for c in costs], dtype=np.int8)
+    attn = cand[
+        np.isin(fam[index[cand]], [Family.ATTENTION, Family.ATTENTION_BACKWARD]) & (ops.concrete[cand] >= 0)
+    ]
+    variants: dict[int, int] = {}
+    for r in attn.tolist():
+        name = trace.name(int(ops.name[r]))
+        try:
+            concrete = json.loads(trace.name(int(ops.concrete[r])))
+        except ValueError:
+            continue
+        if not isinstance(concrete, list) or not is_causal(base_name(name), concrete):
+            continue
+        if int(index[r]) not in variants:
+            costs.append(op_cost(name, list(costs[index[r]].inputs), causal=True))
+            variants[int(index[r])] = len(costs) - 1
+        index[r] = variants[int(index[r])]
+
+
 def _recost_optimizers(
     trace: Trace, links: Links, cand: np.ndarray, index: np.ndarray, costs: list[OpCost]
 ) -> None:
@@ -249,6 +284,7 @@ def cost_ops(trace: Trace, links: Links) -> tuple[OpCosts, np.ndarray, np.ndarra
     costs = _cost_distinct_ops(trace, cand, index)
     _recost_forward_convs(trace, cand, index, costs)
     _recost_optimizers(trace, links, cand, index, costs)
+    _recost_causal(trace, cand, index, costs)
 
     flops_known = np.array([c.flops is not None for c in costs] + [False], dtype=bool)
     bytes_known = np.array([c.bytes is not None for c in costs] + [False], dtype=bool)
@@ -299,16 +335,23 @@ def split_costs(
     """Per gpu row, its share of its op's FLOPs and bytes (`op_flops`/`op_bytes`: the op's whole cost per row).
 
     Shares go by duration among the op's kernels; layout conversions take no FLOPs, and share LAYOUT_TRAFFIC x
-    the op's bytes among themselves. Memcpy/memset rows take no share (their own counts replace it).
+    the op's bytes among themselves; cuDNN's SDPA helpers take no FLOPs and their SDPA_HELPERS share of the
+    op's bytes. Memcpy/memset rows take no share (their own counts replace it).
     """
     gpu = trace.gpu
     n_ops = len(trace.ops)
     kernel = gpu.kind == GpuKind.KERNEL
     layout = kernel & flag_of(trace.string_flags(LAYOUT_NAME.search), gpu.name)
+    helpers = [(kernel & flag_of(trace.string_flags(p.search), gpu.name), share) for p, share in SDPA_HELPERS]
     compute = kernel & ~layout
+    for h, _ in helpers:
+        compute &= ~h
     flops = split_by_duration(op_flops, np.where(compute, flops_op, NONE), gpu.dur_ns, n_ops)
-    flops[layout & (flops_op >= 0)] = 0.0
+    flops[~compute & kernel & (flops_op >= 0)] = 0.0
     nbytes = split_by_duration(op_bytes, np.where(compute, bytes_op, NONE), gpu.dur_ns, n_ops)
     moved = split_by_duration(LAYOUT_TRAFFIC * op_bytes, np.where(layout, bytes_op, NONE), gpu.dur_ns, n_ops)
     nbytes[layout] = moved[layout]
+    for h, share in helpers:
+        helper_bytes = split_by_duration(share * op_bytes, np.where(h, bytes_op, NONE), gpu.dur_ns, n_ops)
+        nbytes[h] = helper_bytes[h]
     return flops, nbytes

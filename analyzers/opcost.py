@@ -55,6 +55,7 @@ from analyzers.tensor_args import (
     TensorArg as TensorArg,
     Traffic,
 )
+from analyzers.triton_cost import is_inductor_kernel, triton_cost
 
 _SOFTMAX = name_set(
     "softmax _softmax log_softmax _log_softmax _softmax_backward_data _log_softmax_backward_data "
@@ -220,6 +221,7 @@ def _matmul_family(
     ts: list[TensorArg],
     out_spatial_hint: tuple[int, ...] | None,
     conv_backward_mask: tuple[bool, bool],
+    causal: bool = False,
 ) -> Traffic | None:
     """The traffic of a matmul-family op; None when it is not one or lacks the tensors its formula needs (it
     is then costed element-wise)."""
@@ -232,9 +234,9 @@ def _matmul_family(
     if family == Family.CONV_BACKWARD and len(ts) >= 3 and len(ts[0].shape) >= 3:
         return _conv_backward(ts, conv_backward_mask)
     if family == Family.ATTENTION and len(ts) >= 3:
-        return attention(ts, b in ATTENTION_BSHD, in_bytes)
+        return attention(ts, b in ATTENTION_BSHD, in_bytes, causal)
     if family == Family.ATTENTION_BACKWARD and len(ts) >= 4:
-        return attention_backward(ts, b in ATTENTION_BACKWARD_BSHD, in_bytes)
+        return attention_backward(ts, b in ATTENTION_BACKWARD_BSHD, in_bytes, causal)
     return None
 
 
@@ -243,6 +245,7 @@ def op_cost(
     args: Args | None,
     out_spatial_hint: tuple[int, ...] | None = None,
     conv_backward_mask: tuple[bool, bool] = (True, True),
+    causal: bool = False,
 ) -> OpCost:
     """Cost of one op. `args` from `parse_args`; hints come from the op's context (see roofline.py)."""
     family = family_of(name)
@@ -251,6 +254,9 @@ def op_cost(
         return OpCost(family, None, None, (), None, None)
     ts = [a for a in args if a is not None]
     low = any(t.dtype in LOW_PRECISION for t in ts) if ts else None
+    inductor = triton_cost(name, ts) if is_inductor_kernel(name) else None
+    if inductor is not None:  # a compiled kernel (Family.OTHER: never advised to be fused again)
+        return OpCost(family, inductor[0], inductor[1], tuple(args), None, low)
     if family == Family.FOREACH or b in ("cat", "stack", "_cat"):
         # TensorList args are recorded with dims [] and type "TensorList"
         return OpCost(family, None, None, tuple(args), None, low, tensor_list=True)
@@ -259,7 +265,7 @@ def op_cost(
     layer = layer_cost(b, ts)
     if layer is not None:
         return OpCost(family, layer[0], layer[2], tuple(args), layer[1], low)
-    traffic = _matmul_family(family, b, ts, out_spatial_hint, conv_backward_mask)
+    traffic = _matmul_family(family, b, ts, out_spatial_hint, conv_backward_mask, causal)
     if traffic is None:
         return _elementwise(name, b, family, args, ts, low)
     flops, out, in_bytes, extra_out_bytes = traffic
