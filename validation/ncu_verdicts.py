@@ -498,7 +498,18 @@ def base_name(name: str) -> str:
 _WORD = re.compile(r"[A-Za-z_]\w*|\d+")
 _NOT_SIGNIFICANT = frozenset(
     "at native void std const operator lambda instance anonymous namespace unnamed ul char array int long "
-    "TensorIteratorBase TensorIterator".split()
+    "TensorIteratorBase TensorIterator fusion".split()  # cuDNN: Kineto's cudnn::fusion::f is ncu's cudnn::f
+)
+
+
+_SPELLING = (  # how ncu and Kineto spell one template argument differently
+    (
+        re.compile(r"\((?:[\w:]+)\)(?=-?\d)"),
+        "",
+    ),  # casts: ncu's (int)8, (bool)1; Kineto's (at::native::NormType)1
+    (re.compile(r"\b(\d+)(?:ull|ul|u|ll|l)\b"), r"\1"),  # integer suffixes: 32u -> 32
+    (re.compile(r"\btrue\b"), "1"),
+    (re.compile(r"\bfalse\b"), "0"),
 )
 
 
@@ -509,6 +520,8 @@ def signature(name: str) -> tuple[str, ...]:
     at::sqrt_kernel_cuda(...)::[lambda() (instance 2)]..., std::array<char *, 2>>(int, T2, T3)`. Both give
     (vectorized_elementwise_kernel, 4, sqrt_kernel_cuda, 2, ...)."""
     spaced = name.strip().removeprefix("void ")  # keep the spaces: "instance 2" must stay two words
+    for pattern, repl in _SPELLING:
+        spaced = pattern.sub(repl, spaced)
     return tuple(w for w in _WORD.findall(strip_params(spaced)) if w not in _NOT_SIGNIFICANT)
 
 
@@ -875,6 +888,8 @@ def ncu_command(args: argparse.Namespace, ncu: str, metrics: list[str], rep: str
         which = ["--kernel-name-base", "demangled", "--kernel-id", kernel_id(args.sample_invocations)]
     else:
         which = ["--launch-skip", str(args.launch_skip)]
+    if args.kernel_regex:  # launch-skip and launch-count then count the matching kernels only
+        which = ["--kernel-name-base", "demangled", "--kernel-name", f"regex:{args.kernel_regex}", *which]
     return [
         ncu, "--clock-control", "none", "--target-processes", "all", "--metrics", ",".join(metrics),
         *which, "--launch-count", str(args.launch_count),
@@ -1056,6 +1071,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="profile call number N of every kernel name, N in this list (e.g. 50,200,800: steady-state"
                         " calls of names called once to hundreds of times a step) instead of a slice of launches;"
                         " --max-kernels caps the total")  # fmt: skip
+    p.add_argument("--kernel-regex", default=None,
+                   help="profile only kernels whose demangled name matches (ncu --kernel-name regex:...)")  # fmt: skip
+    p.add_argument("--csv-extra", default=None,
+                   help="with --csv: a second raw CSV whose kernel names replace those names' launches in --csv"
+                        " (a run that profiled every call of a few names in a steady step)")  # fmt: skip
     p.add_argument("--threshold", type=float, default=THRESHOLD_PCT, help="SOL threshold, %% of peak")
     p.add_argument("--timeout", type=float, default=420, help="seconds for the ncu run and for the recording")
     p.add_argument("--smoke", action="store_true", help="use tests/fixtures/ncu_sample.csv (no GPU)")
@@ -1087,6 +1107,12 @@ def ncu_kernels(args: argparse.Namespace, report: dict[str, Any] | None) -> tupl
         with open(os.path.join(args.out, "ncu_raw.csv"), "w") as f:
             f.write(text)
     kernels = parse_ncu_csv(text, args.threshold)
+    if args.csv_extra:
+        with open(args.csv_extra) as f:
+            extra = parse_ncu_csv(f.read(), args.threshold)
+        names = {k.name for k in extra}
+        kernels = [k for k in kernels if k.name not in names] + extra
+        print(f"ncu: {len(extra)} launches of {len(names)} names from {args.csv_extra} replace theirs")
     by_name = aggregate_by_name(kernels)
     print(f"ncu: {len(kernels)} kernels, {len(by_name)} names (threshold {args.threshold:g}%)")
     print(format_ncu(by_name))

@@ -3,10 +3,12 @@
 #   bash validation/run_h200_issue17.sh a   # ~5 min: savings.py (fusion_block, cross_entropy; records GPT-2
 #                                           #   eager), the other three workloads recorded, known_regimes.py
 #                                           #   recorded with a 2 ms and a 20 ms time.sleep
-#   bash validation/run_h200_issue17.sh b   # ~5 min: Nsight Compute on the four workloads, the same calls of
+#   bash validation/run_h200_issue17.sh b   # ~4 min: Nsight Compute on the four workloads, the same calls of
 #                                           #   every kernel name (--sample-invocations), raw CSVs only
+#   bash validation/run_h200_issue17.sh c   # ~2.5 min: every call of a few names that run on many shapes
+#                                           #   (bf16 casts, fills, copies), 40 launches in a steady step
 # The comparisons run on any machine afterwards, from what comes back:
-#   python validation/ncu_verdicts.py --csv ncu_<w>_raw.csv --report <w>.brrr.gz --out DIR
+#   python validation/ncu_verdicts.py --csv ncu_<w>_raw.csv [--csv-extra ncu_<w>_named_raw.csv] --report <w>.brrr.gz --out DIR
 # COMMIT (a file beside this script's repository root) names the commit the snapshot was made from.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -43,6 +45,19 @@ if [ "$PART" = a ]; then
         OUT="$W" timeout 75 python -m brrrtui record -o "$W/$name.brrr" "$script" --steps 45 >"$W/${name}_rec.log" 2>&1
         echo "$name record rc=$? in $((SECONDS - t0)) s"
         gzip -c "$W/$name.brrr" >"$OUT/$name.brrr.gz"; pack
+    done
+elif [ "$PART" = c ]; then  # every call of a few many-shaped kernel names, in a steady step
+    for spec in gpt2_eager:examples/train_gpt.py hf_gpt2:validation/workloads/hf_gpt2.py \
+                hf_bert:validation/workloads/hf_bert.py; do
+        IFS=: read -r name script <<<"$spec"
+        echo "=== ncu $name, named kernels ($SECONDS s)"
+        timeout --kill-after=5 "${NCU_BUDGET:-70}" python validation/ncu_verdicts.py --script "$script" \
+            --out "$W/ncu_$name" --kernel-regex "${NCU_REGEX:-bfloat16_copy|FillFunctor|direct_copy}" \
+            --launch-skip "${NCU_SKIP:-2000}" --launch-count "${NCU_COUNT:-40}" \
+            --timeout $((${NCU_BUDGET:-70} - 8)) -- --steps "${NCU_STEPS:-40}" >"$W/ncu_$name.log" 2>&1
+        echo "rc=$?"; grep -E "^ncu: [0-9]+ kernels|^ncu: rc|ERROR" "$W/ncu_$name.log"
+        cp "$W/ncu_$name/ncu_raw.csv" "$W/ncu_${name}_named_raw.csv" 2>/dev/null
+        pack
     done
 else
     if [ -n "${RECORD:-}" ]; then  # workloads whose recording did not come back from call a
