@@ -198,7 +198,7 @@ def read_meta(db: sqlite3.Connection, path: str = "recording") -> dict[str, Any]
     return parse_meta(path, db.execute("SELECT key, value FROM meta").fetchall())
 
 
-class _Tables:
+class Tables:
     """The tables of one open recording, read the way its format version stores them."""
 
     def __init__(self, db: sqlite3.Connection, path: str, meta: dict[str, Any]):
@@ -250,7 +250,7 @@ def _read_names(db: sqlite3.Connection, path: str) -> tuple[list[str], list[Sour
     return strings, lines
 
 
-def _read_tables(tables: _Tables, stream_tail: int) -> tuple[dict[str, Table], int]:
+def _read_tables(tables: Tables, stream_tail: int) -> tuple[dict[str, Table], int]:
     out = {t: tables.read(t) for t in TABLES if t != "stream"}
     stream_total = tables.total("stream")
     out["stream"] = tables.read("stream", max(0, stream_total - stream_tail), stream_total)
@@ -273,12 +273,25 @@ def load_recording(path: str, stream_tail: int = STREAM_TAIL, source: str | None
             meta = read_meta(db, shown)
             check_format(shown, meta, FORMAT, FORMAT_VERSION)
             strings, lines = _read_names(db, shown)
-            tables, stream_total = _read_tables(_Tables(db, shown, meta), stream_tail)
+            tables, stream_total = _read_tables(Tables(db, shown, meta), stream_tail)
         finally:
             db.close()
     except sqlite3.DatabaseError as e:
         raise RecordingError(f"{shown} is damaged or not a recording ({e})") from None
     check_ids(shown, tables, len(strings), len(lines))
+    return make_trace(path, shown, meta, strings, lines, tables, stream_total)
+
+
+def make_trace(
+    path: str,
+    shown: str,
+    meta: dict[str, Any],
+    strings: list[str],
+    lines: list[SourceLine],
+    tables: dict[str, Table],
+    stream_total: int,
+) -> Trace:
+    """A recording's parts, checked, as a Trace, with what a reader should be told (load_notes)."""
     meta = safe_value(meta)
     if meta.get("status") == "running" and not is_locked(path):
         meta = mark_incomplete(meta, tables)
@@ -332,7 +345,7 @@ class StreamReader:
         try:
             db = open_readonly(self.path)
             try:
-                tables = _Tables(db, self.path, read_meta(db, self.path))
+                tables = Tables(db, self.path, read_meta(db, self.path))
                 if "stream" not in tables.names:
                     return empty_table(STREAM_SCHEMA), []
                 last = tables.total("stream")

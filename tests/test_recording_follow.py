@@ -1,0 +1,97 @@
+"""Following a recording while it is written (brrrtui.recording.follow): after every committed batch a poll
+returns what load_recording returns, having read only the rows committed since the last poll."""
+
+from __future__ import annotations
+
+import numpy as np
+from test_recording_format import T0, assert_same_trace, make_v2
+from tui_fakes import h200_recording
+
+from brrrtui.recording import columns
+from brrrtui.recording.follow import Follower
+from brrrtui.recording.store import TABLES, RecordingWriter, load_recording
+
+
+def window_batches(trace, window: int) -> dict:
+    """The rows of one window of `trace`, as the recorder appends them (one batch per window)."""
+    batch = {}
+    for name in ("gpu", "runtime", "ops", "spans", "line_samples", "windows", "capture_costs"):
+        table = getattr(trace, name)
+        rows = np.nonzero(table.window == window)[0]
+        batch[name] = table.take(rows)
+    return batch
+
+
+def test_a_poll_after_each_window_is_the_whole_recording_and_reads_only_the_new_rows(tmp_path, monkeypatch):
+    source = load_recording(h200_recording("h200_hf_gpt2_steady", tmp_path))
+    path = str(tmp_path / "live.brrr")
+    w = RecordingWriter(path)
+    w.set_meta(status="running", device={"name": "NVIDIA H200", "num_sms": 132})
+    w.append(
+        {
+            "strings": list(enumerate(source.strings)),
+            "lines": [(i, ln.file, ln.line, ln.function) for i, ln in enumerate(source.lines)],
+        }
+    )
+    read = []
+    real_fill = columns._Reader.fill
+    monkeypatch.setattr(
+        columns._Reader,
+        "fill",
+        lambda self, blobs, at, n, skip, take: (read.append(take), real_fill(self, blobs, at, n, skip, take)),
+    )
+    follower = Follower(path)
+    windows = sorted(set(source.windows.window.tolist()))
+    assert len(windows) >= 2
+    for k, window in enumerate(windows):
+        batch = window_batches(source, window)
+        steps = np.array_split(np.arange(len(source.steps)), len(windows))[k]
+        w.append(batch | {"steps": source.steps.take(steps)})
+        read.clear()
+        got = follower.poll()
+        new_rows = sum(len(t) for t in batch.values()) + len(steps)
+        assert sum(read) == new_rows  # this window's rows, not the recording's
+        read.clear()
+        assert_same_trace(load_recording(path), got)
+    w.close()
+    assert len(got.gpu) == len(source.gpu) and len(got.ops) == len(source.ops)
+    assert len(follower.poll().windows) == len(windows)  # nothing new: the same trace again
+
+
+def test_the_stream_keeps_its_newest_rows_across_polls(tmp_path):
+    path = str(tmp_path / "s.brrr")
+    make_v2(path, stream_batches=(3,))
+    follower = Follower(path, stream_tail=5)
+    assert follower.poll().stream.correlation.tolist() == [1, 2, 3]
+    w = RecordingWriter(path)
+    for first in (4, 6, 9):
+        n = {4: 2, 6: 3, 9: 4}[first]
+        w.append(
+            {
+                "stream": [
+                    (0, 0, 0, T0 + 10**7 + 1000 * i, 100, 0, 7, i, -1, -1, -1)
+                    for i in range(first, first + n)
+                ]
+            }
+        )
+        got = follower.poll()
+        assert got.stream.correlation.tolist() == list(range(max(1, first + n - 5), first + n))
+        assert_same_trace(load_recording(path, stream_tail=5), got)
+    w.close()
+    assert got.stream_total == 12
+
+
+def test_a_string_committed_before_a_lower_id_reads_empty_until_that_id_comes(tmp_path):
+    path = str(tmp_path / "n.brrr")
+    make_v2(path, stream_batches=())
+    follower = Follower(path)
+    assert follower.poll().strings == ["k", "aten::mm"]
+    w = RecordingWriter(path)
+    w.append({"strings": [(4, "late")]})
+    assert follower.poll().strings == ["k", "aten::mm", "", "", "late"]
+    w.append({"strings": [(2, "two"), (3, "three")]})
+    assert (
+        follower.poll().strings == ["k", "aten::mm", "two", "three", "late"] == load_recording(path).strings
+    )
+    w.close()
+    assert set(TABLES) >= {"gpu", "stream"}
