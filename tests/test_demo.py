@@ -9,11 +9,12 @@ import sys
 import textwrap
 
 import pytest
-from tui_fakes import analysed
+from tui_fakes import analysed, wait_until
 
 from brrrtui.commands.demo import RECORDING, SOURCES, UNPACKED, demo_recording
 from brrrtui.recording.load import load_trace
 from brrrtui.tui.app import make_app
+from brrrtui.tui.widgets.source_view import SourceView
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "brrrtui", "commands", "demo_data")
@@ -73,9 +74,10 @@ def test_the_demo_ui_starts_without_torch(tmp_path):
     r = _run(
         """
         import asyncio, os
-        from tui_fakes import analysed
+        from tui_fakes import analysed, wait_until
         from brrrtui.commands.demo import UNPACKED, demo_recording
         from brrrtui.tui.app import make_app
+from brrrtui.tui.widgets.source_view import SourceView
         demo_recording(os.getcwd())
 
         async def main():
@@ -114,5 +116,18 @@ def demo(tmp_path, monkeypatch):
     return UNPACKED
 
 
+async def ready(pilot):
+    """Analysed, and the source view has centred its cursor line (after a layout pass that can come after the
+    first pause on a loaded machine; tests/test_tui_snapshots.py waits the same way)."""
+    await analysed(pilot)
+    await wait_until(
+        pilot,
+        lambda: all(
+            v.size.height == 0 or v.scroll_y <= v.cursor < v.scroll_y + v.size.height
+            for v in pilot.app.screen.query(SourceView)
+        ),
+    )
+
+
 def test_demo_first_screen_120x36(snap_compare, demo):
-    assert snap_compare(make_app(demo, None, None), terminal_size=(120, 36), run_before=analysed)
+    assert snap_compare(make_app(demo, None, None), terminal_size=(120, 36), run_before=ready)
