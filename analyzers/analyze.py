@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from analyzers import breakdown as bd, gaps as gp, launch_timing as lt
+from analyzers.compiled import kernel_line_shares
 from analyzers.finding_context import Context
 from analyzers.finding_places import place_findings
 from analyzers.findings import all_findings
@@ -172,8 +173,9 @@ def analyze(
 def _line_stats(
     trace: Trace, links: Links, roof: Roofline, gaps: Table, steps: int, idle_scale: float | None
 ) -> list[LineStat]:
+    shares = kernel_line_shares(trace, links.kernel_op, links.kernel_line, links.op_compiled, links.compiled)
     return line_stats(
-        trace, links.kernel_line, roof.regime, roof.flops, roof.bytes, gaps, steps, None, idle_scale
+        trace, links.kernel_line, roof.regime, roof.flops, roof.bytes, gaps, steps, None, idle_scale, shares
     )
 
 

@@ -76,18 +76,23 @@ def _sampled_ns_by_line(trace: Trace, n_lines: int) -> np.ndarray:
     return out
 
 
-def _known_sums(line: np.ndarray, values: np.ndarray, n_lines: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per line: the sum of the known (finite) values, and how many were known."""
+def _known_sums(
+    line: np.ndarray, values: np.ndarray, weight: np.ndarray, n_lines: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per line: the weighted sum of the known (finite) values, and how many were known."""
     known = np.isfinite(values)
-    total = np.bincount(line, weights=np.where(known, values, 0.0), minlength=n_lines)
+    total = np.bincount(line, weights=np.where(known, values, 0.0) * weight, minlength=n_lines)
     return total, np.bincount(line, weights=known.astype(float), minlength=n_lines)
 
 
-def _ns_by_regime(line: np.ndarray, dur: np.ndarray, regime: np.ndarray, n_lines: int) -> np.ndarray:
-    """[regime code, line] -> summed GPU ns."""
+def _ns_by_regime(
+    line: np.ndarray, dur: np.ndarray, regime: np.ndarray, weight: np.ndarray, n_lines: int
+) -> np.ndarray:
+    """[regime code, line] -> summed GPU ns (each kernel's share of it on that line)."""
     out = np.zeros((3, n_lines), dtype=np.int64)
     for code in range(3):
-        np.add.at(out[code], line[regime == code], dur[regime == code])
+        m = regime == code
+        out[code] = np.rint(np.bincount(line[m], weights=dur[m] * weight[m], minlength=n_lines))
     return out
 
 
@@ -101,30 +106,39 @@ def line_stats(
     steps: int,
     rows: np.ndarray | None = None,
     idle_scale: float | None = None,
+    shares: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> list[LineStat]:
     """One LineStat per line with any kernel, CPU span or idle time, by GPU + idle time descending.
     `idle_scale` (see `unprofiled_idle_scale`) turns the idle measured inside windows into the unprofiled
-    estimate the verdicts use; the measured figure stays in `idle_profiled_ns`."""
+    estimate the verdicts use; the measured figure stays in `idle_profiled_ns`. `shares`: (gpu row, line,
+    weight) triples (analyzers.compiled.kernel_line_shares) when a kernel counts on several lines; `rows`
+    limits the kernels counted."""
     n_lines = len(trace.lines)
     if n_lines == 0:
         return []
     gpu = trace.gpu
-    sel = np.arange(len(gpu)) if rows is None else rows
-    kl = kernel_line[sel]
+    if shares is None:
+        sel = np.arange(len(gpu)) if rows is None else rows
+        sel, kl, weight = sel, kernel_line[sel], np.ones(len(sel))
+    else:
+        sel, kl, weight = shares
+        if rows is not None:
+            keep = np.isin(sel, rows)
+            sel, kl, weight = sel[keep], kl[keep], weight[keep]
     ok = (kl >= 0) & (kl < n_lines)
-    kl, dur = kl[ok], gpu.dur_ns[sel][ok].astype(np.int64)
-    reg = regime[sel][ok]
-    by_regime = _ns_by_regime(kl, dur, reg, n_lines)
-    kernels = np.bincount(kl, minlength=n_lines)
-    f_sum, f_cnt = _known_sums(kl, flops[sel][ok], n_lines)
-    b_sum, b_cnt = _known_sums(kl, nbytes[sel][ok], n_lines)
+    sel, kl, weight = sel[ok], kl[ok], weight[ok]
+    dur = gpu.dur_ns[sel].astype(np.float64)
+    by_regime = _ns_by_regime(kl, dur, regime[sel], weight, n_lines)
+    kernels = np.rint(np.bincount(kl, weights=weight, minlength=n_lines)).astype(np.int64)
+    f_sum, f_cnt = _known_sums(kl, flops[sel], weight, n_lines)
+    b_sum, b_cnt = _known_sums(kl, nbytes[sel], weight, n_lines)
     sampled = _sampled_ns_by_line(trace, n_lines)
     idle_profiled = _idle_ns_by_line(gaps, n_lines)
     idle = idle_profiled if idle_scale is None else np.rint(idle_profiled * idle_scale).astype(np.int64)
     cpu = _union_ns_by_line(trace.spans, n_lines)
 
     gpu_ns = by_regime.sum(axis=0)
-    present = (kernels > 0) | (cpu > 0) | (idle_profiled > 0) | (sampled > 0)
+    present = (kernels > 0) | (gpu_ns > 0) | (cpu > 0) | (idle_profiled > 0) | (sampled > 0)
     stats: list[LineStat] = []
     for i in np.nonzero(present)[0].tolist():
         per = {r: int(by_regime[REGIME_CODES[r], i]) for r in _REGIMES}

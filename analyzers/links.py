@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyzers.compiled import CompiledLines, compiled_lines, fill_op_lines
 from analyzers.model import NONE, Trace
 
 
@@ -119,6 +120,8 @@ class Links:
     op_lib_line: np.ndarray  # op row -> line id of its innermost model-library line
     kernel_module: np.ndarray  # gpu row -> string id of its module chain
     kernel_lib_line: np.ndarray  # gpu row -> line id of its innermost model-library line
+    op_compiled: np.ndarray  # op row -> its line came from Inductor's provenance (a compiled kernel's launch)
+    compiled: CompiledLines | None  # the compiled kernels' lines and shares, when the recording has them
 
 
 def _kernel_launches(trace: Trace) -> np.ndarray:
@@ -197,7 +200,11 @@ def link(trace: Trace) -> Links:
         order, parent_sorted = op_nesting
         op_parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], NONE)
     op_span = _op_spans(trace, _span_rows(trace), op_parent)
-    op_line = _take(spans.line, op_span)
+    op_line, op_lib_line = _take(spans.line, op_span), _take(spans.lib_line, op_span)
+    op_compiled = np.zeros(len(ops), dtype=bool)
+    compiled = compiled_lines(trace)
+    if compiled is not None:  # torch.compile'd kernels: no span, lines from Inductor (analyzers.compiled)
+        op_line, op_lib_line, op_compiled = fill_op_lines(trace, op_line, op_lib_line, compiled)
 
     kernel_op = (
         np.where(kernel_launch >= 0, launch_op[np.maximum(kernel_launch, 0)], NONE)
@@ -223,7 +230,7 @@ def link(trace: Trace) -> Links:
             )
             launch_line[miss] = np.where(idx >= 0, spans.line[np.maximum(idx, 0)], NONE)
             kernel_line = np.where(kernel_launch >= 0, launch_line[np.maximum(kernel_launch, 0)], NONE)
-    op_module, op_lib_line = _take(spans.module, op_span), _take(spans.lib_line, op_span)
+    op_module = _take(spans.module, op_span)
     return Links(
         kernel_launch,
         launch_op,
@@ -236,4 +243,6 @@ def link(trace: Trace) -> Links:
         op_lib_line,
         _take(op_module, kernel_op),
         _take(op_lib_line, kernel_op),
+        op_compiled,
+        compiled,
     )

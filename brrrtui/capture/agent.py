@@ -22,8 +22,9 @@ from brrrtui.capture.ticks import MainThreadTicks
 from brrrtui.capture.torch_hooks import TorchImportWatcher, device_facts, on_compile, on_user_profiler_start
 from brrrtui.capture.windows import Action, Interner, Scheduler, convert_events
 from brrrtui.contract.config import WindowConfig
-from brrrtui.contract.messages import CaptureError, Note, StepBatch, WindowBatch
+from brrrtui.contract.messages import CaptureError, CompiledKernels, Note, StepBatch, WindowBatch
 from brrrtui.contract.protocol import Channel
+from brrrtui.contract.userfiles import is_model_library_file
 
 TIMER_PERIOD_S = 0.1
 STEP_FLUSH_S = 0.5
@@ -106,9 +107,23 @@ class Agent(StreamControl):
         self.sched.torch_seen_ns = time.time_ns()
 
     def _on_compile(self) -> None:  # before Dynamo traces anything: the tagger leaves its mode stack for good
+        from brrrtui.capture.inductor_sources import watch_compiled_graphs  # imports torch: not at start-up
+
         if self.tagger is not None:
             self.tagger.suspend()
-        self.note("compile", "torch.compile in use: lines of compiled code come from the line sampler only")
+        if not watch_compiled_graphs(self._guard(self._on_compiled_graph)):
+            self.note(
+                "compile",
+                "torch.compile in use: this torch has no kernel provenance, so the lines of "
+                "compiled kernels come from the line sampler only",
+            )
+
+    def _on_compiled_graph(self, provenance: str) -> None:
+        from brrrtui.capture.inductor_sources import source_rows
+
+        rows = source_rows(provenance, self.lines, self.user_frames, is_model_library_file)
+        with self.strings.lock:  # the window thread takes new lines under it too
+            self.channel.send(CompiledKernels(lines=self.lines.take_new_rows(), rows=rows))
 
     # ---------------------------------------------------------------- ticks
     def on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -293,8 +308,11 @@ class Agent(StreamControl):
         with self.stream_lock:
             if self.stream is not None:
                 self.stream.stop()
-        self.note("aside", "the script runs torch.profiler itself: brrrtui stepped aside (no more windows; "
-                  "step times are still recorded)")
+        self.note(
+            "aside",
+            "the script runs torch.profiler itself: brrrtui stepped aside (no more windows; "
+            "step times are still recorded)",
+        )
 
     # ---------------------------------------------------------------- end of run
     def finish(self) -> None:

@@ -46,7 +46,7 @@ class MainThreadTicks:
         if self.user_frames is None:
             return
         user = self.user_frames.innermost(frame)
-        if user is None or _inside_import(user):
+        if user is None or _inside_import(user) or _inside_compiler(frame):
             return  # the timer asks again at its next tick
         if user is frame:
             self.tick()
@@ -65,7 +65,7 @@ class MainThreadTicks:
         return self._on_user_line if self.user_frames.is_user(frame.f_code.co_filename) else None
 
     def _on_user_line(self, frame: Any, event: str, arg: Any) -> Any:
-        if event != "line":
+        if event != "line" or _inside_compiler(frame):
             return self._on_user_line
         sys.settrace(None)
         for armed in self._armed:
@@ -74,6 +74,21 @@ class MainThreadTicks:
         frame.f_trace = None
         self.tick()
         return None
+
+
+# torch.compile's machinery: while it runs, the user's own frames run too (AOTAutograd traces `forward` with
+# fake tensors under thread-local dispatch state), and a window opened or closed there left the profiler
+# enabled for the next window to find (seen with Inductor on a CPU: the capture stepped aside for good).
+_COMPILER_PARTS = ("torch/_dynamo/", "torch/_inductor/", "torch/_functorch/", "torch/fx/", "torch/_subclasses/")
+
+
+def _inside_compiler(frame: Any) -> bool:
+    while frame is not None:
+        filename = frame.f_code.co_filename.replace("\\", "/")
+        if any(part in filename for part in _COMPILER_PARTS):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _inside_import(frame: Any) -> bool:

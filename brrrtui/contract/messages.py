@@ -134,6 +134,17 @@ class MeasuredPeaks:
 
 
 @dataclass(frozen=True, slots=True)
+class CompiledKernels:
+    """Source lines of the kernels of graphs torch.compile generated (brrrtui.capture.inductor_sources): rows
+    (kernel name as the profiler records its launch, user line id, library line id or -1, share of the
+    kernel's stack traces), and the source lines first used by them."""
+
+    TAG: ClassVar[str] = "compiled_kernels"
+    lines: list[LineRow]
+    rows: list[tuple[str, int, int, float]]
+
+
+@dataclass(frozen=True, slots=True)
 class Bye:
     """The script finished, with this exit status."""
 
@@ -151,6 +162,7 @@ Message = (
     | StreamBatch
     | StreamStats
     | MeasuredPeaks
+    | CompiledKernels
     | Bye
 )
 MESSAGE_TYPES: tuple[type[Message], ...] = (
@@ -163,6 +175,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     StreamBatch,
     StreamStats,
     MeasuredPeaks,
+    CompiledKernels,
     Bye,
 )
 _BY_TAG: dict[str, type[Message]] = {cls.TAG: cls for cls in MESSAGE_TYPES}

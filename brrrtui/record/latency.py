@@ -6,6 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from brrrtui.contract.messages import StreamStats
+
 
 class StreamLatency:
     """How late streamed kernels reach the recording: (committed - kernel end) in 1 ms bins, flat memory;
@@ -43,6 +45,24 @@ class StreamLatency:
             return float("nan")
         k = int(np.searchsorted(np.cumsum(hist), q / 100 * total))
         return float(min(k, self.BINS - 1) + 1)
+
+    def meta(self, stats: StreamStats, write_ns_max: int, inbox_max: int) -> dict[str, Any]:
+        """The recording's `stream` meta value: these figures, the child's counters and the recorder's."""
+        return {
+            **self.summary(),
+            "child_flush_ms_max": stats.flush_ns_max / 1e6,
+            "child_decode_ms": stats.decode_ns / 1e6,
+            "bytes": stats.buffer_bytes,
+            "child_queue_ms_max": stats.queue_ns_max / 1e6,
+            "child_write_ms_max": stats.write_ns_max / 1e6,
+            "recorder_write_ms_max": write_ns_max / 1e6,
+            "recorder_queue_max": inbox_max,
+            "incomplete_dropped": self.dropped,
+            "forced_flushes": stats.forced_flushes,
+            "late_buffers_dropped": stats.late_buffers,
+            "error": stats.error,
+            "cupti_api": stats.cupti_api_version,
+        }
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -30,6 +30,7 @@ from brrrtui.contract.cupti_records import Scanned, rows_from_scan
 from brrrtui.contract.messages import (
     Bye,
     CaptureError,
+    CompiledKernels,
     DeviceFacts,
     Hello,
     MeasuredPeaks,
@@ -82,6 +83,7 @@ class Recorder:
         self.windows = 0
         self.kernels = 0
         self.steps = 0
+        self.compiled_kernels: list[list[Any]] = []  # meta `compiled_kernels`: every graph's kernel lines
         self.notes: list[str] = []
         self.script_exit: int | None = None
         self.exit_code: int | None = None
@@ -170,9 +172,8 @@ class Recorder:
     def _read_frames(self, fd: int) -> None:
         try:
             for msg in read_frames(fd):
-                self.inbox.put(
-                    msg
-                )  # waits only when INBOX_MESSAGES are queued: the disk has stalled that long
+                # waits only when INBOX_MESSAGES are queued: the disk has stalled that long
+                self.inbox.put(msg)
                 self.inbox_max = max(self.inbox_max, self.inbox.qsize())
         finally:
             self.inbox.put(None)
@@ -211,8 +212,15 @@ class Recorder:
             self._write_meta(capture_error=msg.traceback)
         elif isinstance(msg, StreamStats):
             self._on_stream_stats(msg)
+        elif isinstance(msg, CompiledKernels):
+            self._on_compiled_kernels(msg)
         elif isinstance(msg, Bye):
             self.script_exit = msg.exit_code
+
+    def _on_compiled_kernels(self, msg: CompiledKernels) -> None:  # meta: every graph's rows so far
+        self._append({"lines": msg.lines})
+        self.compiled_kernels += [list(r) for r in msg.rows]
+        self._write_meta(compiled_kernels=self.compiled_kernels)
 
     def _append(self, batch: dict[str, Any]) -> None:
         self.sink.append(batch)
@@ -269,23 +277,7 @@ class Recorder:
             self._on_stream(rows, msg.sent_ns)
 
     def _on_stream_stats(self, msg: StreamStats) -> None:
-        self._write_meta(
-            stream={
-                **self.stream.summary(),
-                "child_flush_ms_max": msg.flush_ns_max / 1e6,
-                "child_decode_ms": msg.decode_ns / 1e6,
-                "bytes": msg.buffer_bytes,
-                "child_queue_ms_max": msg.queue_ns_max / 1e6,
-                "child_write_ms_max": msg.write_ns_max / 1e6,
-                "recorder_write_ms_max": self.write_ns_max / 1e6,
-                "recorder_queue_max": self.inbox_max,
-                "incomplete_dropped": self.stream.dropped,
-                "forced_flushes": msg.forced_flushes,
-                "late_buffers_dropped": msg.late_buffers,
-                "error": msg.error,
-                "cupti_api": msg.cupti_api_version,
-            }
-        )
+        self._write_meta(stream=self.stream.meta(msg, self.write_ns_max, self.inbox_max))
         if msg.error:
             self._note(f"kernel stream stopped: {msg.error}")
 

@@ -1,0 +1,128 @@
+"""Lines of torch.compile'd kernels: the capture reads Inductor's provenance (CPU: Inductor's C++ kernels
+name the model's lines), the analysis gives a compiled kernel's launch op its top line and splits the
+kernel's GPU time over every line it fused by the recorded shares (hand-built trace, exact), and a
+generated kernel gets bytes from its buffers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from fixtures.synthetic import BF16, TraceBuilder
+
+from analyzers.analyze import analyze
+from analyzers.opcost import op_cost, parse_args
+from brrrtui.capture.inductor_sources import kernel_name, source_rows
+from brrrtui.capture.lines import LineTable, UserFrames
+from brrrtui.recording.load import load_trace
+
+HERE = os.path.dirname(__file__)
+
+
+def test_provenance_keys_become_the_names_the_profiler_records():
+    assert kernel_name("triton_poi_fused_add_mul_tanh_3:7") == "triton_poi_fused_add_mul_tanh_3"
+    assert kernel_name("extern_kernels.addmm:6") == "aten::addmm"
+    assert kernel_name("torch.ops.aten._scaled_dot_product_cudnn_attention.default:9") == (
+        "aten::_scaled_dot_product_cudnn_attention"
+    )
+
+
+def test_stack_traces_give_the_innermost_user_line_and_library_line_with_shares():
+    model = '  File "/home/u/train.py", line 67, in forward\n    x = x + self.attn(self.ln_1(x))\n'
+    lib = '  File "/venv/lib/python3.11/site-packages/transformers/activations.py", line 66, in forward\n'
+    provenance = json.dumps(
+        {
+            "triton_poi_fused_add_mul_tanh_3:7": [
+                '  File "/home/u/train.py", line 100, in forward\n' + model,
+                '  File "/home/u/train.py", line 100, in forward\n' + model,
+                '  File "/home/u/train.py", line 101, in forward\n' + lib,
+            ],
+            "triton_poi_fused_0:1": [
+                '  File "/venv/lib/python3.11/site-packages/torch/nn/x.py", line 1, in f\n'
+            ],
+        }
+    )
+    lines = LineTable()
+    frames = UserFrames(lambda path: path.startswith("/home/u/"))
+    rows = source_rows(provenance, lines, frames, lambda path: "transformers/" in path)
+    key = {i: k for k, i in lines.ids.items()}  # line id -> (file, line, function)
+    named = {(key[r[1]][1], r[2] >= 0 and key[r[2]][1], round(r[3], 3)) for r in rows}
+    assert named == {
+        (67, False, 0.667),
+        (101, 66, 0.333),
+    }  # no user frame in the second kernel's trace: dropped
+    assert source_rows("not json", lines, frames, lambda p: False) == []
+
+
+def compiled_trace():
+    """Two launches of one Triton kernel that fused ops of lines 57 (3/4 of its traces) and 58 (1/4)."""
+    b = TraceBuilder()
+    l57, l58, lib = b.line("model.py", 57, "forward"), b.line("model.py", 58, "forward"), b.line(
+        "/venv/site-packages/transformers/activations.py", 66, "forward")  # fmt: skip
+    for i, t in enumerate((0, 100_000)):
+        b.op("triton_poi_fused_add_tanh_0", t, 5_000, shapes=[[1024, 1024], [1024, 1024], []],
+             dtypes=[BF16, BF16, "Scalar"])  # fmt: skip
+        b.launch("triton_poi_fused_add_tanh_0", t + 1_000, t + 10_000, 40_000 + 20_000 * i)
+    b.window(0, 200_000, first_step=0, last_step=0)
+    trace = b.build()
+    trace.meta["compiled_kernels"] = [
+        ["triton_poi_fused_add_tanh_0", l57, -1, 0.75],
+        ["triton_poi_fused_add_tanh_0", l58, lib, 0.25],
+        ["not_in_this_recording", l57, -1, 1.0],
+        ["triton_poi_fused_add_tanh_0", 99, -1, 1.0],  # no such line: ignored
+    ]
+    return trace
+
+
+def test_a_compiled_kernel_takes_its_top_line_and_splits_its_time_by_share():
+    a = analyze(compiled_trace())
+    assert set(a.links.kernel_line.tolist()) == {0}  # line 57, the top share
+    by_line = {s.line.line: s for s in a.lines}
+    assert by_line[57].gpu_ns == 75_000 and by_line[58].gpu_ns == 25_000  # (40 + 60 µs) x 3/4 and x 1/4
+    assert by_line[57].kernels == 2 and by_line[58].kernels == 0  # half a launch rounds down
+    assert a.kernel_bytes[0] == 2 * 1024 * 1024 * 2  # two bf16 buffers of 1 Mi elements
+    assert a.kernel_flops[0] == 2 * 1024 * 1024  # two fused ops per element
+    assert a.kernels[0].regime.value == "memory"
+
+
+def test_a_generated_kernel_without_buffers_or_a_template_gets_no_estimate():
+    args = parse_args(json.dumps([[64, 64], [64, 64]]), json.dumps([BF16, BF16]))
+    assert op_cost("triton_tem_fused_mm_0", args).bytes is not None  # costed as an unknown op, not as Triton
+    assert op_cost("triton_poi_fused_add_0", parse_args("[[]]", '["Scalar"]')).flops is None
+
+
+def test_inductor_on_cpu_names_the_model_lines_and_windows_keep_opening(tmp_path):
+    """Inductor compiles the model to C++ on a CPU: the recording holds its kernels' lines (fc1, gelu, fc2),
+    the compile changes nothing (same graphs, no graph break) and windows keep opening (a window opened or
+    closed inside the compiler's own tracing once left the profiler on and the capture stepped aside)."""
+    script = os.path.join(HERE, "scripts", "compiled_train.py")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    out = str(tmp_path / "c.brrr")
+    argv = [
+        sys.executable,
+        "-m",
+        "brrrtui",
+        "record",
+        "-o",
+        out,
+        "--duty",
+        "1",
+        "--min-gap",
+        "0",
+        script,
+        "inductor",
+    ]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "stepped aside" not in proc.stderr
+    counters = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("COUNTERS "))[9:])
+    assert counters["graph_break"] == {} and counters["stats"]["unique_graphs"] == 1
+    trace = load_trace(out)
+    assert len(trace.windows) >= 3
+    rows = trace.meta["compiled_kernels"]
+    lines = {(trace.lines[r[1]].line, r[0].split("_")[0]) for r in rows}
+    assert {17, 18, 19} <= {line for line, _ in lines}  # h = fc1(x); gelu(h); fc2(h)
+    assert any(name.startswith("cpp_fused_gelu") for name, *_ in rows)
+    assert all(os.path.basename(trace.lines[r[1]].file) == "compiled_train.py" for r in rows)
