@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from analyzers.analyze import analyze, analyze_other_phases
 from analyzers.errors import InputError
 from analyzers.results import REGIMES_BY_CODE, Regime
-from brrrtui.present.perfetto import to_perfetto
+from brrrtui.present.perfetto import REGIME_TID, to_perfetto
 from brrrtui.recording.load import load_trace
 from tests.fixtures.synthetic import phased_trace
 
@@ -100,6 +100,19 @@ def test_kernels_carry_their_regime_colour_and_line(exported, original):
         if kind == 0:
             expected[REGIMES_BY_CODE[code].value] += dur
     assert gpu_by_regime == expected and set(expected) == {r.value for r in Regime}
+    # Perfetto colours by name: a band per stream repeats each GPU row as a slice named by its regime
+    band = [e for e in doc["traceEvents"] if e.get("cat") == "gpu_regime"]
+    with_regime = [
+        e
+        for e in doc["traceEvents"]
+        if e.get("ph") == "X" and "regime" in e.get("args", {}) and e["cat"] != "gpu_regime"
+    ]
+    assert len(band) == len(with_regime) > len(kernels)  # copies and memsets have a regime too
+    assert {e["name"] for e in band} == {"compute", "memory", "overhead"}
+    starts = {(e["tid"], e["ts"], e["dur"], e["args"]["regime"]) for e in with_regime}
+    assert all((e["tid"] - REGIME_TID, e["ts"], e["dur"], e["name"]) in starts for e in band)
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("ph") == "M"}
+    assert "stream 7: regime" in names
     with_line = [e for e in steady if "line" in e["args"]]
     assert len(with_line) == int(((lead.links.kernel_line >= 0) & (g.kind == 0)).sum()) > 0
     assert any(e["args"]["line"].endswith("hf_gpt2.py:32 loss_of") for e in with_line)

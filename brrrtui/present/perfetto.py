@@ -14,9 +14,10 @@ same verdicts. What it holds::
                             and a thread "steps" (every optimizer step of the run)
 
 `cname` is the colour chrome://tracing (Catapult) paints a slice: compute green, memory yellow, overhead red.
-Perfetto's UI colours slices by name and ignores `cname` by design (google/perfetto issues 208 and 620); there
-the regime is the category's second part and `args.regime`, for its search and SQL
-(`select sum(dur) from slice where category = 'kernel,memory'`).
+Perfetto's UI colours slices by name and ignores `cname` by design (google/perfetto issues 208 and 620): there a
+thread "stream N: regime" under each stream repeats its kernels as slices named `compute`, `memory` or
+`overhead` (cat "gpu_regime"), one colour each, and the regime is also the kernel's category's second part and
+`args.regime`, for its search and SQL (`select sum(dur) from slice where category = 'kernel,memory'`).
 
 The top-level `brrrtui` object carries what a Chrome trace has no event for (the recording's windows, its
 step times, measured ceilings, line samples, telemetry rows); trace viewers ignore it and brrrtui's loader
@@ -40,6 +41,7 @@ from brrrtui.present.perfetto_block import block, device_props, num
 GPU_PID = 1_000_000_000  # + device: GPU processes, apart from any CPU pid
 IDLE_TID = 1_000_000_000  # the "GPU idle" thread of a GPU process
 STREAM_TID = 2_000_000_000  # + stream: kernels streamed between windows
+REGIME_TID = 3_000_000_000  # + stream: the stream's regime band (one slice per kernel, named by its regime)
 WINDOWS_TID, STEPS_TID = 1_000_000_001, 1_000_000_002
 # Chrome's reserved colour names (trace-viewer's color_scheme): compute green, memory yellow, overhead red
 COLOURS = {Regime.COMPUTE: "good", Regime.MEMORY: "yellow", Regime.OVERHEAD: "terrible"}
@@ -155,6 +157,20 @@ def _gpu_events(trace: Trace, facts: _RowFacts, clock: _Clock) -> list[dict[str,
                 args[key] = v
         ev["args"] = args
         out.append(ev)
+    return out
+
+
+def _regime_band(trace: Trace, facts: _RowFacts, clock: _Clock) -> list[dict[str, Any]]:
+    """Per stream, a track of slices named `compute`, `memory` or `overhead` over each GPU row: Perfetto colours
+    slices by name, so this band shows the regimes in three colours where the kernels' own names cannot."""
+    g = trace.gpu
+    out: list[dict[str, Any]] = []
+    for i in np.nonzero(facts.regime >= 0)[0].tolist():
+        regime = REGIMES_BY_CODE[int(facts.regime[i])]
+        ev: dict[str, Any] = {"ph": "X", "cat": "gpu_regime", "name": regime.value, "cname": COLOURS[regime]}
+        ev |= {"pid": GPU_PID + int(g.device[i]), "tid": REGIME_TID + int(g.stream[i])}
+        ev |= {"ts": clock.us(int(g.start_ns[i])), "dur": int(g.dur_ns[i]) / 1000.0}
+        out.append(ev | {"args": {"kernel": trace.name(int(g.name[i])), "window": int(g.window[i])}})
     return out
 
 
@@ -355,6 +371,7 @@ def to_perfetto(trace: Trace, analyses: list[Analysis], phases: dict[int, str]) 
         {int(v) for v in trace.gpu.device.tolist()} | {int(v) for v in trace.stream.device.tolist()} or {0}
     )
     threads = {int(s): f"stream {int(s)}" for s in set(trace.gpu.stream.tolist())}
+    threads |= {REGIME_TID + int(s): f"stream {int(s)}: regime" for s in set(trace.gpu.stream.tolist())}
     threads |= {
         STREAM_TID + int(s): f"stream {int(s)} (between windows)" for s in set(trace.stream.stream.tolist())
     }
@@ -363,6 +380,7 @@ def to_perfetto(trace: Trace, analyses: list[Analysis], phases: dict[int, str]) 
         *_run_events(trace, phases, pid, clock),
         *_cpu_events(trace, pid, clock),
         *_gpu_events(trace, facts, clock),
+        *_regime_band(trace, facts, clock),
         *_flows(trace, analyses, pid, clock),
         *_gap_events(analyses, clock),
         *_stream_events(trace, clock),
