@@ -18,6 +18,7 @@ from conftest import run_brrrtui
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from brrrtui.cli import main
+from brrrtui.recording import codec
 from brrrtui.recording.store import RecordingWriter
 
 T0 = 1_700_000_000_000_000_000
@@ -130,7 +131,7 @@ def test_out_of_range_string_id(tmp_path):
     make_recording(path)
     db = sqlite3.connect(path)
     with db:
-        db.execute("UPDATE gpu SET name = ?", (np.full(2, 999, np.int32).tobytes(),))  # the batch's 2 names
+        db.execute("UPDATE gpu SET name = ?", (codec.encode(np.full(2, 999)),))  # the batch's 2 names
     db.close()
     code, out, err = report(path)
     assert code == 2 and "gpu.name names string 999" in err, err

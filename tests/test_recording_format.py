@@ -15,6 +15,7 @@ from tui_fakes import h200_recording
 
 from analyzers.model import Trace
 from brrrtui.contract.schema import SPAN_SCHEMA, STREAM_SCHEMA
+from brrrtui.recording import codec
 from brrrtui.recording.checks import RecordingError
 from brrrtui.recording.load import load_trace
 from brrrtui.recording.store import (
@@ -168,19 +169,39 @@ def test_values_a_column_cannot_hold_are_stored_as_unknown(tmp_path):
     assert s.device.dtype == STREAM_SCHEMA["device"]
 
 
+def blob(*values: float) -> bytes:
+    return codec.encode(np.array(values))
+
+
 DAMAGE = {
-    "a blob one byte short": ("UPDATE gpu SET start_ns = substr(start_ns, 2)", "gpu.start_ns holds 15 bytes"),
-    "a number where a blob belongs": ("UPDATE gpu SET dur_ns = 7", "gpu.dur_ns holds 7"),
+    "a blob one byte short": (
+        "UPDATE gpu SET start_ns = substr(start_ns, 1, length(start_ns) - 1)",
+        (),
+        "gpu.start_ns holds 10 bytes of code 1, not the 2 values of its batch",
+    ),
+    "a number where a blob belongs": ("UPDATE gpu SET dur_ns = 7", (), "gpu.dur_ns holds 7, not a column"),
     "a text row count": (
         "UPDATE stream SET batch_rows = 'x' WHERE rowid = 2",
+        (),
         "a batch of stream holds 'x' rows",
     ),
-    "a row count that does not match": ("UPDATE gpu SET batch_rows = 3", "not the 3 values of its batch"),
-    "a kind code that does not exist": ("UPDATE gpu SET kind = X'0709'", "gpu.kind holds the unknown code 7"),
-    "a name id out of range": ("UPDATE gpu SET name = X'0900000009000000'", "gpu.name names string 9"),
-    "a column type that is no dtype": (
-        "UPDATE meta SET value = json_set(value, '$.gpu.dur_ns', 'int128') WHERE key = 'columns'",
-        "meta columns gives gpu.dur_ns the type 'int128'",
+    "a row count that does not match": ("UPDATE gpu SET batch_rows = 3", (), "not the 3 values of its batch"),
+    "a code that does not exist": ("UPDATE gpu SET device = X'07'", (), "gpu.device holds 1 bytes of code 7"),
+    "an int where floats belong": (
+        "UPDATE ops SET flops = ?",
+        (blob(5),),
+        "ops.flops holds 9 bytes of code 5",
+    ),
+    "a kind code that does not exist": (
+        "UPDATE gpu SET kind = ?",
+        (blob(7, 9),),
+        "gpu.kind holds the unknown code 7",
+    ),
+    "a name id out of range": ("UPDATE gpu SET name = ?", (blob(9, 9),), "gpu.name names string 9"),
+    "a value its column cannot hold": (
+        "UPDATE gpu SET name = ?",
+        (blob(2**40, 0),),
+        "gpu.name holds 1099511627776",
     ),
 }
 
@@ -189,14 +210,25 @@ DAMAGE = {
 def test_a_damaged_blob_is_one_error_line(tmp_path, case):
     path = str(tmp_path / "d.brrr")
     make_v2(path)
-    sql, message = DAMAGE[case]
+    sql, params, message = DAMAGE[case]
     db = sqlite3.connect(path)
     with db:
-        db.execute(sql)
+        db.execute(sql, params)
     db.close()
     with pytest.raises(RecordingError) as e:
         load_recording(path)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_each_column_takes_the_narrowest_code_that_holds_its_batch():
+    assert blob(-1, -1, -1) == b"\x05" + np.int64(-1).tobytes()  # a constant: one value for the batch
+    assert len(blob(T0, T0 + 200)) == 9 + 2 and len(blob(0, 70_000)) == 9 + 2 * 4
+    assert len(blob(0, 2**40)) == 9 + 2 * 8 and len(blob(1.5, float("nan"))) == 1 + 2 * 8
+    assert blob(float("nan"), float("nan"))[0] == 6
+    for values in ([T0, T0 + 200, T0 + 3], [-(2**63), 2**63 - 1], [-5, 300, 70_000], [1.5, float("nan")]):
+        a = np.array(values)
+        got = codec.decode(codec.encode(a), len(a), 1, len(a) - 1, a.dtype.kind == "f", "t.c")
+        np.testing.assert_array_equal(got, a[1:])
 
 
 def test_format_1_cells_are_still_checked(tmp_path):

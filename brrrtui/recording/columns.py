@@ -1,14 +1,16 @@
 """The recording's columnar layout (format 2): each table of TABLES is an SQLite table with one row per
 committed batch, holding the batch's row count and one BLOB per column: the column's values as a typed
-little-endian array (numpy bytes). A load reads each batch's blobs straight into preallocated numpy columns,
-without a Python object per cell; 1 M kernels (3 M ops) read in a fraction of a second.
+little-endian array behind a one-byte code (brrrtui.recording.codec: the narrowest integer type that holds
+the batch's range, above a base). A load decodes each batch's blobs straight into preallocated numpy
+columns, without a Python object per cell; 1 M kernels (3 M ops) read in under a second.
 
     gpu(batch_rows INTEGER, "window" BLOB, kind BLOB, name BLOB, start_ns BLOB, ...)
 
-The dtype of each column is the schema's (brrrtui.contract.schema) and is also written into the meta key
-`columns` ({table: {column: numpy dtype string}}), so `sqlite3` plus numpy read a recording without brrrtui.
-A column that a batch does not have (NULL, or absent from the table: a column the schema gained later)
-reads as unknown (-1, or NaN). A blob of the wrong type or size ends in one RecordingError line.
+The columns decode to the schema's dtypes (brrrtui.contract.schema), which the meta key `columns` also
+names ({table: {column: numpy dtype string}}), so `sqlite3`, numpy and codec.py's table read a recording
+without brrrtui. A column that a batch does not have (NULL, or absent from the table: a column the schema
+gained later) reads as unknown (-1, or NaN). A blob that does not decode to its batch's rows, or holds a
+value its column cannot, ends in one RecordingError line.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from analyzers.model import Table
+from brrrtui.recording import codec
 from brrrtui.recording.checks import RecordingError, check_column
 
 COUNT = "batch_rows"
@@ -97,35 +100,8 @@ def insert(db: sqlite3.Connection, table: str, schema: Mapping[str, Any], rows: 
     names = ", ".join([COUNT, *map(quoted, schema)])
     marks = ", ".join("?" * (len(schema) + 1))
     db.execute(
-        f"INSERT INTO {quoted(table)}({names}) VALUES ({marks})", (n, *(c.tobytes() for c in cols.values()))
+        f"INSERT INTO {quoted(table)}({names}) VALUES ({marks})", (n, *map(codec.encode, cols.values()))
     )
-
-
-def stored_dtypes(
-    path: str, meta: Mapping[str, Any], table: str, schema: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Each column's dtype on disk: meta `columns` where it names one, else the schema's."""
-    found = meta.get("columns")
-    found = found.get(table) if isinstance(found, dict) else None
-    out: dict[str, Any] = {}
-    for c, d in schema.items():
-        text = found.get(c) if isinstance(found, dict) else None
-        if text is None:
-            out[c] = np.dtype(d).newbyteorder("<")
-            continue
-        try:
-            dt = np.dtype(text) if isinstance(text, str) else None
-        except (TypeError, ValueError):
-            dt = None
-        if (
-            dt is None
-            or dt.kind not in "iuf"
-            or dt.itemsize > 8
-            or (dt.kind == "f") != (np.dtype(d).kind == "f")
-        ):
-            raise RecordingError(f"{path} is damaged: meta columns gives {table}.{c} the type {text!r:.40}")
-        out[c] = dt
-    return out
 
 
 def batch_sizes(db: sqlite3.Connection, path: str, table: str) -> list[tuple[int, int]]:
@@ -142,16 +118,16 @@ def total_rows(db: sqlite3.Connection, path: str, table: str) -> int:
 
 
 class _Reader:
-    """Fills preallocated columns from the batches' blobs."""
+    """Fills preallocated columns (the schema's dtypes) from the batches' blobs."""
 
-    def __init__(self, path: str, table: str, dtypes: Mapping[str, Any], present: set[str], n: int):
+    def __init__(self, path: str, table: str, schema: Mapping[str, Any], present: set[str], n: int):
         self.path, self.table = path, table
-        self.dtypes = dtypes
-        self.present = [c for c in dtypes if c in present]
-        self.out = {c: np.empty(n, dtype=d) for c, d in dtypes.items()}
-        for c in dtypes:
+        self.dtypes = {c: np.dtype(d) for c, d in schema.items()}
+        self.present = [c for c in schema if c in present]
+        self.out = {c: np.empty(n, dtype=d) for c, d in self.dtypes.items()}
+        for c, d in self.dtypes.items():
             if c not in present:
-                self.out[c].fill(_unknown(dtypes[c]))
+                self.out[c].fill(_unknown(d))
 
     def fill(self, blobs: Iterable[Any], at: int, n: int, skip: int, take: int) -> None:
         """One batch of `n` rows; its rows [skip, skip + take) go to out[at:at + take]."""
@@ -160,12 +136,12 @@ class _Reader:
             if blob is None:
                 self.out[c][at : at + take] = _unknown(dt)
                 continue
-            if not isinstance(blob, bytes) or len(blob) != n * dt.itemsize:
-                what = f"{len(blob)} bytes" if isinstance(blob, bytes) else repr(blob)[:40]
-                raise RecordingError(
-                    f"{self.path} is damaged: {self.table}.{c} holds {what}, not the {n} values of its batch"
-                )
-            values = np.frombuffer(blob, dtype=dt, count=take, offset=skip * dt.itemsize)
+            where = f"{self.path} is damaged: {self.table}.{c}"
+            values = codec.decode(blob, n, skip, take, dt.kind == "f", where)
+            if dt.kind != "f" and dt.itemsize < 8 and take:
+                info, lo, hi = np.iinfo(dt), int(values.min()), int(values.max())
+                if lo < info.min or hi > info.max:
+                    raise RecordingError(f"{where} holds {lo if lo < info.min else hi}")
             self.out[c][at : at + take] = values
 
 
@@ -174,18 +150,16 @@ def read_table(
     path: str,
     table: str,
     schema: Mapping[str, Any],
-    meta: Mapping[str, Any],
     lo: int = 0,
     hi: int | None = None,
 ) -> Table:
     """Rows [lo, hi) of `table` in append order (all by default), as the schema's dtypes, checked."""
     present = {r[1] for r in db.execute(f"PRAGMA table_info({quoted(table)})")}
-    dtypes = stored_dtypes(path, meta, table, schema)
     sizes = batch_sizes(db, path, table)
     total = sum(n for _, n in sizes)
     hi = total if hi is None else min(hi, total)
     lo = max(0, min(lo, hi))
-    reader = _Reader(path, table, dtypes, present, hi - lo)
+    reader = _Reader(path, table, schema, present, hi - lo)
     cols = ", ".join([COUNT, *map(quoted, reader.present)])
     start, wanted = 0, []
     for rowid, n in sizes:
@@ -199,14 +173,6 @@ def read_table(
         skip = max(lo - first, 0)
         take = min(first + n, hi) - first - skip
         reader.fill(row[1:], first + skip - lo, n, skip, take)
-    columns: dict[str, np.ndarray] = {}
     for c, d in schema.items():
-        values = reader.out[c]
-        if values.dtype != np.dtype(d):
-            big = values.astype(np.float64 if np.dtype(d).kind == "f" else np.int64)
-            check_column(path, table, c, big, d)
-            values = big.astype(d)
-        else:
-            check_column(path, table, c, values, d)
-        columns[c] = values
-    return Table(columns)
+        check_column(path, table, c, reader.out[c], d)
+    return Table(reader.out)

@@ -220,7 +220,7 @@ class Tables:
         if table not in self.names:
             return empty_table(schema)
         if self.columnar:
-            return columns.read_table(self.db, self.path, table, schema, self.meta, lo, hi)
+            return columns.read_table(self.db, self.path, table, schema, lo, hi)
         return rows_v1.read_table(self.db, self.path, table, schema, lo, hi)
 
 

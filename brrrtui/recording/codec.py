@@ -1,0 +1,78 @@
+"""How one column of one batch is stored: a typed little-endian array behind a one-byte code.
+
+    code 0  plain float64: 8 bytes per value
+    code 1  int, offset:   8-byte int64 base, then value - base as uint8  (1 byte per value)
+    code 2  int, offset:   8-byte int64 base, then value - base as uint16 (2 bytes per value)
+    code 3  int, offset:   8-byte int64 base, then value - base as uint32 (4 bytes per value)
+    code 4  int, plain:    8-byte int64 base (0), then int64 values      (8 bytes per value)
+    code 5  int, constant: 8-byte int64, the batch's one value           (no bytes per value)
+    code 6  float, constant: 8-byte float64, the batch's one value (NaN too)
+
+Each integer column takes the narrowest of these that holds its batch's range: a window id, a device, a
+kind or an unknown `bytes` is one value per batch, names and shapes 1-2 bytes, a start time within a
+batch (< 4.3 s) 4 bytes. The kernel stream (21 k kernels/s on GPT-2) then takes ~22 bytes a kernel instead
+of the 57 of its int64/int32 columns (benchmarks/bench_analyze.py prints file sizes). Decoding is numpy's
+`frombuffer` + a cast + an add: no Python object per value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from brrrtui.recording.checks import RecordingError
+
+_OFFSETS: dict[int, np.dtype[Any]] = {
+    1: np.dtype("<u1"),
+    2: np.dtype("<u2"),
+    3: np.dtype("<u4"),
+    4: np.dtype("<i8"),
+}
+_F8 = np.dtype("<f8")
+HEAD = 9
+"""Bytes before the values: the code and, for every code but 0, an 8-byte base or constant."""
+
+
+def encode(values: np.ndarray) -> bytes:
+    """A batch's column (ints of any width, or floats) as a blob."""
+    if values.dtype.kind == "f":
+        first = values[:1].astype(_F8)
+        same = (values == first) | (np.isnan(values) & np.isnan(first))
+        if same.all():
+            return b"\x06" + first.tobytes()
+        return b"\x00" + values.astype(_F8).tobytes()
+    wide = values.astype(np.int64)
+    lo, hi = int(wide.min()), int(wide.max())
+    base = np.array([lo], dtype="<i8").tobytes()
+    if lo == hi:
+        return b"\x05" + base
+    for code in (1, 2, 3):
+        if hi - lo < 2 ** (8 * _OFFSETS[code].itemsize):
+            return bytes([code]) + base + bytes((wide - lo).astype(_OFFSETS[code]).tobytes())
+    return b"\x04" + bytes(8) + wide.astype("<i8").tobytes()
+
+
+def decode(blob: object, n: int, skip: int, take: int, floats: bool, where: str) -> np.ndarray:
+    """Values [skip, skip + take) of a blob that holds `n`: int64 (or float64 where `floats`). A blob that
+    does not read as one ends in one RecordingError line naming `where` (table.column)."""
+    if not isinstance(blob, bytes) or not blob:
+        raise RecordingError(f"{where} holds {blob!r:.40}, not a column")
+    code = blob[0]
+    size = 0 if code in (5, 6) else 8 if code == 0 else _OFFSETS[code].itemsize if code in _OFFSETS else -1
+    head = 1 if code == 0 else HEAD
+    if size < 0 or (code in (0, 6)) != floats or len(blob) != head + n * size:
+        raise RecordingError(
+            f"{where} holds {len(blob)} bytes of code {code}, not the {n} values of its batch"
+        )
+    if code == 6:
+        return np.full(take, np.frombuffer(blob, _F8, 1, 1)[0])
+    if code == 0:
+        return np.frombuffer(blob, _F8, take, head + skip * 8).astype(np.float64)
+    base = int(np.frombuffer(blob, "<i8", 1, 1)[0])
+    if code == 5:
+        return np.full(take, base, dtype=np.int64)
+    values: np.ndarray = np.frombuffer(blob, _OFFSETS[code], take, head + skip * size).astype(np.int64)
+    if base:
+        values += base  # wraps only in a damaged blob, whose values the column checks then refuse
+    return values
