@@ -166,7 +166,15 @@ def generate(n_kernels: int) -> Trace:
     windows[-1] = (*windows[-1][:3], t, *windows[-1][4:])
 
     def table(cols: dict[str, list[np.ndarray]], schema: dict) -> Table:
-        return Table({k: np.concatenate(v).astype(schema[k]) for k, v in cols.items()})
+        """The columns made above; a column the schema has and this run does not make is unknown (-1, NaN)."""
+        made = {k: np.concatenate(v).astype(schema[k]) for k, v in cols.items() if v}
+        n = len(next(iter(made.values())))
+        return Table(
+            {
+                k: made.get(k, np.full(n, np.nan if np.dtype(d).kind == "f" else -1, d))
+                for k, d in schema.items()
+            }
+        )
 
     return Trace(
         strings=strings,
