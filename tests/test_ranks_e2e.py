@@ -8,7 +8,7 @@ import os
 import sqlite3
 
 import pytest
-from conftest import SCRIPTS, line_of, run_brrrtui
+from conftest import ROOT, SCRIPTS, line_of, run_brrrtui
 
 from analyzers.clocks import clock_offsets
 from analyzers.model import Table
@@ -159,3 +159,27 @@ def test_a_rank_clock_shifted_by_seconds_is_recovered_from_the_all_reduces(ddp_r
     found = clock_offsets(traces)[1]
     assert found.matched >= 4
     assert abs(found.offset_ns - 3_210_000_000) < 5_000_000, found
+
+
+def test_spawned_data_loader_workers_are_not_ranks_and_the_user_sitecustomize_still_runs(tmp_path):
+    out = tmp_path / "loader.brrr"
+    user_site = os.path.join(SCRIPTS, "user_site")
+    pythonpath = f"{ROOT}{os.pathsep}{user_site}"  # brrrtui itself, then a folder with a sitecustomize
+    proc = run_brrrtui(
+        "record", "-o", str(out), "torchrun", "--nproc_per_node=2", os.path.join(SCRIPTS, "ddp_loader.py"),
+        env={"PYTHONPATH": pythonpath}, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    ranks = meta(str(out))["dist"]["ranks"]
+    assert [e["rank"] for e in ranks] == [0, 1] and all(e["steps"] == 16 for e in ranks)
+    # the user's sitecustomize ran in the launcher, both ranks and both loader workers (each rank's only
+    # other Python processes are the loader worker and multiprocessing's resource tracker)
+    ran = [line for line in proc.stderr.splitlines() if line.startswith("user sitecustomize: pid")]
+    assert sum(line.endswith("rank None") for line in ran) >= 1
+    assert (
+        sum(line.endswith("rank 0") for line in ran) >= 2
+        and sum(line.endswith("rank 1") for line in ran) >= 2
+    )
+    # the script sees its own environment: PYTHONPATH as given, none of brrrtui's variables but the claim
+    for r in (0, 1):
+        assert f"rank {r} PYTHONPATH={pythonpath} brrrtui env ['BRRRTUI_RANK_PID']" in proc.stdout
