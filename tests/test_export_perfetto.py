@@ -5,6 +5,7 @@ gives the recording's verdicts."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gzip
 import json
 import os
@@ -13,11 +14,13 @@ import sys
 import tempfile
 from collections import Counter
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analyzers.analyze import analyze, analyze_other_phases
 from analyzers.errors import InputError
+from analyzers.model import SourceLine, Table
 from analyzers.results import REGIMES_BY_CODE, Regime
 from brrrtui.present.perfetto import REGIME_TID, to_perfetto
 from brrrtui.recording.load import load_trace
@@ -178,7 +181,18 @@ JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=12,
 )
-KEYS = ["format", "windows", "steps", "peaks", "device", "lines", "line_samples", "telemetry", "meta"]
+KEYS = [
+    "format",
+    "windows",
+    "steps",
+    "peaks",
+    "device",
+    "lines",
+    "line_samples",
+    "telemetry",
+    "meta",
+    "span_scopes",
+]
 
 
 @pytest.fixture(scope="module")
@@ -217,3 +231,37 @@ def test_both_chrome_readers_restore_the_same_run(exported, original):
     for fast in (True, False):  # msgspec in bulk, and json event by event
         b = analyze(load_chrome(path, fast=fast))
         assert b.breakdown == lead.breakdown and b.overhead == lead.overhead and _lines(b) == _lines(lead)
+
+
+def test_module_chains_and_library_lines_come_back(tmp_path):
+    trace = phased_trace()
+    chain = "=GPT;blocks.0=Block;blocks.0.mlp=MLP"
+    strings = [*trace.strings, chain]
+    lines = [*trace.lines, SourceLine("/site-packages/modellib/blocks.py", 88, "forward")]
+    spans = dict(trace.spans.columns)
+    spans["module"] = np.full(len(trace.spans), len(strings) - 1, dtype=spans["module"].dtype)
+    spans["lib_line"] = np.full(len(trace.spans), len(lines) - 1, dtype=spans["lib_line"].dtype)
+    spans["module"][0] = spans["lib_line"][0] = -1  # the set-up span: no module, no library line
+    trace = dataclasses.replace(trace, strings=strings, lines=lines, spans=Table(spans))
+    lead = analyze(trace)
+    doc = to_perfetto(trace, [lead, *analyze_other_phases(trace, lead).values()], {})
+    frames = [e for e in doc["traceEvents"] if e.get("cat") == "python_function"]
+    assert [e["args"].get("module") for e in frames] == [None] + [chain] * (len(frames) - 1)
+    assert frames[1]["args"]["library_line"] == "/site-packages/modellib/blocks.py:88 forward"
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    back = load_trace(str(path))
+
+    def scopes(t):
+        sp = t.spans
+        return sorted(
+            (
+                int(sp.tid[i]),
+                int(sp.start_ns[i]),
+                t.name(int(sp.module[i])),
+                t.lines[int(sp.lib_line[i])] if sp.lib_line[i] >= 0 else None,
+            )
+            for i in range(len(sp))
+        )
+
+    assert scopes(back) == scopes(trace)

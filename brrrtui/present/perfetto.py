@@ -36,13 +36,19 @@ import numpy as np
 
 from analyzers.model import NONE, GpuKind, Trace
 from analyzers.results import GAP_CAUSE_CODES, REGIMES_BY_CODE, Analysis, Regime
-from brrrtui.present.perfetto_block import block, device_props, num
+from brrrtui.present.perfetto_block import (
+    GPU_PID,
+    IDLE_TID,
+    STEPS_TID,
+    WINDOWS_TID,
+    block,
+    device_props,
+    names,
+    num,
+)
 
-GPU_PID = 1_000_000_000  # + device: GPU processes, apart from any CPU pid
-IDLE_TID = 1_000_000_000  # the "GPU idle" thread of a GPU process
 STREAM_TID = 2_000_000_000  # + stream: kernels streamed between windows
 REGIME_TID = 3_000_000_000  # + stream: the stream's regime band (one slice per kernel, named by its regime)
-WINDOWS_TID, STEPS_TID = 1_000_000_001, 1_000_000_002
 # Chrome's reserved colour names (trace-viewer's color_scheme): compute green, memory yellow, overhead red
 COLOURS = {Regime.COMPUTE: "good", Regime.MEMORY: "yellow", Regime.OVERHEAD: "terrible"}
 IDLE_COLOUR = "grey"
@@ -198,8 +204,14 @@ def _cpu_events(trace: Trace, pid: int, clock: _Clock) -> list[dict[str, Any]]:
         )
     for i in range(len(spans)):
         ln = trace.lines[int(spans.line[i])]
-        frame = f"{ln.file}({ln.line}): {ln.function}"
-        out.append(_x("python_function", frame, pid, int(spans.tid[i]), spans, i, clock))
+        ev = _x(
+            "python_function", f"{ln.file}({ln.line}): {ln.function}", pid, int(spans.tid[i]), spans, i, clock
+        )
+        scope = {
+            "module": trace.name(int(spans.module[i])),
+            "library_line": _line_text(trace, int(spans.lib_line[i])),
+        }
+        out.append(ev | {"args": {k: v for k, v in scope.items() if v}})
     return out
 
 
@@ -322,36 +334,6 @@ def _run_events(trace: Trace, phases: dict[int, str], pid: int, clock: _Clock) -
     return out
 
 
-def _names(trace: Trace, pid: int, devices: Iterable[int], threads: dict[int, str]) -> list[dict[str, Any]]:
-    argv = trace.meta.get("argv")
-    script = " ".join(str(a) for a in argv) if isinstance(argv, list) else (trace.source or "trace")
-    gpu = trace.device.name or "GPU"
-    out: list[dict[str, Any]] = [
-        {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"CPU: {script}"}}
-    ]
-    for d in devices:
-        out.append(
-            {"ph": "M", "name": "process_name", "pid": GPU_PID + d, "args": {"name": f"GPU {d}: {gpu}"}}
-        )
-        out.append(
-            {
-                "ph": "M",
-                "name": "thread_name",
-                "pid": GPU_PID + d,
-                "tid": IDLE_TID,
-                "args": {"name": "GPU idle"},
-            }
-        )
-        for s in threads:
-            name = threads[s]
-            out.append(
-                {"ph": "M", "name": "thread_name", "pid": GPU_PID + d, "tid": s, "args": {"name": name}}
-            )
-    for tid, name in ((WINDOWS_TID, "capture windows"), (STEPS_TID, "optimizer steps")):
-        out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
-    return out
-
-
 def to_perfetto(trace: Trace, analyses: list[Analysis], phases: dict[int, str]) -> dict[str, Any]:
     """The whole recording `trace` as one Chrome trace document. `analyses` cover its windows (the lead phase
     and the phases reported apart, analyzers.analyze.analyze_other_phases); `phases`: window -> phase name."""
@@ -376,7 +358,7 @@ def to_perfetto(trace: Trace, analyses: list[Analysis], phases: dict[int, str]) 
         STREAM_TID + int(s): f"stream {int(s)} (between windows)" for s in set(trace.stream.stream.tolist())
     }
     events = [
-        *_names(trace, pid, devices, threads),
+        *names(trace, pid, devices, threads),
         *_run_events(trace, phases, pid, clock),
         *_cpu_events(trace, pid, clock),
         *_gpu_events(trace, facts, clock),

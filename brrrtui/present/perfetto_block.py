@@ -6,11 +6,15 @@ brrrtui/recording/chrome_extras.py reads it back)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from analyzers.model import Trace
 
 FORMAT = 1  # of the `brrrtui` block
+GPU_PID = 1_000_000_000  # + device: GPU processes, apart from any CPU pid
+IDLE_TID = 1_000_000_000  # the "GPU idle" thread of a GPU process
+WINDOWS_TID, STEPS_TID = 1_000_000_001, 1_000_000_002
 
 
 def num(x: float) -> float | None:
@@ -38,7 +42,19 @@ def block(trace: Trace) -> dict[str, Any]:
         "line_samples": [list(map(int, r)) for r in _rows(trace.line_samples)],
         "telemetry": [[int(r[0]), *(num(float(v)) for v in r[1:])] for r in _rows(trace.telemetry)],
         "meta": {k: trace.meta[k] for k in meta_keys if k in trace.meta},
+        "span_scopes": _span_scopes(trace),
     }
+
+
+def _span_scopes(trace: Trace) -> list[list[Any]]:
+    """[tid, start_ns, dur_ns, module chain or None, library line index or -1] of each span that has either (the
+    Chrome reader keeps a frame's time and thread, not these)."""
+    sp = trace.spans
+    out: list[list[Any]] = []
+    for i in ((sp.module >= 0) | (sp.lib_line >= 0)).nonzero()[0].tolist():
+        module = trace.name(int(sp.module[i])) if int(sp.module[i]) >= 0 else None
+        out.append([int(sp.tid[i]), int(sp.start_ns[i]), int(sp.dur_ns[i]), module, int(sp.lib_line[i])])
+    return out
 
 
 def device_props(trace: Trace) -> list[dict[str, Any]]:
@@ -55,3 +71,34 @@ def device_props(trace: Trace) -> list[dict[str, Any]]:
     if d.total_memory_bytes:
         props["totalGlobalMem"] = d.total_memory_bytes
     return [props]
+
+
+def names(trace: Trace, pid: int, devices: Iterable[int], threads: dict[int, str]) -> list[dict[str, Any]]:
+    """Metadata events: the CPU and GPU processes and their named threads."""
+    argv = trace.meta.get("argv")
+    script = " ".join(str(a) for a in argv) if isinstance(argv, list) else (trace.source or "trace")
+    gpu = trace.device.name or "GPU"
+    out: list[dict[str, Any]] = [
+        {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"CPU: {script}"}}
+    ]
+    for d in devices:
+        out.append(
+            {"ph": "M", "name": "process_name", "pid": GPU_PID + d, "args": {"name": f"GPU {d}: {gpu}"}}
+        )
+        out.append(
+            {
+                "ph": "M",
+                "name": "thread_name",
+                "pid": GPU_PID + d,
+                "tid": IDLE_TID,
+                "args": {"name": "GPU idle"},
+            }
+        )
+        for s in threads:
+            name = threads[s]
+            out.append(
+                {"ph": "M", "name": "thread_name", "pid": GPU_PID + d, "tid": s, "args": {"name": name}}
+            )
+    for tid, name in ((WINDOWS_TID, "capture windows"), (STEPS_TID, "optimizer steps")):
+        out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}})
+    return out

@@ -119,6 +119,38 @@ def _in_windows(table: Table, starts: np.ndarray, ids: np.ndarray, column: str =
     return Table(cols)
 
 
+def _scoped(
+    spans: Table, block: dict[str, Any], strings: list[str], index: list[int]
+) -> tuple[Table, list[str]]:
+    """The spans with the module chain and library line each had (by thread, start and duration), and the
+    strings with the chains added."""
+    known: dict[tuple[int, int, int], tuple[int, int]] = {}
+    ids = {s: i for i, s in enumerate(strings)}
+    strings = list(strings)
+    for row in _list(block, "span_scopes"):
+        if not (isinstance(row, list) and len(row) == 5 and isinstance(row[3], str | None)):
+            raise _Bad("a span scope that is not [tid, start, dur, module, library line]")
+        tid, start, dur, lib = _ints([*row[:3], row[4]], 4)
+        if not -1 <= lib < len(index):
+            raise _Bad("a span scope of an unknown library line")
+        module = -1
+        if row[3] is not None:
+            text = safe_text(row[3])
+            if text not in ids:
+                ids[text] = len(strings)
+                strings.append(text)
+            module = ids[text]
+        known[(tid, start, dur)] = (module, index[lib] if lib >= 0 else -1)
+    if not known or not len(spans):
+        return spans, strings
+    cols = dict(spans.columns)
+    keys = zip(spans.tid.tolist(), spans.start_ns.tolist(), spans.dur_ns.tolist(), strict=True)
+    found = [known.get(k, (-1, -1)) for k in keys]
+    cols["module"] = np.array([m for m, _ in found], dtype=cols["module"].dtype)
+    cols["lib_line"] = np.array([lb for _, lb in found], dtype=cols["lib_line"].dtype)
+    return Table(cols), strings
+
+
 def _restore(trace: Trace, block: dict[str, Any]) -> Trace:
     if block.get("format") != FORMAT:
         raise _Bad(f"format {block.get('format')!r} is not {FORMAT}")
@@ -141,6 +173,7 @@ def _restore(trace: Trace, block: dict[str, Any]) -> Trace:
         if not 0 <= line < len(index):
             raise _Bad("a line sample of an unknown line")
         samples.append((window, index[line], t))
+    spans, strings = _scoped(_in_windows(trace.spans, starts, ids), block, trace.strings, index)
     device: dict[str, Any] = block["device"] if isinstance(block.get("device"), dict) else {}
     meta: dict[str, Any] = block["meta"] if isinstance(block.get("meta"), dict) else {}
     l2 = device.get("l2_bytes")
@@ -151,7 +184,8 @@ def _restore(trace: Trace, block: dict[str, Any]) -> Trace:
         gpu=_in_windows(trace.gpu, starts, ids),
         runtime=_in_windows(trace.runtime, starts, ids),
         ops=_in_windows(trace.ops, starts, ids),
-        spans=_in_windows(trace.spans, starts, ids),
+        spans=spans,
+        strings=strings,
         windows=windows,
         steps=steps,
         telemetry=_telemetry(block),
