@@ -1110,9 +1110,9 @@ def ncu_kernels(args: argparse.Namespace, report: dict[str, Any] | None) -> tupl
     if args.csv_extra:
         with open(args.csv_extra) as f:
             extra = parse_ncu_csv(f.read(), args.threshold)
-        names = {k.name for k in extra}
-        kernels = [k for k in kernels if k.name not in names] + extra
-        print(f"ncu: {len(extra)} launches of {len(names)} names from {args.csv_extra} replace theirs")
+        sigs = {signature(k.name) for k in extra}  # two ncu runs may spell one name differently
+        kernels = [k for k in kernels if signature(k.name) not in sigs] + extra
+        print(f"ncu: {len(extra)} launches of {len(sigs)} names from {args.csv_extra} replace theirs")
     by_name = aggregate_by_name(kernels)
     print(f"ncu: {len(kernels)} kernels, {len(by_name)} names (threshold {args.threshold:g}%)")
     print(format_ncu(by_name))
