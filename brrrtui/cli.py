@@ -294,10 +294,16 @@ def cmd_view(argv: list[str]) -> int:
     from brrrtui.recording.load import load_trace
 
     analyze = peaks_analyzer(ns.peaks)
-    load_trace(ns.file)  # fail here, in one line, rather than inside the UI
+    # Read once. On a terminal the UI reads it, its progress on screen from the first frame; else here.
+    trace = None if _tui_available() else load_trace(ns.file)
     from brrrtui.tui.app import make_app
 
-    make_app(ns.file, feed=None, script=None, analyze=analyze).run()
+    app = make_app(ns.file, feed=None, script=None, analyze=analyze, trace=trace)
+    app.run()
+    if getattr(app, "load_error", None):  # the UI could not read it: one line, exit 2, as below
+        from analyzers.errors import InputError
+
+        raise InputError(app.load_error)
     return 0
 
 

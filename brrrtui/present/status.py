@@ -137,6 +137,29 @@ def signal_name(number: int) -> str:
 
 
 @dataclass(frozen=True)
+class Loading:
+    """Before the first analysis of a file: reading it (`read_bytes` of `size_bytes` when the reader's file
+    position shows it), then analysing `events` events. `elapsed_s` since the UI started."""
+
+    stage: str  # "reading" | "analysing"
+    elapsed_s: float
+    size_bytes: int | None = None
+    read_bytes: int | None = None
+    events: int | None = None
+
+
+def loading_text(ld: Loading) -> str:
+    if ld.stage == "reading":
+        size = f" {fmt_mem(ld.size_bytes)}" if ld.size_bytes else ""
+        done = ""
+        if ld.read_bytes and ld.size_bytes:
+            done = f" {min(ld.read_bytes / ld.size_bytes, 1.0):.0%} of"
+        return f"reading{done}{size}… {ld.elapsed_s:.1f} s"
+    events = f" {ld.events:,} events" if ld.events is not None else ""
+    return f"analysing{events}… {ld.elapsed_s:.1f} s"
+
+
+@dataclass(frozen=True)
 class RunState:
     """What the header says about the run. Live: updated from feed events; view: read from the recording."""
 
@@ -152,6 +175,7 @@ class RunState:
     device: str | None = None
     error: str | None = None
     phase: PhaseView | None = None  # the phase the verdicts on screen come from
+    loading: Loading | None = None  # a file being read and analysed, before its first analysis
 
     def with_(self, **kw: object) -> RunState:
         return replace(self, **kw)  # type: ignore[arg-type]
@@ -215,7 +239,9 @@ def status_spans(s: RunState) -> list[Span]:
     if s.error:
         spans.append((f"  {s.error}", "failed"))
     spans += phase_spans(s.phase, following=s.live and s.running)
-    if s.analysing:
+    if s.loading is not None:
+        spans.append((f"  {loading_text(s.loading)}", "running"))
+    elif s.analysing:
         spans.append(("  analysing…", "muted"))
     if s.device:
         spans.append((f"  {s.device}", "muted"))

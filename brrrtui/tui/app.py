@@ -2,8 +2,9 @@
 
     make_app(path, feed, script) -> BrrrApp
 
-- View mode (feed None): `path` is a finished recording or a torch.profiler trace; it is loaded and analysed
-  once, in a thread worker.
+- View mode (feed None): `path` is a finished recording or a torch.profiler trace; it is loaded once (or given
+  as `trace`) and analysed in a thread worker; the header says how far it is from the first frame
+  (live.loading). A file it cannot read ends the app: `load_error` holds the one line to print.
 - Live mode: a recorder writes the recording at `path` and puts events on `feed`. A timer drains the feed
   every `poll_s`; a WindowAdded re-reads and re-analyses the recording in a thread worker (one at a time; a
   window that arrives meanwhile triggers one more run), and the new snapshot replaces the old one unless the
@@ -31,7 +32,6 @@ from collections.abc import Callable
 from typing import Any
 
 from textual.app import App
-from textual.message import Message
 from textual.worker import get_current_worker
 
 from analyzers.model import Trace
@@ -49,6 +49,7 @@ from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, 
 from brrrtui.recording.store import StreamReader
 from brrrtui.tui import live
 from brrrtui.tui.keymap import bindings
+from brrrtui.tui.messages import AnalysisFailed, SnapshotReady, StreamReady
 from brrrtui.tui.phase_choice import PhaseChoice
 from brrrtui.tui.screens.confirm_quit import ConfirmQuit
 from brrrtui.tui.screens.help import HelpScreen
@@ -77,32 +78,6 @@ THEME_VARIABLES = {
 }
 
 
-class SnapshotReady(Message):
-    """An analysis: `trace` the whole recording it came from; `picked` it answers the phase key."""
-
-    def __init__(self, snapshot: Snapshot, trace: Trace, picked: bool = False) -> None:
-        super().__init__()
-        self.snapshot = snapshot
-        self.trace = trace
-        self.picked = picked
-
-
-class StreamReady(Message):
-    """A stream update: `snapshot` None when nothing new arrived (or reading failed: `error`)."""
-
-    def __init__(self, snapshot: Snapshot | None, generation: int, error: str | None = None) -> None:
-        super().__init__()
-        self.snapshot = snapshot
-        self.generation = generation
-        self.error = error
-
-
-class AnalysisFailed(Message):
-    def __init__(self, error: str) -> None:
-        super().__init__()
-        self.error = error
-
-
 class BrrrApp(App):
     CSS_PATH = "app.tcss"
     TITLE = "brrrtui"
@@ -119,8 +94,12 @@ class BrrrApp(App):
         clock: Callable[[], float] = time.monotonic,
         stream_s: float = 1.0,
         on_interrupt: Callable[[], None] | None = None,
+        trace: Trace | None = None,
     ) -> None:
         super().__init__()
+        self._preloaded = trace  # view mode: the file, read already (its first analysis does not read it)
+        self.load_error: str | None = None  # view mode: why the file could not be read (the app has exited)
+        self._stage: tuple[str, int | None] = ("reading", None)  # set by the worker: (stage, events)
         self.on_interrupt = on_interrupt
         self.interrupts = 0
         self.path = path
@@ -172,8 +151,19 @@ class BrrrApp(App):
             self._tick()  # the header shows the elapsed time from the first frame, not after a second
             self.set_interval(1.0, self._tick)
             self.set_interval(self.stream_s, self._poll_stream)
-        if self.path and (not self.live or os.path.exists(self.path)):
+        if self.path and not self.live:
+            self._show_loading()
+            self._loading_timer = self.set_interval(0.25, self._show_loading)
+            trace, self._preloaded = self._preloaded, None
+            self.request_analysis(trace)
+        elif self.path and os.path.exists(self.path):
             self.request_analysis()
+
+    def _show_loading(self) -> None:
+        """View mode, until the first analysis: what the worker is at (the header's loading line)."""
+        done = self.snapshot is not None or self.load_error is not None or self.path is None
+        elapsed = self.clock() - self.started
+        self._set_state(loading=None if done else live.loading(self.path or "", *self._stage, elapsed))
 
     def _tick(self) -> None:
         if self.state.running:
@@ -230,9 +220,10 @@ class BrrrApp(App):
         try:
             assert self.path is not None
             whole = trace if trace is not None else live.load_recording(self.path)
+            self._stage = ("analysing", live.events_in(whole))
             snap = live.analyse_trace(whole, self.script, self._version + 1, self._analyze, phase)
         except InputError as e:
-            self.post_message(AnalysisFailed(str(e)))
+            self.post_message(AnalysisFailed(str(e), unreadable=True))
             return
         except Exception as e:  # noqa: BLE001 - shown to the user; the next window retries
             self.post_message(AnalysisFailed(f"analysis failed: {type(e).__name__}: {e}"))
@@ -241,6 +232,9 @@ class BrrrApp(App):
             self.post_message(SnapshotReady(snap, whole, picked=trace is not None))
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        if self.snapshot is None and not self.live:
+            self._loading_timer.stop()
+            self._set_state(loading=None)
         self._version = message.snapshot.version
         self.analyses += 1
         self._generation += 1
@@ -256,6 +250,10 @@ class BrrrApp(App):
             self._apply(message.snapshot)
 
     def on_analysis_failed(self, message: AnalysisFailed) -> None:
+        if message.unreadable and not self.live and self.snapshot is None:
+            self.load_error = message.error  # the CLI prints it: one line, exit 2
+            self.exit(return_code=2)
+            return
         self.analyses += 1
         self._set_state(error=message.error)
         self.main.log_pane.add("brrrtui", message.error)
@@ -389,10 +387,11 @@ def make_app(
     clock: Callable[[], float] = time.monotonic,
     stream_s: float = 1.0,
     on_interrupt: Callable[[], None] | None = None,
+    trace: Trace | None = None,
 ) -> BrrrApp:
     """The app the CLI runs. `on_quit_confirm` is called (on the UI thread) when the user confirms quitting
     while the script still runs, before the app exits; the CLI stops the recorder after `run()` returns
     anyway. `analyze` replaces `analyzers.analyze.analyze` (tests). `stream_s`: the least time between two
     reads of the kernel stream while it runs. `on_interrupt` is called on each Ctrl-C while the script runs
-    (the CLI's recorder sends SIGINT, then kills)."""
-    return BrrrApp(path, feed, script, on_quit_confirm, analyze, poll_s, clock, stream_s, on_interrupt)
+    (the CLI's recorder sends SIGINT, then kills). `trace`: view mode, the file already read."""
+    return BrrrApp(path, feed, script, on_quit_confirm, analyze, poll_s, clock, stream_s, on_interrupt, trace)

@@ -15,6 +15,7 @@ pages only.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,7 @@ import numpy as np
 from analyzers.model import STREAM_SCHEMA, Table, Trace
 from analyzers.phases import Phase
 from brrrtui.present.snapshot import Snapshot, build_snapshot, with_stream
+from brrrtui.present.status import Loading
 from brrrtui.recording import store
 from brrrtui.recording.store import StreamReader
 
@@ -34,6 +36,42 @@ def load_recording(path: str) -> Trace:
     from brrrtui.recording import load  # looked up at each call: tests count the loads
 
     return _newest_stream_rows(load.load_trace(path))
+
+
+def events_in(trace: Trace) -> int:
+    """What the loading line counts: GPU activities, CPU operators, runtime calls and line spans."""
+    return len(trace.gpu) + len(trace.ops) + len(trace.runtime) + len(trace.spans)
+
+
+def read_position(path: str) -> int | None:
+    """How far this process has read `path`: the file position of a descriptor open on it (Linux's
+    /proc/self/fdinfo). The readers of Chrome traces and of gzip files read front to back, so this is their
+    progress; SQLite reads at offsets and leaves the position at 0. None where it cannot be seen."""
+    try:
+        want = os.path.realpath(path)
+        best = None
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}") != want:
+                    continue
+                with open(f"/proc/self/fdinfo/{fd}") as f:
+                    pos = int(f.readline().split()[1])  # first line: "pos:\t<offset>"
+            except (OSError, ValueError, IndexError):
+                continue
+            best = pos if best is None else max(best, pos)
+        return best
+    except OSError:
+        return None
+
+
+def loading(path: str, stage: str, events: int | None, elapsed_s: float) -> Loading:
+    """The header's loading line: the stage, the file's size and how much of it was read (while reading)."""
+    try:
+        size: int | None = os.path.getsize(path)
+    except OSError:
+        size = None
+    read = read_position(path) if stage == "reading" else None
+    return Loading(stage, elapsed_s, size, read or None, events)
 
 
 def analyse_trace(
