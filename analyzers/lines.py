@@ -96,6 +96,27 @@ def _ns_by_regime(
     return out
 
 
+def _counted(
+    kernel_line: np.ndarray,
+    n_gpu: int,
+    n_lines: int,
+    rows: np.ndarray | None,
+    shares: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(gpu row, line, weight) of the kernels line_stats counts: each on its line with weight 1, or as
+    `shares` splits them; only `rows` when given; only lines the trace has."""
+    if shares is None:
+        sel = np.arange(n_gpu) if rows is None else rows
+        kl, weight = kernel_line[sel], np.ones(len(sel))
+    else:
+        sel, kl, weight = shares
+        if rows is not None:
+            keep = np.isin(sel, rows)
+            sel, kl, weight = sel[keep], kl[keep], weight[keep]
+    ok = (kl >= 0) & (kl < n_lines)
+    return sel[ok], kl[ok], weight[ok]
+
+
 def line_stats(
     trace: Trace,
     kernel_line: np.ndarray,
@@ -116,18 +137,8 @@ def line_stats(
     n_lines = len(trace.lines)
     if n_lines == 0:
         return []
-    gpu = trace.gpu
-    if shares is None:
-        sel = np.arange(len(gpu)) if rows is None else rows
-        sel, kl, weight = sel, kernel_line[sel], np.ones(len(sel))
-    else:
-        sel, kl, weight = shares
-        if rows is not None:
-            keep = np.isin(sel, rows)
-            sel, kl, weight = sel[keep], kl[keep], weight[keep]
-    ok = (kl >= 0) & (kl < n_lines)
-    sel, kl, weight = sel[ok], kl[ok], weight[ok]
-    dur = gpu.dur_ns[sel].astype(np.float64)
+    sel, kl, weight = _counted(kernel_line, len(trace.gpu), n_lines, rows, shares)
+    dur = trace.gpu.dur_ns[sel].astype(np.float64)
     by_regime = _ns_by_regime(kl, dur, regime[sel], weight, n_lines)
     kernels = np.rint(np.bincount(kl, weights=weight, minlength=n_lines)).astype(np.int64)
     f_sum, f_cnt = _known_sums(kl, flops[sel], weight, n_lines)
