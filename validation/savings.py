@@ -11,15 +11,14 @@ The cases (the unfixed run is each workload's default; the fix is one opt-in fla
                  `slow_gemm` finding whose message names 50257 (the lm_head GEMMs fall off the Hopper kernels
                  to cutlass_75 ones at 12-19 % of the roof): "pad 50257 to 50304".
   fusion_block   GPT-2 eager (examples/train_gpt.py; the fixed run is validation/workloads/gpt2_eager_fixes.py,
-                 train_gpt.py with the fix patched in): --compile-block. brrrtui's `fusion` findings on the lines
-                 of Block.forward (the residual add + LayerNorm chains, forward and backward: native_layer_norm
-                 (_backward), add_, copy_, 12x per step), whose advice is "torch.compile the function
-                 `forward`": each Block's forward is compiled, as advised. The compiled block also fuses more
-                 than those chains (the attention's reshapes, bias + GELU), so the measured saving can exceed
-                 the prediction: that is what applying the advice buys, not an error of the prediction.
-  cross_entropy  GPT-2 eager: --compile-loss. brrrtui's `fusion` findings on the cross-entropy line of
-                 GPT.forward (_log_softmax, copy_, nll_loss_forward and their backward): only
-                 F.cross_entropy is compiled.
+                 train_gpt.py with the fix patched in): --compile-block. brrrtui's `fusion` finding on the lines
+                 of Block.forward, whose advice is "torch.compile the function `forward`": each Block's forward
+                 is compiled, as advised. Its saving is estimated over the block's whole scope (its own lines
+                 and, with module chains recorded, its attention and MLP; analyzers/fusion_scope.py).
+  cross_entropy  GPT-2 eager: --compile-loss. brrrtui's `fusion` finding on the cross-entropy line of
+                 GPT.forward (_log_softmax, copy_, nll_loss_forward and their backward; the scope of a root
+                 model's forward is its own lines, so also the embedding and final norm's kernels on lines 98
+                 and 101): only F.cross_entropy is compiled.
 
 Timing: separate processes, run back to back on one GPU with the same seed (the unfixed run once per
 workload, shared by its cases); each runs --warmup + --steps steps, every step ended by
