@@ -1,7 +1,7 @@
 """How long does `brrrtui report --json` take on a big recording, and how much memory, before and after?
 
     git worktree add /tmp/base <old commit>
-    python benchmarks/bench_analyze.py --kernels 100000,300000,1000000 --baseline /tmp/base
+    python benchmarks/bench_analyze.py --kernels 100000,300000,1000000 --baseline /tmp/base --repeat 3
     python benchmarks/bench_analyze.py --kernels 200000 --keep /tmp/bench      # no baseline; keep the files
 
 For each size, a synthetic training run (benchmarks/synthetic_run.py: 3 ops, 1 span, 1 launch per kernel) is
@@ -13,7 +13,8 @@ what brrrtui wrote before). Then, each in a fresh process:
   wrote), in the same run, so the ratio compares like with like on this machine's load;
 - load_recording + analyze of today's code on the format 2 file, timed apart (where the time goes).
 
-Wall time is the whole command (interpreter start, imports, load, analysis, JSON to /dev/null). Peak RSS is
+With --repeat N each command runs N times, interleaved, and the fastest run is reported (the machine is
+shared: a busy spell slows whichever command it falls on). Wall time is the whole command (interpreter start, imports, load, analysis, JSON to /dev/null). Peak RSS is
 measured from outside: a small launcher process starts each command and reads its `ru_maxrss` with
 `os.wait4`. The launcher matters: Linux carries the peak RSS of the process that forked across `exec`, so
 this script (which holds the generated run, hundreds of MB) must not be the parent of the measured command,
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from synthetic_run import ROOT, generate, write_recording, write_recording_v1
 
@@ -83,7 +85,9 @@ def split(root: str, path: str) -> dict[str, float] | str:
     return {**json.loads(r.pop("stderr").strip().splitlines()[-1]), **r}
 
 
-def one_size(n: int, work: str, baseline: str | None) -> list[tuple[str, str, float, dict[str, float] | str]]:
+def one_size(
+    n: int, work: str, baseline: str | None, repeat: int
+) -> list[tuple[str, str, float, dict[str, float] | str]]:
     t = time.perf_counter()
     trace = generate(n)
     print(f"{n:,} kernels: {len(trace.ops):,} ops, {len(trace.runtime):,} launches, {len(trace.spans):,} spans,"
@@ -98,13 +102,24 @@ def one_size(n: int, work: str, baseline: str | None) -> list[tuple[str, str, fl
     del trace
     mb = {v2: os.path.getsize(v2) / 1e6, v1: os.path.getsize(v1) / 1e6}
     report = ["-m", "brrrtui", "report", "--json"]
-    runs = []
+    commands: list[tuple[str, str, str, Callable[[], dict[str, float] | str]]] = [
+        ("today", "1", v1, lambda: measure(ROOT, [*report, v1])),
+        ("today", "2", v2, lambda: measure(ROOT, [*report, v2])),
+        ("today load|analyze", "2", v2, lambda: split(ROOT, v2)),
+    ]
     if baseline:
-        runs.append(("baseline", "1", mb[v1], measure(baseline, [*report, v1])))
-    runs.append(("today", "1", mb[v1], measure(ROOT, [*report, v1])))
-    runs.append(("today", "2", mb[v2], measure(ROOT, [*report, v2])))
-    runs.append(("today load|analyze", "2", mb[v2], split(ROOT, v2)))
-    return runs
+        commands.insert(0, ("baseline", "1", v1, lambda: measure(baseline, [*report, v1])))
+    results: list[list[dict[str, float] | str]] = [[] for _ in commands]
+    for _ in range(repeat):  # interleaved, so that a busy spell of the machine hits every command alike
+        for i, (*_, command) in enumerate(commands):
+            results[i].append(command())
+    return [(code, fmt, mb[path], best(r)) for (code, fmt, path, _), r in zip(commands, results, strict=True)]
+
+
+def best(runs: list[dict[str, float] | str]) -> dict[str, float] | str:
+    """The fastest of repeated runs (the least disturbed by other work on the machine), or the first error."""
+    done = [r for r in runs if isinstance(r, dict)]
+    return min(done, key=lambda r: r["wall_s"]) if done else runs[0]
 
 
 def main() -> int:
@@ -112,6 +127,7 @@ def main() -> int:
     p.add_argument("--kernels", default="1000000", help="comma-separated sizes (default 1000000)")
     p.add_argument("--baseline", metavar="DIR", help="a checkout of the code to compare with (git worktree)")
     p.add_argument("--keep", metavar="DIR", help="write the files here and keep them")
+    p.add_argument("--repeat", type=int, default=1, help="run each command N times, report the fastest")
     p.add_argument("--child", metavar="PATH", help=argparse.SUPPRESS)
     ns = p.parse_args()
     if ns.child:
@@ -133,7 +149,7 @@ def main() -> int:
           f"baseline: {ns.baseline or '-'} at {base.stdout.strip() if base else '-'}")  # fmt: skip
     table = []
     for n in (int(k) for k in ns.kernels.split(",")):
-        table += [(n, *r) for r in one_size(n, work, ns.baseline)]
+        table += [(n, *r) for r in one_size(n, work, ns.baseline, ns.repeat)]
     print(f"\n{'kernels':>9} {'code':<19} {'format':>6} {'file MB':>8} {'wall s':>7} {'peak RSS MB':>12}"
           f" {'RSS/file':>9}  split")  # fmt: skip
     for n, code, fmt, mb, r in table:

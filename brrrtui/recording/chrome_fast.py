@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import gzip
+import itertools
 import json
 import math
 import re
@@ -319,7 +320,7 @@ def _event_runs(blocks: Iterator[bytes], first: bytes, cols: _Columns) -> tuple[
     (events decoded, the rest: the last event through the end of the document)."""
     buf = bytearray(b"[") + first
     events = 0
-    for block in blocks:
+    for block in itertools.chain([b""], blocks):  # the first bytes too: a trace of one block is cut as well
         buf += block
         comma = _last_cut(buf)
         if comma is None:
