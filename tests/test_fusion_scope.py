@@ -169,3 +169,21 @@ def test_every_instance_of_a_module_is_one_function():
     block = next(c for c in chains if len(c.all_rows) == 6)
     # runs: [mul, add] | mm | [gelu, mul, add] (block 0's gelu feeds block 1's mul) | mm | [gelu]
     assert block.occurrences == 2 and block.launches == 3 and block.bytes_saved == 2 * T + 4 * T
+
+
+def test_a_named_fused_op_stays_its_own_finding_outside_the_scope():
+    """An HF-style hand-written GELU (a named pattern) between matmuls of the function, and a plain chain:
+    the GELU keeps its named advice and its kernels are left out of the function's scope."""
+    from test_fusion import REAL_GELU
+
+    s = Script()
+    pair(s, 10)
+    s.mm(12)
+    for _, name, shapes, dtypes in REAL_GELU:
+        s.op(13, name, shapes, dtypes)
+    s.mm(14)
+    chains = s.chains()
+    gelu = next(c for c in chains if c.pattern == "gelu_tanh")
+    scope = next(c for c in chains if c.scope)
+    assert len(gelu.rows) == len(REAL_GELU) and not set(gelu.all_rows) & set(scope.all_rows)
+    assert len(scope.all_rows) == 2 and scope.bytes_saved == 2 * T
