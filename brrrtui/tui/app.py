@@ -155,7 +155,7 @@ class BrrrApp(App):
             self._show_loading()
             self._loading_timer = self.set_interval(0.25, self._show_loading)
             trace, self._preloaded = self._preloaded, None
-            self.request_analysis(trace)
+            self.call_after_refresh(self.request_analysis, trace)  # the first frame comes first
         elif self.path and os.path.exists(self.path):
             self.request_analysis()
 
