@@ -74,10 +74,9 @@ def test_the_demo_ui_starts_without_torch(tmp_path):
     r = _run(
         """
         import asyncio, os
-        from tui_fakes import analysed, wait_until
+        from tui_fakes import analysed
         from brrrtui.commands.demo import UNPACKED, demo_recording
         from brrrtui.tui.app import make_app
-from brrrtui.tui.widgets.source_view import SourceView
         demo_recording(os.getcwd())
 
         async def main():
