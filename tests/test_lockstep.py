@@ -52,7 +52,7 @@ def test_every_rank_opens_and_closes_on_the_steps_rank_0_announced(tmp_path):
         t0 += 10 * MS
         t1 += (10 if i % 2 else 40) * MS
         acts0.append(step(leader, t0))
-        follower.lockstep.poll(len(follower.step_times_ns))  # the timer thread, between two steps
+        follower.lockstep.sync(len(follower.step_times_ns))  # the timer thread, between two steps
         acts1.append(step(follower, t1, cost_ns=50 * MS))
     w0, w1 = windows_of(acts0), windows_of(acts1)
     assert len(w0) >= 3
@@ -71,7 +71,7 @@ def test_a_plan_read_late_costs_a_window_never_an_unaligned_one(tmp_path):
         t += 10 * MS
         acts0.append(step(leader, t))
         if i > 0 and i % 97 == 0:  # a starved timer thread: reads the plan rarely
-            follower.lockstep.poll(len(follower.step_times_ns))
+            follower.lockstep.sync(len(follower.step_times_ns))
         acts1.append(step(follower, t))
     w0, w1 = windows_of(acts0), windows_of(acts1)
     assert set(w1) < set(w0)  # fewer windows, each on rank 0's steps
@@ -95,5 +95,5 @@ def test_without_a_plan_a_follower_opens_no_step_window(tmp_path):
     t = 0
     for _ in range(100):
         t += 10 * MS
-        follower.lockstep.poll(len(follower.step_times_ns))
+        follower.lockstep.sync(len(follower.step_times_ns))
         assert step(follower, t) == Action.NONE

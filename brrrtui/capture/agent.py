@@ -170,11 +170,10 @@ class Agent(StreamControl):
     def _poll_plan(self) -> None:
         """A distributed rank: read rank 0's newest window plan (brrrtui.capture.lockstep)."""
         plan = self.sched.lockstep
-        if not plan.leader:
-            missed = len(plan.missed)
-            plan.poll(len(self.sched.step_times_ns))
-            if len(plan.missed) > missed:
-                self.note("missed", f"a window announced for step {plan.missed[-1]} was read too late")
+        missed = len(plan.missed)
+        plan.sync(len(self.sched.step_times_ns))
+        if len(plan.missed) > missed:
+            self.note("missed", f"a window announced for step {plan.missed[-1]} was read too late")
 
     def _tick(self) -> None:
         if self.stepped_aside:

@@ -62,6 +62,7 @@ def start() -> None:
         return
     from brrrtui.capture.agent import Agent
     from brrrtui.capture.lockstep import Lockstep
+    from brrrtui.capture.plan_store import StorePlan
     from brrrtui.contract import userfiles
     from brrrtui.contract.config import WindowConfig
     from brrrtui.contract.messages import Bye, Hello
@@ -69,7 +70,8 @@ def start() -> None:
 
     channel = Channel(fd)
     agent = Agent(channel, WindowConfig.from_json(config_text), userfiles.is_user_file, calibrate=calibrate)
-    agent.sched.lockstep = Lockstep(folder, leader=rank.rank == 0, lead_s=LEAD_S)
+    agent.sched.lockstep = plan = Lockstep(folder, leader=rank.rank == 0, lead_s=LEAD_S)
+    plan.remote = StorePlan.from_env(env)  # ranks on several hosts: rank 0's plan through the job's store
     agent.install()
     # No SIGTERM handler, unlike bootstrap.py: torchrun stops the other ranks with SIGTERM when one fails,
     # and a Python handler runs only once the main thread is back in Python, which a rank blocked in a hung

@@ -78,12 +78,24 @@ def rank_path(out_path: str, rank: int, restart: int = 0) -> str:
 Window = tuple[int, int]  # (opens after this many steps have ended, steps it spans)
 
 
+def dump_plan(windows: list[Window]) -> str:
+    return json.dumps(windows)
+
+
+def parse_plan(text: str) -> list[Window] | None:
+    """The announced windows from their text; None when it is not a plan."""
+    try:
+        return [(int(a), int(b)) for a, b in json.loads(text)]
+    except (ValueError, TypeError):
+        return None
+
+
 def write_plan(folder: str, windows: list[Window]) -> None:
     """Rank 0: every window announced so far, replaced whole (readers never see a partial file)."""
     path = os.path.join(folder, PLAN_NAME)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
-        json.dump(windows, f)
+        f.write(dump_plan(windows))
     os.replace(tmp, path)
 
 
@@ -91,9 +103,8 @@ def read_plan(folder: str) -> list[Window] | None:
     """The announced windows; None when there is no plan yet or it cannot be read."""
     try:
         with open(os.path.join(folder, PLAN_NAME)) as f:
-            data = json.load(f)
-        return [(int(a), int(b)) for a, b in data]
-    except (OSError, ValueError, TypeError):
+            return parse_plan(f.read())
+    except OSError:
         return None
 
 

@@ -232,8 +232,11 @@ class DistRecorder(Recorder):
                 "no worker rank connected: nothing was traced (is the script run by the launcher Python?)"
             )
             return
-        parts = ", ".join(f"{e['file']} ({e['windows']} windows, {e['steps']} steps)" for e in entries)
-        self.progress(f"{len(entries)} ranks recorded: {parts}")
+        parts = ", ".join(
+            f"{e['file']} ({e['windows']} window{'' if e['windows'] == 1 else 's'}, {e['steps']} steps)"
+            for e in entries
+        )
+        self.progress(f"{len(entries)} rank{'' if len(entries) == 1 else 's'} recorded: {parts}")
 
     def _cleanup(self) -> None:
         if self.listener is not None:

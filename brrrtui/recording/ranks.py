@@ -16,7 +16,7 @@ from analyzers.clocks import ClockOffset, clock_offsets
 from analyzers.errors import InputError
 from analyzers.model import Trace
 from analyzers.ranks import RankComparison, compare_ranks
-from brrrtui.recording.store import is_recording, load_recording
+from brrrtui.recording.store import RecordingWriter, is_recording, load_recording
 
 
 def _dist(meta: dict[str, Any]) -> dict[str, Any] | None:
@@ -40,7 +40,10 @@ def _rank_files(run_path: str, run_meta: dict[str, Any]) -> dict[int, str]:
         restart = e.get("restart")
         restart = restart if isinstance(restart, int) else 0
         if e["rank"] not in out or restart >= out[e["rank"]][0]:
-            out[e["rank"]] = (restart, os.path.join(folder, os.path.basename(e["file"])))
+            out[e["rank"]] = (
+                restart,
+                os.path.normpath(os.path.join(folder, e["file"])),
+            )  # beside it, or merged
     return {rank: path for rank, (_, path) in sorted(out.items())}
 
 
@@ -108,3 +111,43 @@ def compare_rank_set(
         except (InputError, OSError) as e:
             notes.append(f"rank {rank} is left out: {e}")
     return compare_ranks(traces), shown, notes, clock_offsets(traces)
+
+
+def merge_runs(out_path: str, runs: list[str]) -> dict[str, Any]:
+    """Write `out_path`: one run of every rank the per-host run files `runs` hold (`brrrtui merge`), rank
+    files named relative to it, so that `view`/`report` open them as one. Returns the meta it wrote."""
+    folder = os.path.dirname(os.path.abspath(out_path))
+    entries: list[dict[str, Any]] = []
+    owner: dict[int, str] = {}
+    starts, ends = [], []
+    for run in runs:
+        meta = load_recording(run).meta
+        if _dist(meta) is None or "ranks" not in (_dist(meta) or {}):
+            raise InputError(
+                f"{run} is not the run file of a distributed recording (brrrtui torchrun ... -o run.brrr)"
+            )
+        for rank, path in _rank_files(run, meta).items():
+            if rank in owner:
+                raise InputError(f"rank {rank} is in both {owner[rank]} and {run}")
+            owner[rank] = run
+            entries.append({"rank": rank, "file": os.path.relpath(path, folder), "host_run": run})
+        starts += [meta["started_at_ns"]] if isinstance(meta.get("started_at_ns"), int) else []
+        ends += [meta["ended_at_ns"]] if isinstance(meta.get("ended_at_ns"), int) else []
+    meta = {
+        "argv": ["merge", *runs],
+        "status": "finished",
+        "started_at_ns": min(starts, default=0),
+        "ended_at_ns": max(ends, default=0),
+        "dist": {
+            "launcher": "merge",
+            "world_size": len(entries),
+            "ranks": sorted(entries, key=lambda e: e["rank"]),
+            "merged_from": [os.path.relpath(os.path.abspath(r), folder) for r in runs],
+        },
+    }
+    writer = RecordingWriter(out_path)
+    try:
+        writer.set_meta(**meta)
+    finally:
+        writer.close()
+    return meta

@@ -1,0 +1,35 @@
+"""`brrrtui merge -o all.brrr node0/run.brrr node1/run.brrr`: the run files of a job's hosts (one `brrrtui
+torchrun` per host) as one run, which `view` and `report` open like a one-host run: every rank side by side,
+the ranks' clocks against rank 0's from the collectives they share (analyzers.clocks). The rank recordings
+stay where they are; the merged file names them relative to itself."""
+
+from __future__ import annotations
+
+import sys
+
+from brrrtui.cli import Parser
+from brrrtui.record.targets import check_out_path
+from brrrtui.recording.ranks import merge_runs
+
+
+def cmd_merge(argv: list[str]) -> int:
+    p = Parser(
+        prog="brrrtui merge", description="Merge the run files of a distributed job's hosts into one run."
+    )
+    p.add_argument("-o", "--output", metavar="FILE", required=True, help="the merged run file to write")
+    p.add_argument(
+        "runs", nargs="+", metavar="RUN", help="each host's run file (brrrtui torchrun -o RUN ...)"
+    )
+    p.add_argument(
+        "--force", action="store_true", help="overwrite FILE even if it is not a brrrtui recording"
+    )
+    ns = p.parse_args(argv)
+    check_out_path(ns.output, None, ns.force)
+    meta = merge_runs(ns.output, ns.runs)
+    ranks = meta["dist"]["ranks"]
+    print(
+        f"brrrtui: {len(ranks)} ranks of {len(ns.runs)} run files -> {ns.output} "
+        f"(brrrtui report {ns.output})",
+        file=sys.stderr,
+    )
+    return 0
