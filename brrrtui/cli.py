@@ -30,6 +30,9 @@ memory bandwidth or overhead.
   brrrtui train.py --lr 3e-4            live TUI while the script runs
   brrrtui -m pkg.train --lr 3e-4        the same for a module
   brrrtui record -o run.brrr train.py   headless capture (SSH, batch jobs, CI)
+  brrrtui torchrun --nproc_per_node=8 train.py   every rank of a torchrun job, headless: run.brrr and
+                                        run.rank<N>.brrr (also: brrrtui record -o run.brrr torchrun ...)
+  brrrtui merge -o all.brrr n0/run.brrr n1/run.brrr   one run of every host's ranks
   brrrtui view run.brrr                 browse a recording or a torch.profiler trace (.json/.json.gz)
   brrrtui report run.brrr [--json]      the verdicts as text or JSON (--sarif: findings for editors and CI)
   brrrtui export --perfetto out.json run.brrr   a Perfetto / chrome://tracing trace

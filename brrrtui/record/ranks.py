@@ -121,7 +121,14 @@ class DistRecorder(Recorder):
         self._open_writer()
         self.folder = tempfile.mkdtemp(prefix="brrrtui-dist-")
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(os.path.join(self.folder, SOCKET_NAME))
+        try:
+            self.listener.bind(os.path.join(self.folder, SOCKET_NAME))
+        except OSError as e:  # a Unix socket path is limited to ~107 bytes
+            self._cleanup()
+            self.sink.close()
+            raise InputError(
+                f"cannot listen for the ranks in {self.folder} ({e}); set TMPDIR to a short path"
+            ) from None
         self.listener.listen(256)
         self.listener.settimeout(0.2)
         try:
