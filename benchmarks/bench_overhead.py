@@ -49,13 +49,26 @@ def parse_result(output: str) -> dict[str, Any] | None:
 
 
 def recording_stats(path: str) -> dict[str, Any]:
-    """Windows, stalls and step intervals from a recording's `windows` and `steps` tables."""
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    """Windows, stalls and step intervals from a recording's `windows` and `steps` tables, read through the
+    recording's own loader (its tables are not rows of SQL); --fake-record's files are plain SQL tables."""
+    sys.path.insert(0, ROOT)
+    from brrrtui.recording.store import RecordingError, load_recording
+
     try:
-        windows = con.execute("SELECT start_ns, end_ns, stall_ns FROM windows ORDER BY start_ns").fetchall()
-        steps = con.execute("SELECT step, t_ns FROM steps ORDER BY step").fetchall()
-    finally:
-        con.close()
+        trace = load_recording(path, stream_tail=0)
+    except RecordingError:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            windows = con.execute("SELECT start_ns, end_ns, stall_ns FROM windows ORDER BY start_ns").fetchall()
+            steps = con.execute("SELECT step, t_ns FROM steps ORDER BY step").fetchall()
+        finally:
+            con.close()
+    else:
+        w, st = trace.windows, trace.steps
+        order = w.start_ns.argsort()
+        columns = (w.start_ns[order].tolist(), w.end_ns[order].tolist(), w.stall_ns[order].tolist())
+        windows = list(zip(*columns, strict=True))
+        steps = sorted(zip(st.step.tolist(), st.t_ns.tolist(), strict=True))
     stalls = [s for _, _, s in windows if s is not None and s >= 0]
     inside, outside = [], []
     for (_, t_prev), (_, t) in zip(steps, steps[1:], strict=False):

@@ -10,7 +10,8 @@ nodes fused into it::
 Every compiled graph carries that JSON (`CompiledFxGraph.inductor_provenance_stack_traces_str`), also one
 loaded from Inductor's cache, and `post_compile` runs for both; a wrapper there reads it. The tracking changes
 neither the graph nor the kernel names (it adds comments to the generated code), but it is part of Inductor's
-cache key: the first run under brrrtui compiles afresh.
+cache key: the first run under brrrtui compiles afresh (`_skip_autograd_cache` says why AOTAutograd's cache is
+left out).
 
 A kernel's share of each line is the fraction of its stack traces whose innermost user frame is that line;
 the same kernel name in two graphs (forward and backward) pools its traces.
@@ -94,6 +95,20 @@ def _place(
     return lines.intern(*user), lines.intern(*lib) if lib else -1
 
 
+def _skip_autograd_cache() -> None:
+    """AOTAutograd's cache key leaves Inductor's trace settings out, so a graph compiled earlier without
+    provenance (the same script run without brrrtui) would come back from it with none. Inductor's own graph
+    cache keys on the setting: with AOTAutograd's off, the first run under brrrtui compiles its graphs afresh
+    and later ones load them, provenance included (measured on the H200: without this, a warm cache gave no
+    line to any compiled kernel). What is compiled does not change, only when."""
+    try:
+        import torch._functorch.config as functorch_config
+    except ImportError:
+        return
+    if hasattr(functorch_config, "enable_autograd_cache"):
+        functorch_config.enable_autograd_cache = False
+
+
 def watch_compiled_graphs(on_graph: Callable[[str], None]) -> bool:
     """Turn on Inductor's provenance tracking (unless the script chose a level) and call `on_graph(json)` for
     every compiled graph that runs. False when this torch has no such hook (the lines then stay unknown)."""
@@ -110,6 +125,7 @@ def watch_compiled_graphs(on_graph: Callable[[str], None]) -> bool:
         return True
     if not trace_config.provenance_tracking_level:
         trace_config.provenance_tracking_level = 1
+        _skip_autograd_cache()
 
     def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
         provenance = getattr(self, "inductor_provenance_stack_traces_str", None)

@@ -47,10 +47,20 @@ class ProfilerSession:
     def start(self) -> None:
         self._prepare(self.config, self.activities)
         self._enable(self.config, self.activities)
+        # what torch.profiler sets too: Inductor's generated code then wraps each kernel launch in a scope of
+        # the kernel's name with its buffers as inputs (their shapes give its bytes), and Dynamo marks the
+        # compiled graph it calls; without it a window sees neither
+        self._set_python_flag(True)
 
     def stop(self) -> Any:
         """Stop and return the kineto result. Synchronizes first, so kernels still queued are recorded."""
         if self.cuda:
             self.torch.cuda.synchronize()
         self.stopped_ns = time.time_ns()  # the window's end: the rest of stop() is Kineto's own work
+        self._set_python_flag(False)
         return self._disable()
+
+    def _set_python_flag(self, on: bool) -> None:
+        set_flag = getattr(self.torch.autograd.profiler, "_set_is_profiler_enabled", None)
+        if set_flag is not None:
+            set_flag(on)
