@@ -48,6 +48,8 @@ def test_every_rank_is_traced_into_its_own_recording(ddp_run):
     assert [e["rank"] for e in ranks] == [0, 1] and run["dist"]["world_size"] == 2
     assert [e["file"] for e in ranks] == ["run.rank0.brrr", "run.rank1.brrr"]
     assert "2 ranks recorded: run.rank0.brrr" in proc.stderr
+    progress = [line for line in proc.stderr.splitlines() if "brrrtui: rank" in line]
+    assert progress and all(line.count("brrrtui:") == 1 for line in progress)  # two ranks' lines never mix
     for r in (0, 1):
         path = out.parent / f"run.rank{r}.brrr"
         m = meta(str(path))

@@ -113,6 +113,7 @@ class DistRecorder(Recorder):
         self.ranks: list[RankRecorder] = []
         self.rank_threads: list[threading.Thread] = []
         self.lock = threading.Lock()
+        self.say_lock = threading.Lock()
         self.stopping = threading.Event()
         self.world_size: int | None = None
 
@@ -184,7 +185,7 @@ class DistRecorder(Recorder):
             while path in taken:
                 path, n = rank_path(self.spec.out_path, hello.rank, hello.restart + n), n + 1
             rank = RankRecorder(
-                dataclasses.replace(self.spec, out_path=path), hello, self.spec.out_path, self.progress
+                dataclasses.replace(self.spec, out_path=path), hello, self.spec.out_path, self._say
             )
             self.ranks.append(rank)
             self.world_size = hello.world_size
@@ -194,6 +195,11 @@ class DistRecorder(Recorder):
             self._note(f"rank {hello.rank} is not recorded: {e}")
             for _ in read_frames(fd):
                 pass
+
+    def _say(self, text: str) -> None:
+        """A rank's progress line: one at a time, so two ranks' lines never run into one another."""
+        with self.say_lock:
+            self.progress(text)
 
     def wait(self) -> int:
         assert self.child is not None
