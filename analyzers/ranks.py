@@ -44,6 +44,7 @@ class RankFigures:
     step_p90_ns: float | None
     windows: int  # step windows recorded
     comm_ns_per_step: float | None  # in the common windows; None without any collective
+    exposed_comm_ns_per_step: float | None  # NCCL kernel time no other kernel overlaps; None without NCCL
     busy_ns_per_step: float | None  # step time in the common windows less communication
 
 
@@ -87,31 +88,59 @@ def _outside_steps(trace: Trace) -> np.ndarray:
     return np.diff(t)[~touched].astype(float)
 
 
-def _union_ns(starts: np.ndarray, ends: np.ndarray) -> int:
-    """Total length of the union of [start, end) intervals."""
+def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of [start, end) intervals as disjoint, sorted intervals."""
     if not len(starts):
-        return 0
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     order = np.argsort(starts)
     s, e = starts[order], ends[order]
     reach = np.maximum.accumulate(e)
     new = np.ones(len(s), dtype=bool)
     new[1:] = s[1:] > reach[:-1]  # a start past every end so far begins a new merged interval
     first = np.flatnonzero(new)
-    return int((np.maximum.reduceat(e, first) - s[first]).sum())
+    return s[first], np.maximum.reduceat(e, first)
 
 
-def _comm_ns(trace: Trace, window: int) -> tuple[int, bool]:
-    """Communication wall time in one window, and whether any collective was seen at all."""
+def _overlap_ns(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
+    """Length of the intersection of two sets of disjoint sorted intervals."""
+    (s1, e1), (s2, e2) = a, b
+    if not len(s1) or not len(s2):
+        return 0
+    # for each interval of a, the intervals of b that may overlap it: [lo, hi)
+    lo = np.searchsorted(e2, s1, side="right")
+    hi = np.searchsorted(s2, e1, side="left")
+    total = 0
+    for k in np.flatnonzero(hi > lo):
+        seg = slice(lo[k], hi[k])
+        total += int(np.clip(np.minimum(e2[seg], e1[k]) - np.maximum(s2[seg], s1[k]), 0, None).sum())
+    return total
+
+
+def _comm_ns(trace: Trace, window: int) -> tuple[int, int | None, bool]:
+    """In one window: communication wall time; of it, NCCL kernel time no other kernel overlaps (exposed;
+    None without NCCL kernels); whether any collective was seen at all."""
     op_flags = trace.string_flags(is_comm_op)
     ops = trace.ops
     sel = (ops.window == window) & (ops.name >= 0)
     sel[sel] = op_flags[ops.name[sel]]
     g = trace.gpu
-    gsel = (g.window == window) & (g.kind == int(GpuKind.KERNEL)) & (g.name >= 0)
-    gsel[gsel] = trace.string_flags(is_comm_kernel)[g.name[gsel]]
-    starts = np.concatenate([ops.start_ns[sel], g.start_ns[gsel]]).astype(np.int64)
-    ends = starts + np.concatenate([ops.dur_ns[sel], g.dur_ns[gsel]]).astype(np.int64)
-    return _union_ns(starts, ends), bool(len(starts))
+    kernels = (g.window == window) & (g.kind == int(GpuKind.KERNEL)) & (g.name >= 0)
+    comm = kernels.copy()
+    comm[kernels] = trace.string_flags(is_comm_kernel)[g.name[kernels]]
+    starts = np.concatenate([ops.start_ns[sel], g.start_ns[comm]]).astype(np.int64)
+    ends = starts + np.concatenate([ops.dur_ns[sel], g.dur_ns[comm]]).astype(np.int64)
+    merged = _merged(starts, ends)
+    total = int((merged[1] - merged[0]).sum())
+    exposed = None
+    if comm.any():
+        gs, ge = g.start_ns[comm].astype(np.int64), (g.start_ns[comm] + g.dur_ns[comm]).astype(np.int64)
+        on_gpu = _merged(gs, ge)
+        other = kernels & ~comm
+        busy = _merged(
+            g.start_ns[other].astype(np.int64), (g.start_ns[other] + g.dur_ns[other]).astype(np.int64)
+        )
+        exposed = int((on_gpu[1] - on_gpu[0]).sum()) - _overlap_ns(on_gpu, busy)
+    return total, exposed, bool(len(starts))
 
 
 def _window_step_ns(trace: Trace, first: int, last: int) -> int | None:
@@ -147,12 +176,15 @@ def compare_ranks(traces: dict[int, Trace]) -> RankComparison:
         outside = _outside_steps(tr)
         comm = seen = 0
         step_total = covered = 0
+        exposed: int | None = None
         for f, last in common:
-            ns, any_comm = _comm_ns(tr, by_rank[r][(f, last)])
+            ns, exposed_ns, any_comm = _comm_ns(tr, by_rank[r][(f, last)])
             wall = _window_step_ns(tr, f, last)
             if wall is not None:
                 comm, seen, step_total = comm + ns, seen or any_comm, step_total + wall
                 covered += last - f + 1
+                if exposed_ns is not None:
+                    exposed = (exposed or 0) + exposed_ns
         if covered:
             busy[r] = (step_total - comm) / covered
             if seen:
@@ -170,6 +202,7 @@ def compare_ranks(traces: dict[int, Trace]) -> RankComparison:
                 step_p90_ns=float(np.percentile(outside, 90)) if len(outside) else None,
                 windows=len(by_rank[r]),
                 comm_ns_per_step=waits.get(r),
+                exposed_comm_ns_per_step=exposed / covered if exposed is not None and covered else None,
                 busy_ns_per_step=busy.get(r),
             )
         )

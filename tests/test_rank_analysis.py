@@ -15,11 +15,17 @@ ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<40
 
 
 def rank_trace(
-    wait_ms: float, extra_line_ms: float = 0.0, step_ms: float = 100, t0: int = T0, windows=((10, 11),)
+    wait_ms: float,
+    extra_line_ms: float = 0.0,
+    step_ms: float = 100,
+    t0: int = T0,
+    windows=((10, 11),),
+    overlap_ms: float = 0.0,
 ):
-    """20 steps of `step_ms`; step windows over `windows`; in each windowed step an all-reduce kernel that
-    waits `wait_ms` (two overlapping NCCL kernels ending together: the whole wait and its last 60 %), and the main thread sampled every
-    1 ms: `extra_line_ms` on train.py:7 (the straggler's own work), the rest of the step on train.py:9."""
+    """20 steps of `step_ms`; step windows over `windows`; in each windowed step a 20 ms GEMM and an
+    all-reduce that waits `wait_ms` (two overlapping NCCL kernels ending together: the whole wait and its last
+    60 %), its first `overlap_ms` hidden under a GEMM on another stream; the main thread sampled every 1 ms:
+    `extra_line_ms` on train.py:7 (the straggler's own work), the rest of the step on train.py:9."""
     b = TraceBuilder(t0=t0)
     slow, loop = b.line("train.py", 7), b.line("train.py", 9)
     step_ns = int(step_ms * MS)
@@ -37,6 +43,10 @@ def rank_trace(
                     ALLREDUCE, end - int(0.6 * wait_ms * MS), int(0.6 * wait_ms * MS), window=w, stream=9
                 )
             b.gpu_row("sm90_xmma_gemm_bf16", start, int(20 * MS), window=w)
+            if overlap_ms:
+                b.gpu_row(
+                    "sm90_xmma_gemm_bf16", end - int(wait_ms * MS), int(overlap_ms * MS), window=w, stream=3
+                )
             for k in range(int(step_ms)):
                 line = slow if k < extra_line_ms else loop
                 samples.append((w, line, T0 + start + k * MS))
@@ -113,6 +123,7 @@ def test_the_ranks_text_names_the_straggler_its_line_and_another_host_clock():
     c, clocks = compare_ranks(traces), clock_offsets(traces)
     text = ranks_text(c, 0, ["rank 3 is left out: gone"], clocks)
     assert "Ranks: 3 (1 window on the same steps on every rank, steps 10–11)" in text
+    assert "in collectives/step  busy/step  exposed comm/step" in text  # NCCL kernels: exposure shown
     assert "Straggler: rank 1, late by 28 ms per step (the other ranks wait for it in collectives)" in text
     assert "its line: train.py:7 (step) takes 28 ms more per step than on the other ranks" in text
     assert "Clock: rank 2 reads 5 s ahead of rank 0 (from 4 collective ends, spread 0 ns)" in text
@@ -124,3 +135,17 @@ def test_the_ranks_text_names_the_straggler_its_line_and_another_host_clock():
         "function": "step",
     }
     assert [o["offset_ns"] for o in doc["clock_offsets"]] == [0.0, 0.0, 5e9]
+    assert [r["exposed_comm_ns_per_step"] for r in doc["ranks"]] == [30 * MS, 2 * MS, 30 * MS]
+
+
+def test_exposed_communication_is_nccl_time_no_other_kernel_overlaps():
+    c = compare_ranks({0: rank_trace(30), 1: rank_trace(30, overlap_ms=12)})
+    assert [r.comm_ns_per_step for r in c.ranks] == [30 * MS, 30 * MS]
+    assert [r.exposed_comm_ns_per_step for r in c.ranks] == [30 * MS, 18 * MS]
+    b = TraceBuilder()
+    for s in range(12):
+        b.step(s, (s + 1) * 100 * MS)
+    b.window(1000 * MS, 1200 * MS, first_step=10, last_step=11)
+    b.op("gloo:all_reduce", 1050 * MS, 5 * MS)
+    gloo = compare_ranks({0: b.build(), 1: b.build()}).ranks[0]
+    assert gloo.comm_ns_per_step == 2.5 * MS and gloo.exposed_comm_ns_per_step is None  # exposure: GPU only

@@ -25,18 +25,23 @@ def ranks_text(c: RankComparison, shown: int, notes: list[str], clocks: dict[int
     out = [f"Ranks: {len(c.ranks)} ({_where(c)})"]
     if c.unaligned_windows:
         out.append(f"  {c.unaligned_windows} step windows are not on every rank (left out of the comparison)")
-    rows = [("rank", "steps", "median step", "p90 step", "in collectives/step", "busy/step")]
+    exposed = any(r.exposed_comm_ns_per_step is not None for r in c.ranks)  # NCCL kernels recorded
+    rows: list[tuple[str, ...]] = [
+        ("rank", "steps", "median step", "p90 step", "in collectives/step", "busy/step")
+    ]
+    rows[0] += ("exposed comm/step",) if exposed else ()
     for r in c.ranks:
-        rows.append(
-            (
-                f"{r.rank}{' *' if r.rank == shown else ''}",
-                str(r.steps),
-                fmt_ns(r.step_ns),
-                fmt_ns(r.step_p90_ns),
-                fmt_ns(r.comm_ns_per_step) if r.comm_ns_per_step is not None else "—",
-                fmt_ns(r.busy_ns_per_step),
-            )
+        row: tuple[str, ...] = (
+            f"{r.rank}{' *' if r.rank == shown else ''}",
+            str(r.steps),
+            fmt_ns(r.step_ns),
+            fmt_ns(r.step_p90_ns),
+            fmt_ns(r.comm_ns_per_step) if r.comm_ns_per_step is not None else "—",
+            fmt_ns(r.busy_ns_per_step),
         )
+        if exposed:
+            row += (fmt_ns(r.exposed_comm_ns_per_step) if r.exposed_comm_ns_per_step is not None else "—",)
+        rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     out += [
         "  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
@@ -90,6 +95,7 @@ def ranks_json(
                 "step_p90_ns": r.step_p90_ns,
                 "windows": r.windows,
                 "comm_ns_per_step": r.comm_ns_per_step,
+                "exposed_comm_ns_per_step": r.exposed_comm_ns_per_step,
                 "busy_ns_per_step": r.busy_ns_per_step,
             }
             for r in c.ranks
