@@ -186,3 +186,19 @@ def test_spawned_data_loader_workers_are_not_ranks_and_the_user_sitecustomize_st
     # the script sees its own environment: PYTHONPATH as given, none of brrrtui's variables but the claim
     for r in (0, 1):
         assert f"rank {r} PYTHONPATH={pythonpath} brrrtui env ['BRRRTUI_RANK_PID']" in proc.stdout
+
+
+def test_bad_input_is_one_line_and_nothing_runs(tmp_path):
+    long_tmp = tmp_path / ("t" * 110)  # a Unix socket path holds ~107 bytes
+    long_tmp.mkdir()
+    out = tmp_path / "run.brrr"
+    proc = run_brrrtui(
+        "record", "-o", str(out), "torchrun", "--nproc_per_node=2", DDP, env={"TMPDIR": str(long_tmp)}
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("brrrtui: error: cannot listen for the ranks")
+    assert "set TMPDIR to a short path" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert not out.exists() and not list(long_tmp.iterdir())
+    proc = run_brrrtui(
+        "record", "-o", str(tmp_path / "no" / "run.brrr"), "torchrun", "--nproc_per_node=2", DDP
+    )
+    assert proc.returncode == 2 and proc.stderr.startswith("brrrtui: error: cannot write")

@@ -119,19 +119,22 @@ class DistRecorder(Recorder):
 
     def start(self) -> None:
         check_target(self.spec.target)
-        self._open_writer()
         self.folder = tempfile.mkdtemp(prefix="brrrtui-dist-")
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.listener.bind(os.path.join(self.folder, SOCKET_NAME))
         except OSError as e:  # a Unix socket path is limited to ~107 bytes
             self._cleanup()
-            self.sink.close()
             raise InputError(
                 f"cannot listen for the ranks in {self.folder} ({e}); set TMPDIR to a short path"
             ) from None
         self.listener.listen(256)
         self.listener.settimeout(0.2)
+        try:
+            self._open_writer()
+        except InputError:
+            self._cleanup()
+            raise
         try:
             self.child = subprocess.Popen([self.spec.python, *self.spec.target], env=self._launcher_env())
         except OSError as e:
