@@ -11,13 +11,14 @@ window present on every rank covers the same work on each. Inside those common w
   the time each rank spends inside collectives does: the ranks that arrive early wait for the late one. Its
   lateness per step is the other ranks' median wait minus its own. Durations only, so the ranks' clocks
   need not agree. Without collectives, the rank with the slowest median step is the straggler;
-- **its line**: the source line the straggler's main thread was sampled on for the most time per step beyond
-  what the other ranks spent on the same line.
+- **its line** (and **its kernel**): the source line the straggler's main thread was sampled on (the kernel it
+  ran on the GPU, collectives aside) for the most time per step beyond what the other ranks spent on it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +56,8 @@ class Straggler:
     basis: str  # "communication" (others wait for it) or "step time" (no collective recorded)
     line: SourceLine | None  # where its extra time went, from the line sampler
     line_extra_ns: float  # per step, beyond the other ranks' median on that line
+    kernel: str | None = None  # the kernel whose GPU time per step exceeds the other ranks' the most
+    kernel_extra_ns: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -164,13 +167,33 @@ def _lines_ns(trace: Trace, windows: set[int]) -> dict[SourceLine, float]:
     return {trace.lines[i]: c * period for i, c in zip(ids.tolist(), counts.tolist(), strict=True)}
 
 
+def _kernels_ns(trace: Trace, windows: set[int]) -> dict[str, float]:
+    """GPU time per kernel name in these windows, collectives left out (their time is waiting)."""
+    g = trace.gpu
+    keep = np.isin(g.window, list(windows)) & (g.kind == int(GpuKind.KERNEL)) & (g.name >= 0)
+    keep[keep] = ~trace.string_flags(is_comm_kernel)[g.name[keep]]
+    ids, inverse = np.unique(g.name[keep], return_inverse=True)
+    sums = np.bincount(inverse, weights=g.dur_ns[keep].astype(float), minlength=len(ids))
+    return {trace.strings[i]: float(v) for i, v in zip(ids.tolist(), sums.tolist(), strict=True)}
+
+
+def _where_time_went(
+    trace: Trace, windows: set[int], steps: int
+) -> tuple[dict[Any, float], dict[Any, float]]:
+    """Per step in these windows: main-thread time by source line, GPU time by kernel."""
+    if not steps:
+        return {}, {}
+    lines = {k: v / steps for k, v in _lines_ns(trace, windows).items()}
+    return lines, {k: v / steps for k, v in _kernels_ns(trace, windows).items()}
+
+
 def compare_ranks(traces: dict[int, Trace]) -> RankComparison:
     """Every rank's figures, the windows they share and the straggler, if any."""
     by_rank = {r: {(f, last): w for w, f, last in _step_windows(tr)} for r, tr in traces.items()}
     spans = [set(v) for v in by_rank.values()]
     common = sorted(set.intersection(*spans)) if spans else []
     unaligned = len(set.union(*spans) - set(common)) if spans else 0
-    figures, waits, busy, lines = [], {}, {}, {}
+    figures, waits, busy, lines, kernels = [], {}, {}, {}, {}
     for r in sorted(traces):
         tr = traces[r]
         outside = _outside_steps(tr)
@@ -189,11 +212,7 @@ def compare_ranks(traces: dict[int, Trace]) -> RankComparison:
             busy[r] = (step_total - comm) / covered
             if seen:
                 waits[r] = comm / covered
-        lines[r] = (
-            {k: v / covered for k, v in _lines_ns(tr, {by_rank[r][c] for c in common}).items()}
-            if covered
-            else {}
-        )
+        lines[r], kernels[r] = _where_time_went(tr, {by_rank[r][c] for c in common}, covered)
         figures.append(
             RankFigures(
                 rank=r,
@@ -212,7 +231,7 @@ def compare_ranks(traces: dict[int, Trace]) -> RankComparison:
         ranks=tuple(figures),
         common_windows=tuple(common),
         unaligned_windows=unaligned,
-        straggler=_straggler(figures, waits, lines, median_step),
+        straggler=_straggler(figures, waits, (lines, kernels), median_step),
         median_step_ns=median_step,
         imbalance=_imbalance(busy),
     )
@@ -228,9 +247,10 @@ def _imbalance(busy: dict[int, float]) -> float | None:
 def _straggler(
     figures: list[RankFigures],
     waits: dict[int, float],
-    lines: dict[int, dict[SourceLine, float]],
+    where: tuple[dict[int, dict[Any, float]], dict[int, dict[Any, float]]],
     median_step: float | None,
 ) -> Straggler | None:
+    """`where`: per rank, time per step by line and by kernel."""
     if len(waits) >= 2 and len(waits) == len(figures):
         rank = min(waits, key=lambda r: waits[r])
         late = float(np.median([w for r, w in waits.items() if r != rank])) - waits[rank]
@@ -244,13 +264,14 @@ def _straggler(
         basis = "step time"
     if median_step is None or late <= 0 or late < STRAGGLER_MIN_FRACTION * median_step:
         return None
-    line, extra = _extra_line(rank, lines)
-    return Straggler(rank=rank, late_ns=late, basis=basis, line=line, line_extra_ns=extra)
+    line, line_extra = _most_extra(rank, where[0])
+    kernel, kernel_extra = _most_extra(rank, where[1])
+    return Straggler(rank, late, basis, line, line_extra, kernel, kernel_extra)
 
 
-def _extra_line(rank: int, lines: dict[int, dict[SourceLine, float]]) -> tuple[SourceLine | None, float]:
-    """The straggler's line with the most time per step beyond the other ranks' median on it."""
-    mine, others = lines.get(rank, {}), [v for r, v in lines.items() if r != rank]
+def _most_extra(rank: int, per_rank: dict[int, dict[Any, float]]) -> tuple[Any, float]:
+    """The straggler's line (or kernel) with the most time per step beyond the other ranks' median on it."""
+    mine, others = per_rank.get(rank, {}), [v for r, v in per_rank.items() if r != rank]
     if not mine or not others:
         return None, 0.0
     extra = {k: v - float(np.median([o.get(k, 0.0) for o in others])) for k, v in mine.items()}

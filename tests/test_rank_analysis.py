@@ -21,8 +21,9 @@ def rank_trace(
     t0: int = T0,
     windows=((10, 11),),
     overlap_ms: float = 0.0,
+    gemm_ms: float = 20.0,
 ):
-    """20 steps of `step_ms`; step windows over `windows`; in each windowed step a 20 ms GEMM and an
+    """20 steps of `step_ms`; step windows over `windows`; in each windowed step a `gemm_ms` GEMM and an
     all-reduce that waits `wait_ms` (two overlapping NCCL kernels ending together: the whole wait and its last
     60 %), its first `overlap_ms` hidden under a GEMM on another stream; the main thread sampled every 1 ms:
     `extra_line_ms` on train.py:7 (the straggler's own work), the rest of the step on train.py:9."""
@@ -42,7 +43,7 @@ def rank_trace(
                 b.gpu_row(
                     ALLREDUCE, end - int(0.6 * wait_ms * MS), int(0.6 * wait_ms * MS), window=w, stream=9
                 )
-            b.gpu_row("sm90_xmma_gemm_bf16", start, int(20 * MS), window=w)
+            b.gpu_row("sm90_xmma_gemm_bf16", start, int(gemm_ms * MS), window=w)
             if overlap_ms:
                 b.gpu_row(
                     "sm90_xmma_gemm_bf16", end - int(wait_ms * MS), int(overlap_ms * MS), window=w, stream=3
@@ -66,7 +67,7 @@ def test_the_rank_the_others_wait_for_is_the_straggler_with_its_line():
     traces = {
         0: rank_trace(30),
         1: rank_trace(30),
-        2: rank_trace(2, extra_line_ms=28),
+        2: rank_trace(2, extra_line_ms=28, gemm_ms=25),
         3: rank_trace(30, t0=T0 + 5_000_000_000),
     }
     c = compare_ranks(traces)
@@ -77,6 +78,7 @@ def test_the_rank_the_others_wait_for_is_the_straggler_with_its_line():
     assert s is not None and s.rank == 2 and s.basis == "communication"
     assert s.late_ns == 28 * MS
     assert (s.line.file, s.line.line) == ("train.py", 7) and s.line_extra_ns == pytest.approx(28 * MS)
+    assert s.kernel == "sm90_xmma_gemm_bf16" and s.kernel_extra_ns == 5 * MS  # collectives are not counted
     assert c.imbalance == pytest.approx(98 / 77 - 1)
     # steps outside windows (and the step after one): 100 ms everywhere
     assert {r.step_ns for r in c.ranks} == {100 * MS} and all(r.steps == 20 for r in c.ranks)
@@ -119,13 +121,18 @@ def test_the_ranks_text_names_the_straggler_its_line_and_another_host_clock():
     from analyzers.clocks import clock_offsets
     from brrrtui.present.ranks_report import ranks_json, ranks_text
 
-    traces = {0: rank_trace(30), 1: rank_trace(2, extra_line_ms=28), 2: rank_trace(30, t0=T0 + 5_000_000_000)}
+    traces = {
+        0: rank_trace(30),
+        1: rank_trace(2, extra_line_ms=28, gemm_ms=26),
+        2: rank_trace(30, t0=T0 + 5_000_000_000),
+    }
     c, clocks = compare_ranks(traces), clock_offsets(traces)
     text = ranks_text(c, 0, ["rank 3 is left out: gone"], clocks)
     assert "Ranks: 3 (1 window on the same steps on every rank, steps 10–11)" in text
     assert "in collectives/step  busy/step  exposed comm/step" in text  # NCCL kernels: exposure shown
     assert "Straggler: rank 1, late by 28 ms per step (the other ranks wait for it in collectives)" in text
     assert "its line: train.py:7 (step) takes 28 ms more per step than on the other ranks" in text
+    assert "its kernel: sm90_xmma_gemm_bf16 takes 6 ms more GPU time per step" in text
     assert "Clock: rank 2 reads 5 s ahead of rank 0 (from 4 collective ends, spread 0 ns)" in text
     assert "Clock: rank 1" not in text and "note: rank 3 is left out: gone" in text
     doc = ranks_json(c, 0, [], clocks)

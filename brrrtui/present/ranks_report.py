@@ -64,6 +64,8 @@ def ranks_text(c: RankComparison, shown: int, notes: list[str], clocks: dict[int
                 f"  its line: {os.path.basename(s.line.file)}:{s.line.line} ({s.line.function}) takes "
                 f"{fmt_ns(s.line_extra_ns)} more per step than on the other ranks   {s.line}"
             )
+        if s.kernel is not None:
+            out.append(f"  its kernel: {s.kernel} takes {fmt_ns(s.kernel_extra_ns)} more GPU time per step")
     if c.imbalance is not None:
         out.append(
             f"Load imbalance: the busiest rank's busy time per step is {fmt_pct(c.imbalance)} over the mean"
@@ -114,6 +116,8 @@ def ranks_json(
             if s.line is None
             else {"file": s.line.file, "line": s.line.line, "function": s.line.function},
             "line_extra_ns": s.line_extra_ns,
+            "kernel": s.kernel,
+            "kernel_extra_ns": s.kernel_extra_ns,
         },
         "clock_offsets": [
             {"rank": o.rank, "offset_ns": o.offset_ns, "matched": o.matched, "spread_ns": o.spread_ns}
