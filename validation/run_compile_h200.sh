@@ -4,7 +4,7 @@
 # time lands on the model's lines (validation/compiled_attribution.py); then the default capture's cost on
 # eager GPT-2 (1000 steps) and the tiny-op loop (4000 steps) against the plain scripts in the same call.
 # Everything lands in $OUT/compile.tar.gz.
-#   bash validation/run_compile_h200.sh
+#   bash validation/run_compile_h200.sh            # SKIP_BENCH=1: the compiled runs only
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 R=$(mktemp -d)
@@ -34,7 +34,7 @@ timeout 120 python -m brrrtui report "$R/compile.brrr" >"$R/compile_report.txt" 
 timeout 120 python validation/compiled_attribution.py "$R/compile.brrr" | tee "$R/compile_attribution.json"
 head -60 "$R/compile_report.txt"
 rm -rf "$R/inductor_cache"
-timeout 330 python benchmarks/bench_stream.py --rounds 1 --variants plain,windows --gpt-steps 1000 --tiny-steps 4000 \
+[ -n "${SKIP_BENCH:-}" ] || timeout 330 python benchmarks/bench_stream.py --rounds 1 --variants plain,windows --gpt-steps 1000 --tiny-steps 4000 \
     --out "$R" >"$R/bench_stream.log" 2>&1
 echo "bench rc=$?"; tail -20 "$R/bench_stream.log"
 gzip -f "$R"/*.brrr

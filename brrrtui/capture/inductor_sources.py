@@ -10,8 +10,8 @@ nodes fused into it::
 Every compiled graph carries that JSON (`CompiledFxGraph.inductor_provenance_stack_traces_str`), also one
 loaded from Inductor's cache, and `post_compile` runs for both; a wrapper there reads it. The tracking changes
 neither the graph nor the kernel names (it adds comments to the generated code), but it is part of Inductor's
-cache key: the first run under brrrtui compiles afresh (`_skip_autograd_cache` says why AOTAutograd's cache is
-left out).
+cache key, and a graph loaded from a cache may have been compiled without it: under brrrtui the graphs are
+generated afresh (`_skip_graph_caches`).
 
 A kernel's share of each line is the fraction of its stack traces whose innermost user frame is that line;
 the same kernel name in two graphs (forward and backward) pools its traces.
@@ -95,12 +95,14 @@ def _place(
     return lines.intern(*user), lines.intern(*lib) if lib else -1
 
 
-def _skip_autograd_cache() -> None:
-    """AOTAutograd's cache key leaves Inductor's trace settings out, so a graph compiled earlier without
-    provenance (the same script run without brrrtui) would come back from it with none. Inductor's own graph
-    cache keys on the setting: with AOTAutograd's off, the first run under brrrtui compiles its graphs afresh
-    and later ones load them, provenance included (measured on the H200: without this, a warm cache gave no
-    line to any compiled kernel). What is compiled does not change, only when."""
+def _skip_graph_caches(inductor_config: Any) -> None:
+    """A graph loaded from AOTAutograd's or Inductor's graph cache carries provenance only if it was compiled
+    with it, and neither cache key holds the setting on every torch (on the H200's torch 2.11, a run after the
+    same script's plain run loaded its graphs and gave no compiled kernel a line). So under brrrtui the graphs
+    are generated afresh; Triton's own cache of compiled kernels still applies. What is compiled does not
+    change, only the compile time of the first step."""
+    if hasattr(inductor_config, "fx_graph_cache"):
+        inductor_config.fx_graph_cache = False
     try:
         import torch._functorch.config as functorch_config
     except ImportError:
@@ -125,7 +127,7 @@ def watch_compiled_graphs(on_graph: Callable[[str], None]) -> bool:
         return True
     if not trace_config.provenance_tracking_level:
         trace_config.provenance_tracking_level = 1
-        _skip_autograd_cache()
+        _skip_graph_caches(inductor_config)
 
     def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
         provenance = getattr(self, "inductor_provenance_stack_traces_str", None)
