@@ -164,15 +164,21 @@ def read_table(
     start, wanted = 0, []
     for rowid, n in sizes:
         if start < hi and start + n > lo:
-            wanted.append((rowid, start))
+            wanted.append((rowid, n, start))
         start += n
-    query = f"SELECT {cols} FROM {quoted(table)} WHERE rowid = ?"
-    for rowid, first in wanted:
-        row = db.execute(query, (rowid,)).fetchone()
-        n = row[0]
-        skip = max(lo - first, 0)
-        take = min(first + n, hi) - first - skip
-        reader.fill(row[1:], first + skip - lo, n, skip, take)
+    if wanted:  # one scan over the wanted batches (consecutive rowids), one batch in memory at a time
+        query = f"SELECT {cols} FROM {quoted(table)} WHERE rowid BETWEEN ? AND ? ORDER BY rowid"
+        done = 0
+        for row in db.execute(query, (wanted[0][0], wanted[-1][0])):
+            if done == len(wanted) or row[0] != wanted[done][1]:
+                break
+            _, n, first = wanted[done]
+            skip = max(lo - first, 0)
+            take = min(first + n, hi) - first - skip
+            reader.fill(row[1:], first + skip - lo, n, skip, take)
+            done += 1
+        if done != len(wanted):
+            raise RecordingError(f"{path} is damaged: the batches of {table} changed while they were read")
     for c, d in schema.items():
         check_column(path, table, c, reader.out[c], d)
     return Table(reader.out)
