@@ -205,6 +205,12 @@ def link(trace: Trace) -> Links:
     compiled = compiled_lines(trace)
     if compiled is not None:  # torch.compile'd kernels: no span, lines from Inductor (analyzers.compiled)
         op_line, op_lib_line, op_compiled = fill_op_lines(trace, op_line, op_lib_line, compiled)
+        # ops nested in one that took a line (cuDNN's attention forward inside the extern call Inductor
+        # named, aten::_scaled_dot_product_cudnn_attention) take it too
+        src = _from_nearest_ancestor(np.where(op_compiled, np.arange(len(ops)), NONE), op_parent)
+        nested = (op_line < 0) & (src >= 0)
+        op_line[nested], op_lib_line[nested] = op_line[src[nested]], op_lib_line[src[nested]]
+        op_compiled[nested] = True
 
     kernel_op = (
         np.where(kernel_launch >= 0, launch_op[np.maximum(kernel_launch, 0)], NONE)

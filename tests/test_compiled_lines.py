@@ -126,3 +126,19 @@ def test_inductor_on_cpu_names_the_model_lines_and_windows_keep_opening(tmp_path
     assert {17, 18, 19} <= {line for line, _ in lines}  # h = fc1(x); gelu(h); fc2(h)
     assert any(name.startswith("cpp_fused_gelu") for name, *_ in rows)
     assert all(os.path.basename(trace.lines[r[1]].file) == "compiled_train.py" for r in rows)
+
+
+def test_ops_nested_in_a_named_extern_call_take_its_line():
+    """Inductor names the extern call (aten::_scaled_dot_product_cudnn_attention); the kernel launches from
+    the op nested in it (aten::_cudnn_attention_forward), which takes the call's line."""
+    b = TraceBuilder()
+    line = b.line("model.py", 43, "forward")
+    b.op("aten::_scaled_dot_product_cudnn_attention", 0, 20_000)
+    b.op("aten::_cudnn_attention_forward", 1_000, 15_000)
+    b.launch("cudnn_generated_fort_native_sdpa_sm90_flash_fprop", 2_000, 30_000, 50_000)
+    b.window(0, 100_000, first_step=0, last_step=0)
+    trace = b.build()
+    trace.meta["compiled_kernels"] = [["aten::_scaled_dot_product_cudnn_attention", line, -1, 1.0]]
+    a = analyze(trace)
+    assert a.links.kernel_line.tolist() == [line] and a.links.op_compiled.tolist() == [True, True]
+    assert [(s.line.line, s.gpu_ns) for s in a.lines] == [(43, 50_000)]
