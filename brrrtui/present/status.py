@@ -189,6 +189,7 @@ def state_after_analysis(state: RunState, snap: Snapshot, phase: PhaseView | Non
     a = snap.analysis
     recorded = len(a.phases.windows) if a.phases is not None else len(snap.windows)
     kw: dict[str, object] = {"error": None, "device": trace.device.name, "phase": phase or phase_view(a)}
+    kw["loading"] = None
     if not state.live:
         meta = trace.meta
         kw["windows"] = recorded

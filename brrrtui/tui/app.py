@@ -147,6 +147,7 @@ class BrrrApp(App):
         self.install_screen(MainScreen(self.state), "main")
         self.push_screen("main")
         if self.live:
+            live.favour_the_ui()
             self.set_interval(self.poll_s, self.drain_feed)
             self._tick()  # the header shows the elapsed time from the first frame, not after a second
             self.set_interval(1.0, self._tick)
@@ -154,16 +155,16 @@ class BrrrApp(App):
         if self.path and not self.live:
             self._show_loading()
             self._loading_timer = self.set_interval(0.25, self._show_loading)
-            trace, self._preloaded = self._preloaded, None
-            self.call_after_refresh(self.request_analysis, trace)  # the first frame comes first
+            self.call_after_refresh(self.request_analysis, self._preloaded)  # the first frame comes first
         elif self.path and os.path.exists(self.path):
             self.request_analysis()
 
     def _show_loading(self) -> None:
         """View mode, until the first analysis: what the worker is at (the header's loading line)."""
-        done = self.snapshot is not None or self.load_error is not None or self.path is None
-        elapsed = self.clock() - self.started
-        self._set_state(loading=None if done else live.loading(self.path or "", *self._stage, elapsed))
+        if self.snapshot is not None or self.load_error is not None:  # the analysis clears the line
+            self._loading_timer.stop()
+            return
+        self._set_state(loading=live.loading(self.path or "", *self._stage, self.clock() - self.started))
 
     def _tick(self) -> None:
         if self.state.running:
@@ -177,11 +178,12 @@ class BrrrApp(App):
     # ------------------------------------------------------------------ live feed
 
     def drain_feed(self) -> None:
-        if self.feed is None or not self.is_screen_installed("main"):  # not yet, or the app is closing
-            return
-        new_window = False
-        main = self.main
-        for ev in self.feed.drain():
+        if self.feed is None or not self.is_screen_installed("main") or not self.main.query("#log"):
+            return  # not yet, or the app is closing (its panes gone; a chained drain may come after)
+        new_window, main = False, self.main
+        events = self.feed.drain(live.DRAIN_CHUNK)
+        logs = [ev for ev in events if type(ev) is LogLine]  # most of a flood: drawn at once, below
+        for ev in [ev for ev in events if type(ev) is not LogLine] if len(logs) < len(events) else ():
             if isinstance(ev, WindowAdded):
                 self._set_state(windows=max(self.state.windows, ev.window + 1))
                 new_window = True
@@ -192,12 +194,15 @@ class BrrrApp(App):
             elif isinstance(ev, TelemetrySample):
                 telemetry = main.query_one("#telemetry", Telemetry)
                 telemetry.add(ev.t_ns, ev.gpu_util_pct, ev.mem_used_bytes, ev.power_w, ev.sm_clock_mhz)
-            elif isinstance(ev, LogLine):
-                main.log_pane.add(ev.stream, ev.text)
             elif isinstance(ev, Exited):
                 self._set_state(running=False, exit_code=ev.exit_code, elapsed_s=self.clock() - self.started)
-                main.log_pane.add("brrrtui", exit_line(ev.exit_code, ev.summary))
+                logs.append(LogLine("brrrtui", exit_line(ev.exit_code, ev.summary)))
                 new_window = True  # the recorder's final batch (and calibrated peaks) may have landed
+        main.log_pane.take(logs)
+        if len(events) == live.DRAIN_CHUNK:  # more waiting (a flood): drain on, keys in between
+            self.call_later(self.drain_feed)
+        else:
+            main.log_pane.flush(every_s=self.poll_s)  # the rest at a later poll
         if new_window:
             self.request_analysis()
 
@@ -232,9 +237,6 @@ class BrrrApp(App):
             self.post_message(SnapshotReady(snap, whole, picked=trace is not None))
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
-        if self.snapshot is None and not self.live:
-            self._loading_timer.stop()
-            self._set_state(loading=None)
         self._version = message.snapshot.version
         self.analyses += 1
         self._generation += 1

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -29,6 +30,15 @@ from brrrtui.recording import store
 from brrrtui.recording.store import StreamReader
 
 AnalyzeFn = Callable[..., Any]
+DRAIN_CHUNK = 2_000  # feed events handled at a time: a key waits for one chunk at most
+
+
+def favour_the_ui(interval_s: float = 0.001) -> None:
+    """Live, the recorder's threads share the interpreter with the UI thread. A reader thread copying a
+    script's flood of output runs Python flat out, and the UI thread gets the GIL back only when the switch
+    interval (5 ms by default) has passed; at 1 ms keys are handled sooner under a flood
+    (benchmarks/bench_log_flood.py)."""
+    sys.setswitchinterval(min(sys.getswitchinterval(), interval_s))
 
 
 def load_recording(path: str) -> Trace:
