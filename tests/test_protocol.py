@@ -21,6 +21,7 @@ from brrrtui.contract.messages import (
     MESSAGE_TYPES,
     Bye,
     CaptureError,
+    CompiledKernels,
     DeviceFacts,
     Hello,
     MeasuredPeaks,
@@ -84,6 +85,9 @@ ONE_OF_EACH = [
         cupti_api_version=130001,
     ),
     MeasuredPeaks(tensor_flops_per_s=8e14, fp32_flops_per_s=5e13, bytes_per_s=4.26e12, l2_bytes=62_914_560),
+    CompiledKernels(
+        lines=[(4, "/home/u/model.py", 57, "forward")], rows=[("triton_poi_fused_add_0", 4, -1, 0.75)]
+    ),
     Bye(exit_code=3),
 ]
 
