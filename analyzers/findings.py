@@ -76,14 +76,18 @@ def fusion_findings(ctx: Context, chains: list[FusionChain]) -> list[Finding]:
             f"{'' if per_occ == 1 else f', {per_occ:.3g}× per {ctx.unit},'} move"
             f" {fmt_bytes(None if c.bytes_now is None else c.bytes_now / ctx.per)} per {ctx.unit}"
             f" at {fmt_bw(achieved)} of {fmt_bw(bw)} peak; fused, the intermediates are not written and re-read"
-            f" ({fmt_bytes(c.bytes_saved / ctx.per)} less) and {len(c.rows) - 1} launches go:"
+            f" ({fmt_bytes(c.bytes_saved / ctx.per)} less) and {c.launches_saved:.3g} launches go:"
             f" ~{fmt_ns(saving)} per {ctx.unit}"
         )
         pattern = c.pattern
         func = lines[0].function if lines else None
+        fuses = (
+            "Inductor fuses the memory-bound kernels between its matmuls: each run of them becomes one kernel"
+            if c.scope
+            else "Inductor fuses these into one kernel"
+        )
         action = _PATTERN_ACTIONS.get(pattern or "") or (
-            f"torch.compile the function{f' `{func}`' if func and not func.startswith('<') else ''}"
-            " (Inductor fuses these into one kernel)"
+            f"torch.compile the function{f' `{func}`' if func and not func.startswith('<') else ''} ({fuses})"
         )
         out.append(
             Finding(

@@ -186,6 +186,26 @@ def _take(column: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.where(rows >= 0, column[np.maximum(rows, 0)], NONE).astype(np.int64)
 
 
+def _compiled_op_lines(
+    trace: Trace,
+    op_line: np.ndarray,
+    op_lib_line: np.ndarray,
+    op_parent: np.ndarray,
+    compiled: CompiledLines | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """torch.compile'd kernels' launch ops have no span: their lines come from Inductor (analyzers.compiled),
+    and ops nested in one that took a line (cuDNN's attention forward inside the extern call Inductor named,
+    aten::_scaled_dot_product_cudnn_attention) take it too. Also returns which ops took a line so."""
+    if compiled is None:
+        return op_line, op_lib_line, np.zeros(len(op_line), dtype=bool)
+    op_line, op_lib_line, op_compiled = fill_op_lines(trace, op_line, op_lib_line, compiled)
+    src = _from_nearest_ancestor(np.where(op_compiled, np.arange(len(op_line)), NONE), op_parent)
+    nested = (op_line < 0) & (src >= 0)
+    op_line[nested], op_lib_line[nested] = op_line[src[nested]], op_lib_line[src[nested]]
+    op_compiled[nested] = True
+    return op_line, op_lib_line, op_compiled
+
+
 def link(trace: Trace) -> Links:
     gpu, rt, ops, spans = trace.gpu, trace.runtime, trace.ops, trace.spans
     kernel_launch = _kernel_launches(trace)
@@ -201,16 +221,8 @@ def link(trace: Trace) -> Links:
         op_parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], NONE)
     op_span = _op_spans(trace, _span_rows(trace), op_parent)
     op_line, op_lib_line = _take(spans.line, op_span), _take(spans.lib_line, op_span)
-    op_compiled = np.zeros(len(ops), dtype=bool)
     compiled = compiled_lines(trace)
-    if compiled is not None:  # torch.compile'd kernels: no span, lines from Inductor (analyzers.compiled)
-        op_line, op_lib_line, op_compiled = fill_op_lines(trace, op_line, op_lib_line, compiled)
-        # ops nested in one that took a line (cuDNN's attention forward inside the extern call Inductor
-        # named, aten::_scaled_dot_product_cudnn_attention) take it too
-        src = _from_nearest_ancestor(np.where(op_compiled, np.arange(len(ops)), NONE), op_parent)
-        nested = (op_line < 0) & (src >= 0)
-        op_line[nested], op_lib_line[nested] = op_line[src[nested]], op_lib_line[src[nested]]
-        op_compiled[nested] = True
+    op_line, op_lib_line, op_compiled = _compiled_op_lines(trace, op_line, op_lib_line, op_parent, compiled)
 
     kernel_op = (
         np.where(kernel_launch >= 0, launch_op[np.maximum(kernel_launch, 0)], NONE)
