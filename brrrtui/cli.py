@@ -215,6 +215,8 @@ def cmd_run(argv: list[str], record: bool) -> int:
         force=ns.force,
     )
     if record or not _tui_available() or is_distributed(target):  # no live view of several ranks yet
+        if not record and is_distributed(target) and _tui_available():
+            _stderr_progress("several ranks: recording without the live view (brrrtui view the run afterwards)")
         return _run_headless(spec)
     return _run_live(spec, analyze)
 

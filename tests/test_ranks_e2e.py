@@ -202,3 +202,11 @@ def test_bad_input_is_one_line_and_nothing_runs(tmp_path):
         "record", "-o", str(tmp_path / "no" / "run.brrr"), "torchrun", "--nproc_per_node=2", DDP
     )
     assert proc.returncode == 2 and proc.stderr.startswith("brrrtui: error: cannot write")
+
+
+def test_a_job_whose_workers_are_not_python_says_nothing_was_traced(tmp_path):
+    out = tmp_path / "run.brrr"
+    proc = run_brrrtui("record", "-o", str(out), "torchrun", "--nproc_per_node=1", "--no-python", "true")
+    assert proc.returncode == 0, proc.stderr
+    assert "no worker rank connected: nothing was traced" in proc.stderr
+    assert meta(str(out))["dist"]["ranks"] == [] and meta(str(out))["status"] == "finished"
