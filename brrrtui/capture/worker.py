@@ -16,6 +16,7 @@ import atexit
 import os
 import socket
 import sys
+import threading
 
 from brrrtui.contract.ranks import CLAIMED_ENV, DIR_ENV, PYTHONPATH_ENV, SOCKET_NAME, Handshake, rank_of
 
@@ -84,4 +85,6 @@ def start() -> None:
         failed = getattr(sys, "last_value", None) is not None  # an uncaught exception ended the script
         channel.send(Bye(exit_code=1 if failed else 0))
 
-    atexit.register(finish)
+    # At shutdown, before the atexit handlers: torch's own (registered after this one, so run before it)
+    # would otherwise tear CUDA down ahead of the last window's conversion and the calibration.
+    getattr(threading, "_register_atexit", atexit.register)(finish)
