@@ -90,11 +90,17 @@ def empty_table(schema: dict[str, Any]) -> Table:
 
 
 def table_from_rows(rows: list[tuple[Any, ...]], schema: dict[str, Any]) -> Table:
-    """Rows in schema order -> Table. Cheap enough for per-window batches (tested at 1 M rows in benchmarks)."""
+    """Rows in schema order -> Table. Cheap enough for per-window batches (tested at 1 M rows in benchmarks).
+    Rows shorter than the schema (a producer that predates a column added at the end) leave the missing
+    columns unknown: NONE, or NaN in a float column."""
     if not rows:
         return empty_table(schema)
     cols = list(zip(*rows, strict=True))
-    return Table({k: np.asarray(c, dtype=dt) for (k, dt), c in zip(schema.items(), cols, strict=True)})
+    n = len(rows)
+    out = {k: np.asarray(c, dtype=dt) for (k, dt), c in zip(schema.items(), cols, strict=False)}
+    for k, dt in list(schema.items())[len(cols) :]:
+        out[k] = np.full(n, np.nan if np.dtype(dt).kind == "f" else NONE, dtype=dt)
+    return Table(out)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from brrrtui.capture.windows import Interner  # noqa: E402
+from brrrtui.capture.convert import Interner  # noqa: E402
 from brrrtui.contract import cupti_records as records  # noqa: E402
 
 

@@ -40,9 +40,9 @@ def main() -> int:
 
     import torch
 
+    from brrrtui.capture.convert import Interner, convert_events
     from brrrtui.capture.lines import SPAN_PREFIX, LineTable, LineTagger, UserFrames
     from brrrtui.capture.session import ProfilerSession
-    from brrrtui.capture.windows import Interner, convert_events
     from brrrtui.contract.userfiles import is_user_file
 
     tg = load_train_gpt()

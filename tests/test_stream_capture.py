@@ -13,8 +13,8 @@ import pytest
 
 from analyzers.analyze import analyze
 from analyzers.stream import stream_view
+from brrrtui.capture.convert import Interner
 from brrrtui.capture.stream import KernelStream, clock_offset, demangle
-from brrrtui.capture.windows import Interner
 from brrrtui.contract import cupti_records as records
 from brrrtui.record.latency import StreamLatency
 from brrrtui.recording.store import load_recording

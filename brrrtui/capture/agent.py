@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from brrrtui.capture.agent_stream import StreamControl
+from brrrtui.capture.convert import Interner, convert_events
 from brrrtui.capture.session import ProfilerSession
 from brrrtui.capture.ticks import MainThreadTicks
 from brrrtui.capture.torch_hooks import TorchImportWatcher, device_facts, on_compile, on_user_profiler_start
-from brrrtui.capture.windows import Action, Interner, Scheduler, convert_events
+from brrrtui.capture.windows import Action, Scheduler
 from brrrtui.contract.config import WindowConfig
 from brrrtui.contract.messages import CaptureError, CompiledKernels, Note, StepBatch, WindowBatch
 from brrrtui.contract.protocol import Channel
@@ -280,7 +281,7 @@ class Agent(StreamControl):
             calls=window.calls,
         )
         # The stream's thread sends too: `lock` from take_new() to the send keeps every string id in or
-        # before the first batch that uses it (windows.Interner).
+        # before the first batch that uses it (convert.Interner).
         with self.strings.lock:
             if not self.device_sent and self.cuda:
                 self.channel.send(device_facts(self.torch))

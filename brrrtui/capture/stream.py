@@ -86,7 +86,7 @@ class KernelStream:
     `cupti` is a brrrtui.capture.cupti_ffi.Cupti (or a test double with the same methods). Per flush, `send`
     gets the buffers joined, (after_window, offset_ns, record count) per buffer and what the scan found
     (records.rows_from_scan turns them into rows, in the recorder), called with `intern_lock` held (see
-    brrrtui.capture.windows.Interner)."""
+    brrrtui.capture.convert.Interner)."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""Profiler windows: when to open and close them, and turning one into rows for the recording.
+"""Profiler windows: when to open and close them (turning one into rows: brrrtui.capture.convert).
 
 A window is a short Kineto session. Inside it steps run slower, closing it stalls the training thread
 (~10 us per event on the H200 host), and converting its events costs ~5-14 us per event on a background
@@ -30,13 +30,11 @@ not charged to the training loop's budget either:
 from __future__ import annotations
 
 import statistics
-import threading
 from enum import IntEnum
 from typing import Any
 
-from brrrtui.capture.ids import IdTable
 from brrrtui.contract.config import WindowConfig
-from brrrtui.contract.schema import GpuKind, WindowMode
+from brrrtui.contract.schema import WindowMode
 
 NEVER = 1 << 62
 
@@ -262,134 +260,3 @@ class Scheduler:
 
     def _limit_reached(self) -> bool:
         return bool(self.cfg.max_windows) and self.windows >= self.cfg.max_windows
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Converting a finished profiler session into rows (brrrtui.contract.schema)
-
-
-class Interner(IdTable[str]):
-    """Child-side string interning: ids are the recording's `strings` ids. Two threads send rows (window
-    conversion, the kernel stream). Interning is thread-safe by itself; each thread interns all of a batch's
-    strings first, then holds `lock` from take_new() to the send of that batch. So a string another thread
-    took is sent before this batch, and every id reaches the recording in or before the batch that uses it,
-    while a long window conversion never holds up the stream (it interns outside `lock`)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lock = threading.Lock()
-
-    def __call__(self, s: str | None) -> int:
-        return -1 if s is None else self.id_of(s)
-
-
-# Plain ints: rows cross the pipe, whose reader refuses every class outside builtins and numpy.
-_GPU_KINDS = {
-    "kernel": int(GpuKind.KERNEL),
-    "gpu_memcpy": int(GpuKind.MEMCPY),
-    "gpu_memset": int(GpuKind.MEMSET),
-}
-_RUNTIME_KINDS = {"cuda_runtime", "cuda_driver"}
-
-
-def activity_kind(e: Any) -> str:
-    """Kineto's activity type. torch >= 2.12 exposes it; older builds only give the device, so tell kinds
-    apart by name: CUDA API calls are `cuda*` / `cu[A-Z]*`, GPU copies and fills `Memcpy*` / `Memset*`."""
-    try:
-        return e.activity_type()
-    except AttributeError:
-        pass
-    name = e.name()
-    if e.is_user_annotation():
-        return "gpu_user_annotation" if e.device_type().name == "CUDA" else "user_annotation"
-    if e.device_type().name == "CUDA":
-        return (
-            "gpu_memcpy"
-            if name.startswith("Memcpy")
-            else "gpu_memset"
-            if name.startswith("Memset")
-            else "kernel"
-        )
-    if name.startswith("cuda") or (name.startswith("cu") and name[2:3].isupper()):
-        return "cuda_runtime"
-    return "cpu_op"
-
-
-def _as_json(value: list[Any]) -> str | None:
-    """Shapes and dtype names as JSON text. repr() of these lists is JSON but for the quotes, and ~10x
-    cheaper than json.dumps (which was half the conversion time at 58 k events)."""
-    return str(value).replace("'", '"') if value else None
-
-
-def parse_span_name(tag: str) -> tuple[int, int, str | None]:
-    """`<line>` or `<line>:<lib line>:<module chain>` (lines.LineTagger writes it) -> (line, lib line, chain)."""
-    line, _, rest = tag.partition(":")
-    lib, _, module = rest.partition(":")
-    return int(line), int(lib) if lib else -1, module or None
-
-
-def _span_row(e: Any, tag: str, window: int, strings: Interner) -> tuple:
-    line, lib_line, module = parse_span_name(tag)
-    return (window, line, e.start_ns(), e.duration_ns(), e.start_thread_id(), strings(module), lib_line)
-
-
-def convert_events(events: Any, window: int, strings: Interner, span_prefix: str) -> dict[str, list[tuple]]:
-    """kineto_results.events() -> rows in schema order (cheap accessors only: prof.events() costs 70-150 us
-    per event, these a few, measured on the H200 host)."""
-    gpu: list[tuple] = []
-    runtime: list[tuple] = []
-    ops: list[tuple] = []
-    spans: list[tuple] = []
-    plen = len(span_prefix)
-    nan = float("nan")
-    for e in events:
-        kind = activity_kind(e)
-        name = e.name()
-        if kind in _GPU_KINDS:
-            nbytes = e.nbytes() if kind != "kernel" else -1
-            gpu.append(
-                (
-                    window,
-                    _GPU_KINDS[kind],
-                    strings(name),
-                    e.start_ns(),
-                    e.duration_ns(),
-                    e.device_index(),
-                    e.device_resource_id(),
-                    e.correlation_id(),
-                    -1,
-                    -1,
-                    nbytes if nbytes and nbytes > 0 else -1,
-                )
-            )
-        elif kind in _RUNTIME_KINDS:
-            runtime.append(
-                (
-                    window,
-                    strings(name),
-                    e.start_ns(),
-                    e.duration_ns(),
-                    e.start_thread_id(),
-                    e.correlation_id(),
-                )
-            )
-        elif kind in ("cpu_op", "user_annotation"):
-            if name.startswith(span_prefix):
-                spans.append(_span_row(e, name[plen:], window, strings))
-                continue
-            seq = e.sequence_nr()
-            ops.append(
-                (
-                    window,
-                    strings(name),
-                    e.start_ns(),
-                    e.duration_ns(),
-                    e.start_thread_id(),
-                    seq,
-                    (e.fwd_thread_id() or -1) if seq >= 0 else -1,
-                    strings(_as_json(e.shapes())),
-                    strings(_as_json(e.dtypes())),
-                    nan,
-                )
-            )
-    return {"gpu": gpu, "runtime": runtime, "ops": ops, "spans": spans}

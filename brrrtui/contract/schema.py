@@ -59,9 +59,12 @@ OP_SCHEMA = {
     "shapes": i32,
     "dtypes": i32,
     "flops": f64,
+    "concrete": i32,
 }
 """CPU operators (aten::..., autograd nodes, record_function scopes). shapes/dtypes: string ids of JSON lists
-of the inputs' shapes / dtype names as torch.profiler records them (NONE without record_shapes)."""
+of the inputs' shapes / dtype names as torch.profiler records them (NONE without record_shapes). concrete:
+string id of the JSON list of the scalar arguments' values ("Concrete Inputs": `is_causal`, `dropout_p`),
+kept for attention ops only; NONE for every other op and in older recordings."""
 
 SPAN_SCHEMA = {
     "window": i32,
