@@ -59,6 +59,16 @@ class Straggler:
     kernel: str | None = None  # the kernel whose GPU time per step exceeds the other ranks' the most
     kernel_extra_ns: float = 0.0
 
+    @property
+    def cause(self) -> str:
+        """ "line" when its line explains at least half of the lateness, "gpu" when its kernels do (the same
+        kernels, slower: that GPU), else "unknown"."""
+        if self.line is not None and self.line_extra_ns >= 0.5 * self.late_ns:
+            return "line"
+        if self.kernel is not None and self.kernel_extra_ns >= 0.5 * self.late_ns:
+            return "gpu"
+        return "unknown"
+
 
 @dataclass(frozen=True)
 class RankComparison:
@@ -68,6 +78,13 @@ class RankComparison:
     straggler: Straggler | None
     median_step_ns: float | None
     imbalance: float | None  # busy time per step across ranks: slowest / mean - 1
+
+    @property
+    def exposed(self) -> RankFigures | None:
+        """The rank with the least exposed communication per step (NCCL runs), if any: on the others it holds
+        waiting for a later rank too, on this one mostly the transfer itself, which overlap can hide."""
+        known = [r for r in self.ranks if r.exposed_comm_ns_per_step is not None]
+        return min(known, key=lambda r: r.exposed_comm_ns_per_step or 0.0) if known else None
 
 
 def _step_windows(trace: Trace) -> list[tuple[int, int, int]]:

@@ -156,3 +156,27 @@ def test_exposed_communication_is_nccl_time_no_other_kernel_overlaps():
     b.op("gloo:all_reduce", 1050 * MS, 5 * MS)
     gloo = compare_ranks({0: b.build(), 1: b.build()}).ranks[0]
     assert gloo.comm_ns_per_step == 2.5 * MS and gloo.exposed_comm_ns_per_step is None  # exposure: GPU only
+
+
+def test_the_cure_follows_the_cause():
+    from brrrtui.present.ranks_report import ranks_text
+
+    # rank 1's own line explains its lateness
+    line = compare_ranks({0: rank_trace(30), 1: rank_trace(2, extra_line_ms=28)})
+    assert line.straggler.cause == "line"
+    assert "→ the other ranks wait while this rank runs its line" in ranks_text(line, 0, [], {})
+    # rank 1 runs the same GEMM 28 ms slower and no line stands out: its GPU
+    gpu = compare_ranks({0: rank_trace(30), 1: rank_trace(2, gemm_ms=48), 2: rank_trace(30)})
+    assert (
+        gpu.straggler.rank == 1 and gpu.straggler.cause == "gpu" and gpu.straggler.kernel_extra_ns == 28 * MS
+    )
+    assert "→ this rank runs the same kernels slower: look at that GPU's clocks" in ranks_text(gpu, 0, [], {})
+    # exposed all-reduce: the least any rank shows (rank 1 hides 12 of its 30 ms): 18 % of a 100 ms step
+    exposed = compare_ranks({0: rank_trace(30), 1: rank_trace(30, overlap_ms=12)})
+    text = ranks_text(exposed, 0, [], {})
+    assert (
+        exposed.exposed.rank == 1 and "Exposed communication: 18 ms per step on rank 1 (18% of a step" in text
+    )
+    assert "bucket_cap_mb" in text and "set_modules_to_backward_prefetch" in text
+    quiet = ranks_text(compare_ranks({0: rank_trace(5), 1: rank_trace(5)}), 0, [], {})
+    assert "Exposed communication" not in quiet  # 5 % of a step: no cure offered

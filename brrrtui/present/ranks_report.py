@@ -21,6 +21,34 @@ def _where(c: RankComparison) -> str:
     return f"{n} window{'s' if n > 1 else ''} on the same steps on every rank, steps {first}–{last}"
 
 
+_STRAGGLER_CURE = {
+    "line": "the other ranks wait while this rank runs its line: take that work out of the step or spread it "
+    "evenly over the ranks (a data loader: more workers or pin_memory on that rank; uneven batches: even them)",
+    "gpu": "this rank runs the same kernels slower: look at that GPU's clocks and temperature "
+    "(nvidia-smi -q -d PERFORMANCE,TEMPERATURE) and what else runs on it",
+    "unknown": "neither one line nor its kernels explain the wait: compare this rank's own report "
+    "(brrrtui report on its file) with another rank's",
+}
+EXPOSED_SHOWN = 0.10  # exposed communication worth a cure: this share of the median step or more
+
+
+def _exposed_text(c: RankComparison) -> list[str]:
+    r = c.exposed
+    if r is None or r.exposed_comm_ns_per_step is None or not c.median_step_ns:
+        return []
+    share = r.exposed_comm_ns_per_step / c.median_step_ns
+    if share < EXPOSED_SHOWN:
+        return []
+    return [
+        f"Exposed communication: {fmt_ns(r.exposed_comm_ns_per_step)} per step on rank {r.rank} "
+        f"({fmt_pct(share)} of a step, the least of any rank) with no kernel overlapping it",
+        "  → overlap it with the backward: DDP(..., bucket_cap_mb=N (smaller buckets start reducing earlier), "
+        "gradient_as_bucket_view=True, static_graph=True); FSDP2: module.set_modules_to_forward_prefetch / "
+        "set_modules_to_backward_prefetch, reshard_after_forward=False (FSDP1: forward_prefetch=True, "
+        "backward_prefetch=BackwardPrefetch.BACKWARD_PRE)",
+    ]
+
+
 def ranks_text(c: RankComparison, shown: int, notes: list[str], clocks: dict[int, ClockOffset]) -> str:
     out = [f"Ranks: {len(c.ranks)} ({_where(c)})"]
     if c.unaligned_windows:
@@ -66,6 +94,8 @@ def ranks_text(c: RankComparison, shown: int, notes: list[str], clocks: dict[int
             )
         if s.kernel is not None:
             out.append(f"  its kernel: {s.kernel} takes {fmt_ns(s.kernel_extra_ns)} more GPU time per step")
+        out.append(f"  → {_STRAGGLER_CURE[s.cause]}")
+    out += _exposed_text(c)
     if c.imbalance is not None:
         out.append(
             f"Load imbalance: the busiest rank's busy time per step is {fmt_pct(c.imbalance)} over the mean"
@@ -118,6 +148,7 @@ def ranks_json(
             "line_extra_ns": s.line_extra_ns,
             "kernel": s.kernel,
             "kernel_extra_ns": s.kernel_extra_ns,
+            "cause": s.cause,
         },
         "clock_offsets": [
             {"rank": o.rank, "offset_ns": o.offset_ns, "matched": o.matched, "spread_ns": o.spread_ns}
