@@ -261,3 +261,16 @@ def test_format_1_cells_are_still_checked(tmp_path):
     db.close()
     with pytest.raises(RecordingError, match="gpu.name names string 999"):
         load_recording(path)
+
+
+def test_rows_shorter_than_their_schema_leave_the_trailing_columns_unknown(tmp_path):
+    """A producer that predates a column added at the end (ops.concrete): the column reads as unknown."""
+    path = str(tmp_path / "short.brrr")
+    n_ops = len(TABLES["ops"])
+    w = RecordingWriter(path)
+    w.append({"strings": [(0, "aten::mm")], "ops": [(0, 0, T0, 10, 1, -1, -1, -1, -1, 2.0)]})
+    w.append({"ops": np.array([[0, 0, T0 + 20, 10, 1, 5, -1, -1, -1]])})  # a 2-D array, also short
+    w.close()
+    ops = load_recording(path).ops
+    assert n_ops > 10 and ops.concrete.tolist() == [-1, -1] and ops.start_ns.tolist() == [T0, T0 + 20]
+    assert ops.flops[0] == 2.0 and np.isnan(ops.flops[1]) and ops.seq.tolist() == [-1, 5]

@@ -162,13 +162,15 @@ class _Columns:
         self.flush_rows()
         out = {}
         for name, schema in SCHEMAS.items():
-            parts = self.parts[name]
-            out[name] = Table(
-                {
-                    c: np.concatenate([p[c] for p in parts]).astype(d) if parts else np.empty(0, d)
-                    for c, d in schema.items()
-                }
-            )
+            parts, columns = self.parts[name], {}
+            for c, d in schema.items():  # each column's parts are let go once joined
+                columns[c] = (
+                    np.concatenate([p.pop(c) for p in parts]).astype(d, copy=False)
+                    if parts
+                    else np.empty(0, d)
+                )
+            out[name] = Table(columns)
+            parts.clear()
         ends = np.concatenate(self.step_ends).tolist() if self.step_ends else []
         return out, ends
 
@@ -209,8 +211,10 @@ class _Columns:
         for table, cols in parts:
             if table == "steps":
                 self.step_ends.append(cols["end_ns"])
-            else:
-                self.parts[table].append(cols)
+            else:  # in the schema's dtypes now: the parts are most of the memory until they are joined
+                self.parts[table].append(
+                    {c: cols[c].astype(d, copy=False) for c, d in SCHEMAS[table].items()}
+                )
         self.skipped += int((is_x & ~timed).sum())
 
     def _tables(
@@ -255,6 +259,7 @@ class _Columns:
                     "shapes": _col(a, "dims", np.int64, self.dims, raw=True),
                     "dtypes": _col(a, "types", np.int64, self.dims, raw=True),
                     "flops": _col(a, "flops", np.float64),
+                    "concrete": np.full(len(a), NONE, np.int64),  # as chrome_rows.Rows: not read from traces
                 }
                 steps = code[mask] == 5
                 steps[steps] = _col(kept[mask][steps], "name", bool, self.step)

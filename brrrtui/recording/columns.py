@@ -79,16 +79,24 @@ def _column_from_cells(cells: tuple[Any, ...], dtype: Any) -> np.ndarray:
 
 def columns_of(rows: Any, schema: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """A batch's rows as typed columns. `rows`: row tuples in schema order, a 2-D array (one column per
-    schema column), a Table, or a dict of columns."""
+    schema column), a Table, or a dict of columns. Columns missing at the end (a producer that predates a
+    column added to the schema) are unknown."""
     if isinstance(rows, Table):
         rows = rows.columns
+    n = len(next(iter(rows.values()))) if isinstance(rows, Mapping) else len(rows)
     if isinstance(rows, Mapping):
-        return {c: _fit(np.asarray(rows[c]), d) for c, d in schema.items()}
-    if isinstance(rows, np.ndarray):
-        matrix = rows.reshape(len(rows), len(schema))
-        return {c: _fit(matrix[:, j], d) for j, (c, d) in enumerate(schema.items())}
-    cells = list(zip(*rows, strict=True))
-    return {c: _column_from_cells(cells[j], d) for j, (c, d) in enumerate(schema.items())}
+        given = {c: np.asarray(rows[c]) for c in schema if c in rows}
+    elif isinstance(rows, np.ndarray):
+        matrix = rows.reshape(n, -1)
+        given = {c: matrix[:, j] for j, c in enumerate(list(schema)[: matrix.shape[1]])}
+    else:
+        cells = list(zip(*rows, strict=True))
+        given = {
+            c: _column_from_cells(cells[j], d) for j, (c, d) in enumerate(list(schema.items())[: len(cells)])
+        }
+    return {
+        c: _fit(given[c], d) if c in given else np.full(n, _unknown(d), dtype=d) for c, d in schema.items()
+    }
 
 
 def insert(db: sqlite3.Connection, table: str, schema: Mapping[str, Any], rows: Any) -> None:
