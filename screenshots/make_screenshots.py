@@ -40,6 +40,13 @@ async def _ready(pilot: Pilot, timeout_s: float = 120.0) -> None:
     if app.state.error:
         raise SystemExit(f"make_screenshots: {app.state.error}")
     await pilot.pause()
+    src = app.main.source  # it centres its cursor line after a layout pass, which can come after the pause
+    while src.size.height and not src.scroll_y <= src.cursor < src.scroll_y + src.size.height:
+        if time.monotonic() > deadline:
+            raise SystemExit("make_screenshots: the source view did not show its cursor line in time")
+        await pilot.pause(0.05)
+    src.refresh()  # and draws it: a frame drawn before the scroll can still be on screen
+    await pilot.pause()
 
 
 async def _main(pilot: Pilot) -> None:
