@@ -40,7 +40,7 @@ def _bytes(path: str) -> bytes:
 
 def test_the_shipped_files_are_the_fixture_and_its_script():
     assert _bytes(os.path.join(DATA, RECORDING)) == _bytes(
-        os.path.join(ROOT, "tests", "fixtures", "h200_hf_gpt2_steady.brrr.gz")
+        os.path.join(ROOT, "tests", "fixtures", "h200_hf_gpt2_modules.brrr.gz")
     )
     for name, rel in SOURCES.items():
         assert _bytes(os.path.join(DATA, name)) == _bytes(os.path.join(ROOT, rel))

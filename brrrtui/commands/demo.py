@@ -1,6 +1,6 @@
 """`brrrtui demo`: the UI on a real H200 recording shipped in the package, with no GPU and no torch.
 
-The recording (demo_data/h200_hf_gpt2.brrr.gz, a copy of tests/fixtures/h200_hf_gpt2_steady.brrr.gz) is Hugging
+The recording (demo_data/h200_hf_gpt2.brrr.gz, a copy of tests/fixtures/h200_hf_gpt2_modules.brrr.gz) is Hugging
 Face GPT-2 small training (bf16 autocast, fused AdamW, 120 steps) recorded on an H200 with the default options.
 It is regenerated on an H200 with
 `RUN_DIR=DIR PLAIN=0 STEPS_HF_GPT2=120 bash validation/run_workloads.sh hf_gpt2` (what step 1 of
