@@ -9,6 +9,7 @@ kernel: 6 events), optionally gzipped (--gzip), then runs each reader in a fresh
 outside through bench_analyze's launcher (wall time of the whole process, peak RSS by os.wait4):
 
 - bulk:      today's load_chrome (msgspec, brrrtui/recording/chrome_fast.py) + analyze
+- bulk-load: the same load_chrome alone (the reader's own time and memory)
 - json path: today's load_chrome(fast=False): json.load + the event-by-event reader + analyze
 - baseline:  the --baseline checkout's load_chrome + analyze (the reader before, in the same run)
 - json.load: the standard library's json.load of the file alone (the floor of any json-based reader)
@@ -30,7 +31,7 @@ import sys
 import tempfile
 import time
 
-MODES = ("bulk", "json path", "baseline", "json.load", "hta")
+MODES = ("bulk", "bulk-load", "json path", "baseline", "json.load", "hta")
 
 
 def child(mode: str, path: str) -> None:
@@ -61,7 +62,8 @@ def child(mode: str, path: str) -> None:
     t0 = time.perf_counter()  # after the imports (the wall time has them)
     trace = load_chrome(path, fast=False) if mode == "json path" else load_chrome(path)
     t1 = time.perf_counter()
-    analyze(trace)
+    if mode != "bulk-load":
+        analyze(trace)
     print(json.dumps({"load_s": t1 - t0, "analyze_s": time.perf_counter() - t1, "kernels": len(trace.gpu)}),
           file=sys.stderr)  # fmt: skip
 
