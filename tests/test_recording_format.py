@@ -274,3 +274,12 @@ def test_rows_shorter_than_their_schema_leave_the_trailing_columns_unknown(tmp_p
     ops = load_recording(path).ops
     assert n_ops > 10 and ops.concrete.tolist() == [-1, -1] and ops.start_ns.tolist() == [T0, T0 + 20]
     assert ops.flops[0] == 2.0 and np.isnan(ops.flops[1]) and ops.seq.tolist() == [-1, 5]
+
+
+def test_a_stream_reader_reads_a_format_1_stream(tmp_path):
+    path = h200_recording("h200_gpt_stream", tmp_path)
+    whole = load_recording(path)
+    rows, strings = StreamReader(path, after_rowid=whole.stream_total - 100).poll()
+    assert whole.stream_total > 100 and meta_of(path)["format_version"] == 1
+    np.testing.assert_array_equal(rows.start_ns, whole.stream.start_ns[-100:])
+    assert [s for _, s in strings] == whole.strings
