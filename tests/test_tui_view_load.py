@@ -137,3 +137,27 @@ async def test_the_header_shows_reading_then_analysing_from_the_first_frame(monk
         finish.set()
         await analysed(pilot)
         assert "reading" not in header() and "analysing" not in header()
+
+
+def test_q_while_the_file_is_read_does_not_wait_for_the_reading(monkeypatch):
+    """The reading goes on in a thread the interpreter does not wait for: `q` ends the app, and the process
+    can exit, before a big file has been read."""
+    release, finished = threading.Event(), threading.Event()
+    real_load = load.load_trace
+
+    def slow_load(path):
+        release.wait(30)
+        finished.set()
+        return real_load(path)
+
+    monkeypatch.setattr(load, "load_trace", slow_load)
+    app = tui_app.make_app(FIXTURE, None, None, analyze=fake_analyze)
+
+    async def go():
+        async with app.run_test(size=(100, 30)) as pilot:
+            await wait_until(pilot, lambda: "reading" in str(app.main.query_one("#status").render()))
+            await pilot.press("q")
+
+    asyncio.run(go())  # returns once the app's worker threads are done
+    assert not finished.is_set()  # the reading had not ended
+    release.set()

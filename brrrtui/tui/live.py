@@ -17,10 +17,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
+from textual.worker import NoActiveWorker, get_current_worker
 
 from analyzers.model import STREAM_SCHEMA, Table, Trace
 from analyzers.phases import Phase
@@ -30,6 +32,7 @@ from brrrtui.recording import store
 from brrrtui.recording.store import StreamReader
 
 AnalyzeFn = Callable[..., Any]
+T = TypeVar("T")
 DRAIN_CHUNK = 2_000  # feed events handled at a time: a key waits for one chunk at most
 
 
@@ -45,7 +48,7 @@ def load_recording(path: str) -> Trace:
     """The whole recording (every phase's windows, the newest `STREAM_TAIL` streamed rows)."""
     from brrrtui.recording import load  # looked up at each call: tests count the loads
 
-    return _newest_stream_rows(load.load_trace(path))
+    return _newest_stream_rows(abandonable(load.load_trace, path))
 
 
 def events_in(trace: Trace) -> int:
@@ -98,8 +101,42 @@ def analyse_trace(
 
     fn = analyze or analyze_trace
     if phase is not None and phases_of(trace).windows_in(phase):
-        return build_snapshot(fn(trace, None, phase=phase), script, version)
-    return build_snapshot(fn(trace), script, version)
+        return abandonable(lambda: build_snapshot(fn(trace, None, phase=phase), script, version))
+    return abandonable(lambda: build_snapshot(fn(trace), script, version))
+
+
+class Abandoned(Exception):
+    """The worker was cancelled (the app is closing) while `abandonable` waited."""
+
+
+def abandonable(fn: Callable[..., T], *args: Any) -> T:
+    """fn(*args) in a daemon thread, waited for here, in a thread worker, unless the worker is cancelled: then
+    it raises Abandoned at once and the thread is left to finish alone. Textual's thread workers run in
+    asyncio's executor, whose threads the interpreter joins at exit, so a `q` during a 20 s load would
+    otherwise hold the process, its terminal already given back, until the load ends. Outside a worker (or in
+    tests): a plain call."""
+    try:
+        worker = get_current_worker()
+    except NoActiveWorker:
+        return fn(*args)
+    done = threading.Event()
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append((True, fn(*args)))
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting worker
+            out.append((False, e))
+        done.set()
+
+    threading.Thread(target=run, name="brrrtui-abandonable", daemon=True).start()
+    while not done.wait(0.1):
+        if worker.is_cancelled:
+            raise Abandoned
+    ok, value = out[0]
+    if not ok:
+        raise value
+    return value
 
 
 def _newest_stream_rows(trace: Trace) -> Trace:
