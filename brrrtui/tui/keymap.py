@@ -75,6 +75,9 @@ KEYMAP: dict[str, tuple[Key, ...]] = {
     "details": (
         Key("escape", "back", "Back (details)"),
         Key("enter", "", "Drill into the highlighted item"),
+        Key("up,down", "", "Read the text (it scrolls), then move through the list below it"),
+        Key("pageup,pagedown", "", "A page up / down"),
+        Key("home,end", "", "Top / bottom"),
     ),
     "hot lines": (
         Key("up,down", "", "Move (the source follows)"),
