@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from analyzers import breakdown as bd, gaps as gp, launch_timing as lt
+from analyzers.compile_findings import graph_break_findings
 from analyzers.compiled import kernel_line_shares
 from analyzers.finding_context import Context
 from analyzers.finding_places import place_findings
@@ -149,7 +150,8 @@ def analyze(
         kernels=kernel_stats(trace, roof),
         lines=_line_stats(trace, links, roof, gaps, steps, _idle_scale(total, steps, overhead)),
         modules=_module_tree(trace, links, roof, gaps, steps, _idle_scale(total, steps, overhead)),
-        findings=place_findings(trace, links, all_findings(ctx, chains)) if trace.has_gpu else [],
+        findings=(place_findings(trace, links, all_findings(ctx, chains)) if trace.has_gpu else [])
+        + graph_break_findings(trace),
         breakdown=total,
         window_breakdowns=per_window,
         overhead=overhead,

@@ -121,6 +121,7 @@ class FindingKind(str, Enum):
     OPTIMIZER = "optimizer"
     SLOW_GEMM = "slow_gemm"
     CONV_LAYOUT = "conv_layout"
+    GRAPH_BREAK = "graph_break"
 
     def __str__(self) -> str:
         return str(self.value)

@@ -142,3 +142,34 @@ def test_ops_nested_in_a_named_extern_call_take_its_line():
     a = analyze(trace)
     assert a.links.kernel_line.tolist() == [line] and a.links.op_compiled.tolist() == [True, True]
     assert [(s.line.line, s.gpu_ns) for s in a.lines] == [(43, 50_000)]
+
+
+def test_a_graph_break_is_a_finding_on_its_line_and_dynamo_prints_nothing(tmp_path):
+    script = os.path.join(HERE, "scripts", "graph_break.py")
+    out = str(tmp_path / "g.brrr")
+    argv = [sys.executable, "-m", "brrrtui", "record", "-o", out, "--duty", "1", "--min-gap", "0", script]
+    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "Graph break" not in proc.stderr and "Graph Break Reason" not in proc.stderr
+    a = analyze(load_trace(out))
+    (found,) = [f for f in a.findings if f.kind.value == "graph_break"]
+    assert (os.path.basename(found.lines[0].file), found.lines[0].line) == ("graph_break.py", 12)
+    assert "print" in found.message and "print" in found.action
+
+
+def test_graph_break_messages_of_two_torch_versions_parse():
+    from brrrtui.capture.graph_breaks import parse_break
+
+    new = (
+        "Graph break in user code at /home/u/train.py:57\nGraph Break Reason: Encountered graph break when "
+        "attempting to trace CALL\n\nFailed to trace builtin operator\n  Explanation: Dynamo does not know how "
+        "to trace builtin operator `print`\n"
+    )
+    assert parse_break(new) == (
+        "/home/u/train.py",
+        57,
+        "Dynamo does not know how to trace builtin operator `print`",
+    )
+    old = "Graph break in user code at /home/u/train.py:9\nGraph Break Reason: Tensor.item\nUser code traceback:"
+    assert parse_break(old) == ("/home/u/train.py", 9, "Tensor.item")
+    assert parse_break("Graph break: no user code") is None

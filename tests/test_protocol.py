@@ -23,6 +23,7 @@ from brrrtui.contract.messages import (
     CaptureError,
     CompiledKernels,
     DeviceFacts,
+    GraphBreak,
     Hello,
     MeasuredPeaks,
     Note,
@@ -87,6 +88,9 @@ ONE_OF_EACH = [
     MeasuredPeaks(tensor_flops_per_s=8e14, fp32_flops_per_s=5e13, bytes_per_s=4.26e12, l2_bytes=62_914_560),
     CompiledKernels(
         lines=[(4, "/home/u/model.py", 57, "forward")], rows=[("triton_poi_fused_add_0", 4, -1, 0.75)]
+    ),
+    GraphBreak(
+        lines=[(5, "/home/u/model.py", 12, "")], line=5, reason="Dynamo does not know how to trace `print`"
     ),
     Bye(exit_code=3),
 ]

@@ -23,7 +23,7 @@ from brrrtui.capture.ticks import MainThreadTicks
 from brrrtui.capture.torch_hooks import TorchImportWatcher, device_facts, on_compile, on_user_profiler_start
 from brrrtui.capture.windows import Action, Scheduler
 from brrrtui.contract.config import WindowConfig
-from brrrtui.contract.messages import CaptureError, CompiledKernels, Note, StepBatch, WindowBatch
+from brrrtui.contract.messages import CaptureError, CompiledKernels, GraphBreak, Note, StepBatch, WindowBatch
 from brrrtui.contract.protocol import Channel
 from brrrtui.contract.userfiles import is_model_library_file
 
@@ -66,6 +66,7 @@ class Agent(StreamControl):
         self.stream: Any = None  # KernelStream, once CUDA is up (brrrtui.capture.stream)
         self.stream_lock = threading.Lock()  # the timer thread starts the stream; windows pause/resume it
         self.window_open = False
+        self.watching_compile = False  # graph breaks are heard from the first torch.compile on
 
     # ---------------------------------------------------------------- setup
     def install(self) -> None:
@@ -108,16 +109,26 @@ class Agent(StreamControl):
         self.sched.torch_seen_ns = time.time_ns()
 
     def _on_compile(self) -> None:  # before Dynamo traces anything: the tagger leaves its mode stack for good
+        from brrrtui.capture.graph_breaks import watch_graph_breaks
         from brrrtui.capture.inductor_sources import watch_compiled_graphs  # imports torch: not at start-up
 
         if self.tagger is not None:
             self.tagger.suspend()
+        if not self.watching_compile:
+            self.watching_compile = True
+            watch_graph_breaks(self._guard(self._on_graph_break))
         if not watch_compiled_graphs(self._guard(self._on_compiled_graph)):
             self.note(
                 "compile",
                 "torch.compile in use: this torch has no kernel provenance, so the lines of "
                 "compiled kernels come from the line sampler only",
             )
+
+    def _on_graph_break(self, file: str, line: int, reason: str) -> None:
+        if self.user_frames.is_user(file):
+            lid = self.lines.intern(file, line, "")
+            with self.strings.lock:  # the window thread takes new lines under it too
+                self.channel.send(GraphBreak(lines=self.lines.take_new_rows(), line=lid, reason=reason))
 
     def _on_compiled_graph(self, provenance: str) -> None:
         from brrrtui.capture.inductor_sources import source_rows

@@ -145,6 +145,17 @@ class CompiledKernels:
 
 
 @dataclass(frozen=True, slots=True)
+class GraphBreak:
+    """torch.compile broke its graph at a line of the user's code (brrrtui.capture.graph_breaks), with the
+    source line first used by it."""
+
+    TAG: ClassVar[str] = "graph_break"
+    lines: list[LineRow]
+    line: int  # line id
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Bye:
     """The script finished, with this exit status."""
 
@@ -163,6 +174,7 @@ Message = (
     | StreamStats
     | MeasuredPeaks
     | CompiledKernels
+    | GraphBreak
     | Bye
 )
 MESSAGE_TYPES: tuple[type[Message], ...] = (
@@ -176,6 +188,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     StreamStats,
     MeasuredPeaks,
     CompiledKernels,
+    GraphBreak,
     Bye,
 )
 _BY_TAG: dict[str, type[Message]] = {cls.TAG: cls for cls in MESSAGE_TYPES}

@@ -60,6 +60,10 @@ RULES: dict[FindingKind, tuple[str, str]] = {
         "ConvolutionLayout",
         "NCHW convolutions that cuDNN wraps in layout conversions; channels_last avoids them.",
     ),
+    FindingKind.GRAPH_BREAK: (
+        "CompileGraphBreak",
+        "torch.compile breaks its graph on this line: separate graphs with Python in between.",
+    ),
 }
 
 

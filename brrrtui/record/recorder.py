@@ -32,6 +32,7 @@ from brrrtui.contract.messages import (
     CaptureError,
     CompiledKernels,
     DeviceFacts,
+    GraphBreak,
     Hello,
     MeasuredPeaks,
     Message,
@@ -84,6 +85,7 @@ class Recorder:
         self.kernels = 0
         self.steps = 0
         self.compiled_kernels: list[list[Any]] = []  # meta `compiled_kernels`: every graph's kernel lines
+        self.graph_breaks: dict[tuple[int, str], int] = {}
         self.notes: list[str] = []
         self.script_exit: int | None = None
         self.exit_code: int | None = None
@@ -214,6 +216,8 @@ class Recorder:
             self._on_stream_stats(msg)
         elif isinstance(msg, CompiledKernels):
             self._on_compiled_kernels(msg)
+        elif isinstance(msg, GraphBreak):
+            self._on_graph_break(msg)
         elif isinstance(msg, Bye):
             self.script_exit = msg.exit_code
 
@@ -221,6 +225,12 @@ class Recorder:
         self._append({"lines": msg.lines})
         self.compiled_kernels += [list(r) for r in msg.rows]
         self._write_meta(compiled_kernels=self.compiled_kernels)
+
+    def _on_graph_break(self, msg: GraphBreak) -> None:  # meta: [line id, reason, count] per place and reason
+        self._append({"lines": msg.lines})
+        key = (msg.line, msg.reason)
+        self.graph_breaks[key] = self.graph_breaks.get(key, 0) + 1
+        self._write_meta(graph_breaks=[[line, reason, n] for (line, reason), n in self.graph_breaks.items()])
 
     def _append(self, batch: dict[str, Any]) -> None:
         self.sink.append(batch)
