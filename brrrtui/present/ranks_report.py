@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from analyzers.clocks import ClockOffset
-from analyzers.ranks import RankComparison
+from analyzers.ranks import RankComparison, Straggler
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
 CLOCK_SHOWN_NS = 10_000_000  # offsets below this are the noise of one host's collectives, not two clocks
@@ -49,6 +49,26 @@ def _exposed_text(c: RankComparison) -> list[str]:
     ]
 
 
+def _straggler_text(s: Straggler | None) -> list[str]:
+    if s is None:
+        return ["Straggler: none (every rank within 5 % of a step of the others)"]
+    why = (
+        "the other ranks wait for it in collectives"
+        if s.basis == "communication"
+        else "its median step is the slowest (no collective recorded)"
+    )
+    out = [f"Straggler: rank {s.rank}, late by {fmt_ns(s.late_ns)} per step ({why})"]
+    if s.line is not None:
+        out.append(
+            f"  its line: {os.path.basename(s.line.file)}:{s.line.line} ({s.line.function}) takes "
+            f"{fmt_ns(s.line_extra_ns)} more per step than on the other ranks   {s.line}"
+        )
+    if s.kernel is not None:
+        out.append(f"  its kernel: {s.kernel} takes {fmt_ns(s.kernel_extra_ns)} more GPU time per step")
+    out.append(f"  → {_STRAGGLER_CURE[s.cause]}")
+    return out
+
+
 def ranks_text(c: RankComparison, shown: int, notes: list[str], clocks: dict[int, ClockOffset]) -> str:
     out = [f"Ranks: {len(c.ranks)} ({_where(c)})"]
     if c.unaligned_windows:
@@ -77,24 +97,7 @@ def ranks_text(c: RankComparison, shown: int, notes: list[str], clocks: dict[int
     out.append(
         "  (* the rank analysed below; step times outside windows, the rest inside the common windows)"
     )
-    s = c.straggler
-    if s is None:
-        out.append("Straggler: none (every rank within 5 % of a step of the others)")
-    else:
-        why = (
-            "the other ranks wait for it in collectives"
-            if s.basis == "communication"
-            else "its median step is the slowest (no collective recorded)"
-        )
-        out.append(f"Straggler: rank {s.rank}, late by {fmt_ns(s.late_ns)} per step ({why})")
-        if s.line is not None:
-            out.append(
-                f"  its line: {os.path.basename(s.line.file)}:{s.line.line} ({s.line.function}) takes "
-                f"{fmt_ns(s.line_extra_ns)} more per step than on the other ranks   {s.line}"
-            )
-        if s.kernel is not None:
-            out.append(f"  its kernel: {s.kernel} takes {fmt_ns(s.kernel_extra_ns)} more GPU time per step")
-        out.append(f"  → {_STRAGGLER_CURE[s.cause]}")
+    out += _straggler_text(c.straggler)
     out += _exposed_text(c)
     if c.imbalance is not None:
         out.append(
