@@ -3,8 +3,13 @@ names a distributed target (brrrtui.record.ranks)."""
 
 import os
 
+import pytest
+
+from analyzers.errors import InputError
 from brrrtui.contract.ranks import Handshake, parse_plan, rank_of, rank_path, read_plan, write_plan
 from brrrtui.record.ranks import is_distributed, naming_target, torchrun_target
+from brrrtui.recording.load import load_trace
+from brrrtui.recording.store import RecordingWriter
 
 
 def test_handshake_round_trips_and_anything_else_is_refused():
@@ -53,3 +58,28 @@ def test_distributed_targets_and_their_default_name(tmp_path, monkeypatch):
     ]  # fmt: skip
     (tmp_path / "torchrun").write_text("print('a script named torchrun')\n")
     assert torchrun_target(["torchrun", "x"]) == ["torchrun", "x"]  # a script of that name is run as one
+
+
+@pytest.mark.parametrize(
+    "dist",
+    [
+        {"ranks": 5},
+        {"ranks": [{"rank": "0", "file": 3}, None, {"rank": 0, "file": "a\x00b"}]},
+        {"ranks": [{"rank": 0, "file": "."}, {"rank": 1, "file": "../../../../etc"}]},
+        {"run": "a\x00b", "rank": 0},
+        {"run": 7, "rank": "x"},
+        {"run": ".", "rank": 0},
+        "not a dict",
+    ],
+)
+def test_a_run_file_with_a_made_up_rank_list_is_one_error_line_or_itself(tmp_path, dist):
+    path = str(tmp_path / "run.brrr")
+    writer = RecordingWriter(path)
+    writer.set_meta(status="finished", dist=dist)
+    writer.close()
+    try:
+        trace = load_trace(path)
+    except InputError as e:
+        assert "\n" not in str(e)
+    else:
+        assert "rank_set" not in trace.meta or trace.meta["rank_set"]["files"]

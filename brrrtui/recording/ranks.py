@@ -47,6 +47,13 @@ def _rank_files(run_path: str, run_meta: dict[str, Any]) -> dict[int, str]:
     return {rank: path for rank, (_, path) in sorted(out.items())}
 
 
+def _is_recording_file(path: str) -> bool:
+    try:
+        return os.path.isfile(path) and is_recording(path)
+    except (OSError, ValueError):  # unreadable, or a name a recording's meta made up (a NUL byte)
+        return False
+
+
 def _note(trace: Trace, text: str) -> Trace:
     notes = trace.meta.get("load_notes")
     notes = notes if isinstance(notes, list) else []
@@ -61,7 +68,7 @@ def open_as_one(trace: Trace, path: str) -> Trace:
         return trace
     if "ranks" in dist:  # the launcher's recording: show rank 0 (or the lowest rank recorded)
         files = _rank_files(path, trace.meta)
-        present = {r: p for r, p in files.items() if os.path.exists(p) and is_recording(p)}
+        present = {r: p for r, p in files.items() if _is_recording_file(p)}
         if not present:
             raise InputError(
                 f"{path} is the launcher's recording of a distributed run, and none of its rank recordings "
@@ -76,7 +83,7 @@ def open_as_one(trace: Trace, path: str) -> Trace:
     if not isinstance(run, str) or not isinstance(rank, int):
         return trace
     run_path = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(run))
-    if not (os.path.exists(run_path) and is_recording(run_path)):
+    if not _is_recording_file(run_path):
         return _note(trace, f"rank {rank} of a distributed run; its run file {run} is not beside it")
     files = _rank_files(run_path, load_recording(run_path).meta)
     return _with_set(trace, run_path, files or {rank: path}, rank, f"rank {rank} of {len(files)} is shown")
