@@ -83,3 +83,17 @@ def test_a_run_file_with_a_made_up_rank_list_is_one_error_line_or_itself(tmp_pat
         assert "\n" not in str(e)
     else:
         assert "rank_set" not in trace.meta or trace.meta["rank_set"]["files"]
+
+
+def test_merge_takes_run_files_only(tmp_path):
+    from brrrtui.recording.ranks import merge_runs
+
+    plain = str(tmp_path / "single.brrr")
+    writer = RecordingWriter(plain)
+    writer.set_meta(status="finished")
+    writer.close()
+    with pytest.raises(
+        InputError, match=r"not the run file of a distributed recording \(brrrtui -o run.brrr"
+    ):
+        merge_runs(str(tmp_path / "all.brrr"), [plain])
+    assert not (tmp_path / "all.brrr").exists()

@@ -18,7 +18,7 @@ def cmd_merge(argv: list[str]) -> int:
     )
     p.add_argument("-o", "--output", metavar="FILE", required=True, help="the merged run file to write")
     p.add_argument(
-        "runs", nargs="+", metavar="RUN", help="each host's run file (brrrtui torchrun -o RUN ...)"
+        "runs", nargs="+", metavar="RUN", help="each host's run file (brrrtui -o RUN torchrun ...)"
     )
     p.add_argument(
         "--force", action="store_true", help="overwrite FILE even if it is not a brrrtui recording"

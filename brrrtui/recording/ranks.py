@@ -131,7 +131,7 @@ def merge_runs(out_path: str, runs: list[str]) -> dict[str, Any]:
         meta = load_recording(run).meta
         if _dist(meta) is None or "ranks" not in (_dist(meta) or {}):
             raise InputError(
-                f"{run} is not the run file of a distributed recording (brrrtui torchrun ... -o run.brrr)"
+                f"{run} is not the run file of a distributed recording (brrrtui -o run.brrr torchrun ...)"
             )
         for rank, path in _rank_files(run, meta).items():
             if rank in owner:
