@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
+from fixtures.recording import record
 from fixtures.synthetic import BF16, TraceBuilder
 
 from analyzers.analyze import analyze
@@ -17,8 +16,6 @@ from analyzers.opcost import op_cost, parse_args
 from brrrtui.capture.inductor_sources import kernel_name, source_rows
 from brrrtui.capture.lines import LineTable, UserFrames
 from brrrtui.recording.load import load_trace
-
-HERE = os.path.dirname(__file__)
 
 
 def test_provenance_keys_become_the_names_the_profiler_records():
@@ -97,24 +94,8 @@ def test_inductor_on_cpu_names_the_model_lines_and_windows_keep_opening(tmp_path
     """Inductor compiles the model to C++ on a CPU: the recording holds its kernels' lines (fc1, gelu, fc2),
     the compile changes nothing (same graphs, no graph break) and windows keep opening (a window opened or
     closed inside the compiler's own tracing once left the profiler on and the capture stepped aside)."""
-    script = os.path.join(HERE, "scripts", "compiled_train.py")
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
-    out = str(tmp_path / "c.brrr")
-    argv = [
-        sys.executable,
-        "-m",
-        "brrrtui",
-        "record",
-        "-o",
-        out,
-        "--duty",
-        "1",
-        "--min-gap",
-        "0",
-        script,
-        "inductor",
-    ]
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=600, env=env)
+    proc, out = record(tmp_path, "compiled_train.py", "inductor", env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "stepped aside" not in proc.stderr
     counters = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("COUNTERS "))[9:])
@@ -145,10 +126,7 @@ def test_ops_nested_in_a_named_extern_call_take_its_line():
 
 
 def test_a_graph_break_is_a_finding_on_its_line_and_dynamo_prints_nothing(tmp_path):
-    script = os.path.join(HERE, "scripts", "graph_break.py")
-    out = str(tmp_path / "g.brrr")
-    argv = [sys.executable, "-m", "brrrtui", "record", "-o", out, "--duty", "1", "--min-gap", "0", script]
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    proc, out = record(tmp_path, "graph_break.py")
     assert proc.returncode == 0, proc.stderr
     assert "Graph break" not in proc.stderr and "Graph Break Reason" not in proc.stderr
     a = analyze(load_trace(out))

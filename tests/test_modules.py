@@ -7,10 +7,9 @@ module, library line and the library's own fix."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
+from fixtures.recording import record
 from fixtures.synthetic import BF16, TraceBuilder
 
 from analyzers.analyze import analyze
@@ -102,23 +101,7 @@ def test_a_trace_without_module_names_has_no_tree():
 
 def test_capture_names_modules_and_library_lines_on_cpu(tmp_path):
     """tests/scripts/nested_modules.py: a module of the script's own wrapping a library model."""
-    out = str(tmp_path / "n.brrr")
-    script = os.path.join(HERE, "scripts", "nested_modules.py")
-    argv = [
-        sys.executable,
-        "-m",
-        "brrrtui",
-        "record",
-        "-o",
-        out,
-        "--duty",
-        "1",
-        "--min-gap",
-        "0",
-        script,
-        "30",
-    ]
-    proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    proc, out = record(tmp_path, "nested_modules.py", "30")
     assert proc.returncode == 0, proc.stderr
     trace = load_trace(out)
     seen = {}

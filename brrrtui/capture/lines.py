@@ -44,19 +44,26 @@ except ImportError:  # pragma: no cover - torch < 2.2
     from torch.profiler import record_function as _Scope  # type: ignore[assignment]
 
 
+class FileVerdicts:
+    """A per-file verdict, computed once: a dict lookup on the hot path of every torch call inside a window."""
+
+    def __init__(self, test: Callable[[str], bool]):
+        self.test = test
+        self.known: dict[str, bool] = {}
+
+    def __call__(self, filename: str) -> bool:
+        known = self.known.get(filename)
+        if known is None:
+            known = self.known[filename] = self.test(filename)
+        return known
+
+
 class UserFrames:
-    """Finds the innermost frame of the user's own code; remembers the verdict per file (a dict lookup on the
-    hot path of every torch call inside a window). Shared by the tagger, the sampler and the agent's ticks."""
+    """Finds the innermost frame of the user's own code. Shared by the tagger, the sampler and the agent's
+    ticks."""
 
     def __init__(self, is_user_file: Callable[[str], bool]):
-        self.is_user_file = is_user_file
-        self._known: dict[str, bool] = {}
-
-    def is_user(self, filename: str) -> bool:
-        known = self._known.get(filename)
-        if known is None:
-            known = self._known[filename] = self.is_user_file(filename)
-        return known
+        self.is_user = FileVerdicts(is_user_file)
 
     def innermost(self, frame: Any) -> Any:
         """`frame` or its nearest caller in a user file, or None."""
@@ -140,7 +147,7 @@ class LineTagger(TorchFunctionMode):
         super().__init__()
         self.lines = lines
         self.user_frames = user_frames
-        self.is_library_file = _Memo(is_library_file)
+        self.is_library_file = FileVerdicts(is_library_file)
         self.modules = ModuleNames()
         # (user code, line, library code, line, innermost module) -> the scope's name
         self._names: dict[tuple[Any, int, Any, int, int], str] = {}
@@ -221,17 +228,3 @@ class LineTagger(TorchFunctionMode):
             return func(*args, **kwargs)
         with _Scope(name):
             return func(*args, **kwargs)
-
-
-class _Memo:
-    """A per-file verdict, computed once (the tagger asks it for every frame of every torch call)."""
-
-    def __init__(self, test: Callable[[str], bool]):
-        self.test = test
-        self.known: dict[str, bool] = {}
-
-    def __call__(self, filename: str) -> bool:
-        known = self.known.get(filename)
-        if known is None:
-            known = self.known[filename] = self.test(filename)
-        return known
