@@ -51,7 +51,7 @@ async def test_the_exit_reaches_header_log_and_recording_while_the_ui_runs(tmp_p
 class _FakeApp:
     """Stands in for the TUI: runs until the script's Exited event arrives, like a user who waits."""
 
-    def __init__(self, path, feed, script, on_interrupt=None):
+    def __init__(self, path, feed, script, on_interrupt=None, **options):  # options: make_app's (analyze=…)
         self.feed = feed
 
     def run(self):
