@@ -176,37 +176,72 @@ class _ScopeTotals:
 def scope_totals(
     trace: Trace, roof: Roofline, order: StreamOrder, mask: np.ndarray, bw: float | None, per_launch: float
 ) -> _ScopeTotals:
+    """The scope's runs (adjacent fusable kernels of one stream), each fused into one kernel, summed. Per-run
+    figures are column sums over run boundaries; only the bytes a run saves go through Python, once per
+    distinct sequence of costed ops (a model's runs repeat every layer and step)."""
     o, key = order.order, order.key
     m = mask[o]
     cont = np.zeros(len(o), dtype=bool)
     cont[1:] = m[1:] & m[:-1] & (key[o[1:]] == key[o[:-1]])
     starts = np.nonzero(m & ~cont)[0]
-    ends = np.nonzero(m & ~np.append(cont[1:], False))[0]  # a run goes on while `cont`
-    gpu, cache = trace.gpu, {}
-    saved_total = now_total = ns_total = saving_total = 0.0
-    any_known, launches = False, 0
-    for s, e in zip(starts.tolist(), ends.tolist(), strict=True):
-        rows = o[s : e + 1]
-        ops = [int(x) for x in roof.cost_op[rows]]
-        firsts = [x for i, x in enumerate(ops) if i == 0 or x != ops[i - 1]]
-        seq = tuple(int(roof.op_costs.index[x]) if x >= 0 else NONE for x in firsts)
-        if seq not in cache:
-            cache[seq] = _saved_bytes([roof.op_costs.costs[i] if i >= 0 else None for i in seq])
-        kb = roof.bytes[rows]
-        known = np.isfinite(kb)
-        now = float(kb[known].sum())
-        any_known |= bool(known.any())
-        saved = min(cache[seq], now) if known.any() else cache[seq]
-        dur = float(gpu.dur_ns[rows].sum())
-        wall = float(gpu.start_ns[rows[-1]] + gpu.dur_ns[rows[-1]] - gpu.start_ns[rows[0]])
-        rate = bw if bw else (now / (dur * 1e-9) if dur > 0 and now > 0 else None)
-        saving = (saved / rate * 1e9 if rate else 0.0) + (len(rows) - 1) * per_launch
-        floor = (now - saved) / rate * 1e9 if rate else 0.0
-        saving_total += max(0.0, min(saving, wall - floor))
-        saved_total, now_total, ns_total = saved_total + saved, now_total + now, ns_total + dur
-        launches += len(rows) - 1
     sel = o[m]
-    return _ScopeTotals(sel, now_total if any_known else None, saved_total, ns_total, saving_total, launches)
+    if not len(starts):
+        return _ScopeTotals(sel, None, 0.0, 0.0, 0.0, 0)
+    ends = np.nonzero(m & ~np.append(cont[1:], False))[0]  # a run goes on while `cont`
+    run_of = np.cumsum(m & ~cont)[m] - 1  # run number of each row of `sel`
+    first_in_run = np.concatenate(([0], np.nonzero(np.diff(run_of))[0] + 1))
+    gpu = trace.gpu
+    kb = roof.bytes[sel]
+    known = np.isfinite(kb)
+    now = np.add.reduceat(np.where(known, kb, 0.0), first_in_run)
+    any_run_known = np.add.reduceat(known.astype(np.int64), first_in_run) > 0
+    dur = np.add.reduceat(gpu.dur_ns[sel].astype(np.float64), first_in_run)
+    last, first = o[ends], o[starts]
+    wall = (gpu.start_ns[last] + gpu.dur_ns[last] - gpu.start_ns[first]).astype(np.float64)
+    n_rows = (ends - starts + 1).astype(np.float64)
+    cached = _saved_per_run(roof, sel, run_of, first_in_run)
+    saved = np.where(any_run_known, np.minimum(cached, now), cached)
+    if bw:
+        rate = np.full(len(starts), float(bw))
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rate = np.where((dur > 0) & (now > 0), now / (dur * 1e-9), np.nan)
+    has_rate = np.isfinite(rate)
+    safe = np.where(has_rate, rate, 1.0)
+    saving = np.where(has_rate, saved / safe * 1e9, 0.0) + (n_rows - 1) * per_launch
+    floor = np.where(has_rate, (now - saved) / safe * 1e9, 0.0)
+    saving_total = float(np.maximum(0.0, np.minimum(saving, wall - floor)).sum())
+    any_known = bool(any_run_known.any())
+    return _ScopeTotals(
+        sel,
+        float(now.sum()) if any_known else None,
+        float(saved.sum()),
+        float(dur.sum()),
+        saving_total,
+        int((n_rows - 1).sum()),
+    )
+
+
+def _saved_per_run(
+    roof: Roofline, sel: np.ndarray, run_of: np.ndarray, first_in_run: np.ndarray
+) -> np.ndarray:
+    """_saved_bytes of each run's sequence of costed ops (an op split over several kernels counts once)."""
+    op = roof.cost_op[sel]
+    new_op = np.ones(len(op), dtype=bool)
+    new_op[1:] = (op[1:] != op[:-1]) | (run_of[1:] != run_of[:-1])
+    idx = roof.op_costs.index
+    cost_idx = np.where(op >= 0, idx[np.maximum(op, 0)] if len(idx) else NONE, NONE)[new_op]
+    bounds = np.searchsorted(np.nonzero(new_op)[0], first_in_run)
+    cache: dict[bytes, float] = {}
+    out = np.empty(len(first_in_run), dtype=np.float64)
+    for i, seq in enumerate(np.split(cost_idx, bounds[1:])):
+        k = seq.tobytes()
+        v = cache.get(k)
+        if v is None:
+            costs = roof.op_costs.costs
+            v = cache[k] = _saved_bytes([costs[int(j)] if j >= 0 else None for j in seq.tolist()])
+        out[i] = v
+    return out
 
 
 def _calls(trace: Trace, links: Links, lead: FusionChain, rows: np.ndarray) -> int:
