@@ -282,7 +282,7 @@ class Recorder:
         found = Scanned(msg.offsets, msg.names, msg.shapes)
         rows, dropped = rows_from_scan(msg.buffers, msg.parts, found)
         self.stream.dropped += dropped
-        self._append({"strings": msg.strings, "stream": rows.tolist()})
+        self._append({"strings": msg.strings, "stream": rows})  # the writer stores the array as it is
         if len(rows):
             self._on_stream(rows, msg.sent_ns)
 
