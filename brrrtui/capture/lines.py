@@ -9,6 +9,10 @@ ops (and through them the kernels) it issues nest inside a span that names the l
     aten::linear |==========================|
                    aten::addmm |=========|  -> kernels
 
+The same walk up the stack reads the nn.Module chain the call runs in (module_names.py) and the innermost
+line of a model library that is not torch itself (transformers, torchvision): the scope is then named
+`brrr:<line id>:<library line id>:<module chain>` (convert.parse_span_name reads it back).
+
 The mode is active only inside profiler windows; inside its handler torch disables it, so a call made by
 torch's own Python code is not tagged again (nn.Module calls resolve to the line that called the module).
 
