@@ -30,7 +30,7 @@ from analyzers.gap_evidence import GapEvidence
 from analyzers.kernel_stats import kernel_stats
 from analyzers.lines import line_stats, unprofiled_idle_scale
 from analyzers.links import Links, link
-from analyzers.model import Peaks, Table, Trace, WindowMode, flag_of
+from analyzers.model import Peaks, Table, Trace, WindowMode, empty_table, flag_of
 from analyzers.modules import KernelColumns, ModuleTree, module_tree
 from analyzers.peaks import resolve_peaks
 from analyzers.phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
@@ -149,6 +149,7 @@ def analyze(
         gaps=gaps,
         kernels=kernel_stats(trace, roof),
         lines=_line_stats(trace, links, roof, gaps, steps, _idle_scale(total, steps, overhead)),
+        library_lines=_library_line_stats(trace, links, roof, steps),
         modules=_module_tree(trace, links, roof, gaps, steps, _idle_scale(total, steps, overhead)),
         findings=(place_findings(trace, links, all_findings(ctx, chains)) if trace.has_gpu else [])
         + graph_break_findings(trace),
@@ -179,6 +180,18 @@ def _line_stats(
     return line_stats(
         trace, links.kernel_line, roof.regime, roof.flops, roof.bytes, gaps, steps, None, idle_scale, shares
     )
+
+
+def _library_line_stats(trace: Trace, links: Links, roof: Roofline, steps: int) -> list[LineStat]:
+    """GPU time per model-library line (`transformers/activations.py:66`): what the module tree's library lines
+    hold, for the source view's gutter on a library file. Idle and CPU time stay with the user's lines."""
+    libs = links.kernel_lib_line
+    if not (libs >= 0).any():
+        return []
+    no_gaps = empty_table(gp.GAP_SCHEMA)
+    stats = line_stats(trace, libs, roof.regime, roof.flops, roof.bytes, no_gaps, steps)
+    held = set(np.unique(libs[libs >= 0]).tolist())
+    return [replace(s, cpu_ns=0, sampled_ns=0) for s in stats if s.line_id in held]
 
 
 def _module_tree(

@@ -189,3 +189,4 @@ class Analysis:
     phase: Phase = Phase.UNKNOWN  # the phase those windows belong to (the steady state when there is one)
     phases: TracePhases | None = None  # every window's phase and the run's
     modules: ModuleTree | None = None  # time per nn.Module (None: no kernel ran inside one)
+    library_lines: list[LineStat] = field(default_factory=list)  # GPU time per model-library line

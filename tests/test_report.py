@@ -41,6 +41,7 @@ def test_json_schema_exactly():
         "kernels",
         "findings",
         "modules",
+        "library_lines",
         "phase",
         "windows",
         "phases",

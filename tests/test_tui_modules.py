@@ -70,3 +70,25 @@ def test_module_tree_140x44(snap_compare, hf_gpt2):
         await pilot.pause()
 
     assert snap_compare(make_app(hf_gpt2, None, None), terminal_size=(140, 44), run_before=run_before)
+
+
+@run_async
+async def test_s_opens_the_modules_library_line_in_the_source_view_with_its_gpu_time(hf_gpt2):
+    app = make_app(hf_gpt2, None, None)
+    async with app.run_test(size=(140, 44)) as pilot:
+        await analysed(pilot)
+        await pilot.press("M")
+        await pilot.pause()
+        tree = app.screen.query_one(Tree)
+        while tree.cursor_node is None or tree.cursor_node.data is None or (
+            tree.cursor_node.data.label != "transformer.h.*.mlp.act"
+        ):
+            await pilot.press("down")
+            await pilot.pause()
+        await pilot.press("s")
+        await pilot.pause()
+        assert not isinstance(app.screen, ModuleScreen)
+        source = app.main.source
+        assert source.file.endswith("transformers/activations.py") and source.current_lineno() == 66
+        stat = source.current_stat()  # the library line's own GPU time: NewGELUActivation's kernels
+        assert stat is not None and stat.regime.value == "memory" and stat.gpu_ns > 10 * stat.kernels

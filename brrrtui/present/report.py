@@ -26,6 +26,7 @@ JSON schema 3 (`brrrtui report --json`; the README documents it, with what chang
                   "gpu_ns_by_regime": {...}, "kernels": int, "flops": float|null, "bytes": float|null,
                   "library_line": LINE|null, "user_line": LINE|null}]},      # present/module_report.py
                   # LINE = {"file": str, "line": int, "function": str, "display": "transformers/x.py:66"}
+      "library_lines": [...],       # as "lines", for model-library lines (GPU time only; idle stays with lines)
       "stream": {"records": int, "rows_analysed": int, "gpu_ns": int,     # only when the trace has a
                  "matched_fraction": float, "confirmed_fraction": float, #   kernel stream
                  "lines": [{"file": str, "line": int, "function": str, "gpu_ns": int, "kernels": int}]},
@@ -103,6 +104,7 @@ def to_json(
         "kernels": [_kernel_json(k) for k in (a.kernels if top is None else a.kernels[:top])],
         "findings": [_finding_json(f) for f in a.findings],
         "modules": modules_json(a.modules),
+        "library_lines": [_line_json(s) for s in (a.library_lines if top is None else a.library_lines[:top])],
     } | phase_json(a, others or {})
     if len(a.trace.stream):
         doc["stream"] = _stream_json(a, stream_view(a), top)

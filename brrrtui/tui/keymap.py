@@ -94,6 +94,7 @@ KEYMAP: dict[str, tuple[Key, ...]] = {
     "help": (Key("escape,question_mark,q", "dismiss_help", "Close help", show=True),),
     "modules": (
         Key("escape,M", "close", "Back to the main screen", show=True),
+        Key("s", "source", "Source of its library line", show=True),
         Key("enter,space", "", "Fold / unfold the module"),
         Key("up,down", "", "Move (the details follow)"),
     ),

@@ -311,7 +311,13 @@ class MainScreen(Screen):
             why = "the analysis is still running" if snap is None else "no kernel ran inside an nn.Module"
             self.notify(f"No module tree: {why}.", timeout=3)
         else:
-            self.app.push_screen(ModuleScreen(snap.analysis))
+            self.app.push_screen(ModuleScreen(snap.analysis), self._show_source)
+
+    def _show_source(self, line: SourceLine | None) -> None:
+        """The line the module tree handed back (`s`): a library file opens with its lines' GPU time."""
+        if line is not None:
+            self.source.show_line(line)
+            self.source.focus()
 
     def action_search(self) -> None:
         snap = self.snapshot

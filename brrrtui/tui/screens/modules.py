@@ -10,6 +10,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, Tree
 from textual.widgets.tree import TreeNode
 
+from analyzers.model import SourceLine
 from analyzers.modules import ModuleNode, ModuleTree
 from analyzers.results import Analysis
 from brrrtui.contract.units import fmt_ns
@@ -21,7 +22,9 @@ HOT_SHARE = 0.2
 NAME_WIDTH = 48  # the tree's guides take 4 columns a level: names padded to line the figures up
 
 
-class ModuleScreen(Screen[None]):
+class ModuleScreen(Screen[SourceLine | None]):
+    """Dismissed with the library line to show in the source view (`s`), or None (Esc)."""
+
     BINDINGS = bindings("modules")
 
     def __init__(self, analysis: Analysis) -> None:
@@ -52,7 +55,9 @@ class ModuleScreen(Screen[None]):
 
     def on_mount(self) -> None:
         widget = self.query_one(Tree)
-        widget.border_title = "modules · GPU + idle time per step · share · regime · enter folds · esc back"
+        widget.border_title = (
+            "modules · GPU + idle time per step · share · regime · enter folds · s source · esc back"
+        )
         widget.focus()
         first = self.analysis.modules.nodes[0] if self.analysis.modules else None
         if first is not None:
@@ -69,6 +74,15 @@ class ModuleScreen(Screen[None]):
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+    def action_source(self) -> None:
+        node = self.query_one(Tree).cursor_node
+        module = node.data if node is not None else None
+        line = module.lib_line or module.user_line if module is not None else None
+        if line is None:
+            self.notify("No source line for this row.", timeout=2)
+        else:
+            self.dismiss(line)
 
 
 def _per_step(tree: ModuleTree, ns: int) -> str:

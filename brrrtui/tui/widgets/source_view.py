@@ -102,7 +102,8 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
         if snap is None or file is None:
             self._refresh_all()
             return
-        self._stats = {s.line.line: s for s in snap.analysis.lines if s.line.file == file}
+        a = snap.analysis  # a library file (opened from the module tree) has the GPU time of its lines too
+        self._stats = {s.line.line: s for s in [*a.lines, *a.library_lines] if s.line.file == file}
         self.path = snap.resolve(file)
         lines = read_highlighted(self.path) if self.path else None
         if lines is not None:
