@@ -122,6 +122,7 @@ class FindingKind(str, Enum):
     SLOW_GEMM = "slow_gemm"
     CONV_LAYOUT = "conv_layout"
     GRAPH_BREAK = "graph_break"
+    RECOMPILE = "recompile"
 
     def __str__(self) -> str:
         return str(self.value)

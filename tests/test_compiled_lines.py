@@ -136,7 +136,7 @@ def test_a_graph_break_is_a_finding_on_its_line_and_dynamo_prints_nothing(tmp_pa
 
 
 def test_graph_break_messages_of_two_torch_versions_parse():
-    from brrrtui.capture.graph_breaks import parse_break
+    from brrrtui.capture.compile_events import parse_break
 
     new = (
         "Graph break in user code at /home/u/train.py:57\nGraph Break Reason: Encountered graph break when "
@@ -151,3 +151,27 @@ def test_graph_break_messages_of_two_torch_versions_parse():
     old = "Graph break in user code at /home/u/train.py:9\nGraph Break Reason: Tensor.item\nUser code traceback:"
     assert parse_break(old) == ("/home/u/train.py", 9, "Tensor.item")
     assert parse_break("Graph break: no user code") is None
+
+
+def test_a_recompiled_function_is_a_finding_on_its_def_line(tmp_path):
+    proc, out = record(tmp_path, "recompile.py")
+    assert proc.returncode == 0, proc.stderr
+    assert "Recompiling" not in proc.stderr
+    a = analyze(load_trace(out))
+    (found,) = [f for f in a.findings if f.kind.value == "recompile"]  # one per function
+    assert (os.path.basename(found.lines[0].file), found.lines[0].line) == ("recompile.py", 10)
+    assert "again 2× (failed guards: scale == 1; scale == 2)" in found.message  # the changing Python int
+    assert "pass it as a tensor" in found.action
+
+
+def test_guard_failure_texts_are_cut_to_the_guard():
+    from brrrtui.capture.compile_events import guard_text
+
+    text = (
+        "0/1: scale == 2      # return (model(x) * scale).sum()  # x.py:11 in step\nUser stack trace:\n  File"
+    )
+    assert guard_text(text) == "scale == 2"
+    assert guard_text("tensor 'x' size mismatch at index 0. expected 4, actual 8") == (
+        "tensor 'x' size mismatch at index 0. expected 4, actual 8"
+    )
+    assert guard_text("") == ""

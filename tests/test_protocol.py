@@ -22,8 +22,8 @@ from brrrtui.contract.messages import (
     Bye,
     CaptureError,
     CompiledKernels,
+    CompileEvent,
     DeviceFacts,
-    GraphBreak,
     Hello,
     MeasuredPeaks,
     Note,
@@ -89,8 +89,8 @@ ONE_OF_EACH = [
     CompiledKernels(
         lines=[(4, "/home/u/model.py", 57, "forward")], rows=[("triton_poi_fused_add_0", 4, -1, 0.75)]
     ),
-    GraphBreak(
-        lines=[(5, "/home/u/model.py", 12, "")], line=5, reason="Dynamo does not know how to trace `print`"
+    CompileEvent(
+        lines=[(5, "/home/u/model.py", 12, "")], kind="graph_break", line=5, reason="cannot trace `print`"
     ),
     Bye(exit_code=3),
 ]

@@ -6,6 +6,7 @@ capture off with one note and never disturbs the script.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -23,7 +24,14 @@ from brrrtui.capture.ticks import MainThreadTicks
 from brrrtui.capture.torch_hooks import TorchImportWatcher, device_facts, on_compile, on_user_profiler_start
 from brrrtui.capture.windows import Action, Scheduler
 from brrrtui.contract.config import WindowConfig
-from brrrtui.contract.messages import CaptureError, CompiledKernels, GraphBreak, Note, StepBatch, WindowBatch
+from brrrtui.contract.messages import (
+    CaptureError,
+    CompiledKernels,
+    CompileEvent,
+    Note,
+    StepBatch,
+    WindowBatch,
+)
 from brrrtui.contract.protocol import Channel
 from brrrtui.contract.userfiles import is_model_library_file
 
@@ -109,14 +117,16 @@ class Agent(StreamControl):
         self.sched.torch_seen_ns = time.time_ns()
 
     def _on_compile(self) -> None:  # before Dynamo traces anything: the tagger leaves its mode stack for good
-        from brrrtui.capture.graph_breaks import watch_graph_breaks
+        from brrrtui.capture.compile_events import watch_graph_breaks, watch_recompiles
         from brrrtui.capture.inductor_sources import watch_compiled_graphs  # imports torch: not at start-up
 
         if self.tagger is not None:
             self.tagger.suspend()
         if not self.watching_compile:
             self.watching_compile = True
-            watch_graph_breaks(self._guard(self._on_graph_break))
+            event = self._guard(self._on_compile_event)
+            watch_graph_breaks(functools.partial(event, "graph_break"))
+            watch_recompiles(functools.partial(event, "recompile"))
         if not watch_compiled_graphs(self._guard(self._on_compiled_graph)):
             self.note(
                 "compile",
@@ -124,11 +134,11 @@ class Agent(StreamControl):
                 "compiled kernels come from the line sampler only",
             )
 
-    def _on_graph_break(self, file: str, line: int, reason: str) -> None:
+    def _on_compile_event(self, kind: str, file: str, line: int, reason: str) -> None:
         if self.user_frames.is_user(file):
             lid = self.lines.intern(file, line, "")
             with self.strings.lock:  # the window thread takes new lines under it too
-                self.channel.send(GraphBreak(lines=self.lines.take_new_rows(), line=lid, reason=reason))
+                self.channel.send(CompileEvent(self.lines.take_new_rows(), kind, lid, reason))
 
     def _on_compiled_graph(self, provenance: str) -> None:
         from brrrtui.capture.inductor_sources import source_rows

@@ -145,13 +145,14 @@ class CompiledKernels:
 
 
 @dataclass(frozen=True, slots=True)
-class GraphBreak:
-    """torch.compile broke its graph at a line of the user's code (brrrtui.capture.graph_breaks), with the
-    source line first used by it."""
+class CompileEvent:
+    """torch.compile broke its graph at a line of the user's code, or compiled a function of it again
+    (brrrtui.capture.compile_events), with the source line first used by it."""
 
-    TAG: ClassVar[str] = "graph_break"
+    TAG: ClassVar[str] = "compile_event"
     lines: list[LineRow]
-    line: int  # line id
+    kind: str  # "graph_break" | "recompile"
+    line: int  # line id (a recompile: the function's `def` line)
     reason: str
 
 
@@ -174,7 +175,7 @@ Message = (
     | StreamStats
     | MeasuredPeaks
     | CompiledKernels
-    | GraphBreak
+    | CompileEvent
     | Bye
 )
 MESSAGE_TYPES: tuple[type[Message], ...] = (
@@ -188,7 +189,7 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
     StreamStats,
     MeasuredPeaks,
     CompiledKernels,
-    GraphBreak,
+    CompileEvent,
     Bye,
 )
 _BY_TAG: dict[str, type[Message]] = {cls.TAG: cls for cls in MESSAGE_TYPES}

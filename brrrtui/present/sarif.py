@@ -64,6 +64,10 @@ RULES: dict[FindingKind, tuple[str, str]] = {
         "CompileGraphBreak",
         "torch.compile breaks its graph on this line: separate graphs with Python in between.",
     ),
+    FindingKind.RECOMPILE: (
+        "CompileRecompile",
+        "torch.compile compiles this function again: a guard fails between calls.",
+    ),
 }
 
 

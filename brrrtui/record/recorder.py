@@ -31,8 +31,8 @@ from brrrtui.contract.messages import (
     Bye,
     CaptureError,
     CompiledKernels,
+    CompileEvent,
     DeviceFacts,
-    GraphBreak,
     Hello,
     MeasuredPeaks,
     Message,
@@ -85,7 +85,7 @@ class Recorder:
         self.kernels = 0
         self.steps = 0
         self.compiled_kernels: list[list[Any]] = []  # meta `compiled_kernels`: every graph's kernel lines
-        self.graph_breaks: dict[tuple[int, str], int] = {}
+        self.compile_events: dict[str, dict[tuple[int, str], int]] = {}  # kind -> (line, reason) -> count
         self.notes: list[str] = []
         self.script_exit: int | None = None
         self.exit_code: int | None = None
@@ -216,8 +216,8 @@ class Recorder:
             self._on_stream_stats(msg)
         elif isinstance(msg, CompiledKernels):
             self._on_compiled_kernels(msg)
-        elif isinstance(msg, GraphBreak):
-            self._on_graph_break(msg)
+        elif isinstance(msg, CompileEvent):
+            self._on_compile_event(msg)
         elif isinstance(msg, Bye):
             self.script_exit = msg.exit_code
 
@@ -226,11 +226,14 @@ class Recorder:
         self.compiled_kernels += [list(r) for r in msg.rows]
         self._write_meta(compiled_kernels=self.compiled_kernels)
 
-    def _on_graph_break(self, msg: GraphBreak) -> None:  # meta: [line id, reason, count] per place and reason
+    def _on_compile_event(
+        self, msg: CompileEvent
+    ) -> None:  # meta graph_breaks / recompiles: [line, reason, n]
         self._append({"lines": msg.lines})
-        key = (msg.line, msg.reason)
-        self.graph_breaks[key] = self.graph_breaks.get(key, 0) + 1
-        self._write_meta(graph_breaks=[[line, reason, n] for (line, reason), n in self.graph_breaks.items()])
+        events = self.compile_events.setdefault(msg.kind, {})
+        events[(msg.line, msg.reason)] = events.get((msg.line, msg.reason), 0) + 1
+        key = "recompiles" if msg.kind == "recompile" else "graph_breaks"
+        self._write_meta(**{key: [[line, reason, n] for (line, reason), n in events.items()]})
 
     def _append(self, batch: dict[str, Any]) -> None:
         self.sink.append(batch)

@@ -1,10 +1,16 @@
-"""Graph breaks torch.compile meets in the script, with their line and reason.
+"""What torch.compile does to the script: the graph breaks it meets and the functions it compiles again,
+each with its line and Dynamo's reason.
 
 Dynamo writes each break to its `graph_breaks` artifact loggers ("Graph break in user code at FILE:LINE /
 Graph Break Reason: …"). A handler on them hears every break without TORCH_LOGS; when the script did not ask
 for those logs, the loggers are set to DEBUG with propagation off, so nothing reaches the script's stderr,
 and when it did, they are left as they are. Dynamo then formats the message it would print: compile-time
 work only; what it compiles does not change.
+
+A recompilation's reasons are worked out by Dynamo's own `get_and_maybe_log_recompilation_reasons` whenever it
+recompiles (it logs them only with TORCH_LOGS=recompiles); a wrapper on that name in
+`torch._dynamo.convert_frame`, the module that calls it, hears the first reason and passes the result on
+unchanged.
 """
 
 from __future__ import annotations
@@ -61,3 +67,42 @@ def watch_graph_breaks(on_break: Callable[[str, int, str], None]) -> int:
             log.propagate = False
         log.addHandler(handler)
     return len(names)
+
+
+_COMPILE_ID = re.compile(r"^\s*\d+/\d+:\s*")
+
+
+def guard_text(reason: str) -> str:
+    """Dynamo's guard-failure text -> the failed guard alone: `0/1: scale == 2    # return (…)  # file:11 …`
+    and its user stack -> `scale == 2`."""
+    first = reason.strip().splitlines()[0] if reason.strip() else ""
+    return " ".join(_COMPILE_ID.sub("", first).split("#", 1)[0].split())[:200]
+
+
+def watch_recompiles(on_recompile: Callable[[str, int, str], None]) -> bool:
+    """Call `on_recompile(file, def line, reason)` whenever Dynamo compiles a function again; False when this
+    torch has no such function to wrap."""
+    try:
+        import torch._dynamo.convert_frame as convert_frame
+    except ImportError:
+        return False
+    reasons_of = getattr(convert_frame, "get_and_maybe_log_recompilation_reasons", None)
+    if reasons_of is None:
+        return False
+    if getattr(reasons_of, "__brrrtui__", False):
+        return True
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        reasons = reasons_of(*args, **kwargs)
+        frame = kwargs.get("frame", args[1] if len(args) > 1 else None)
+        code = getattr(frame, "f_code", None)
+        if code is not None and reasons:
+            try:
+                on_recompile(code.co_filename, code.co_firstlineno, guard_text(str(reasons[0])))
+            except Exception:  # noqa: BLE001 - never raised into Dynamo
+                pass
+        return reasons
+
+    wrapped.__brrrtui__ = True  # type: ignore[attr-defined]
+    convert_frame.get_and_maybe_log_recompilation_reasons = wrapped
+    return True
