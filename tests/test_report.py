@@ -78,8 +78,10 @@ def test_json_schema_exactly():
         "flops",
         "bytes",
         "kernels",
+        "display",
     ]
     assert (line["file"], line["line"], line["function"], line["kernels"]) == ("train.py", 41, "step", 2)
+    assert line["display"] == "train.py:41"  # a relative path stays as recorded
     assert line["flops"] == 2 * 4096**3  # the foreach kernel's unknown FLOPs do not make the sum unknown
     kernels = {k["name"]: k for k in doc["kernels"]}
     assert list(kernels["sm90_xmma_gemm_bf16bf16"]) == [
@@ -194,3 +196,18 @@ def test_a_run_without_a_steady_window_says_so():
     no_steady = analyze(select_windows(trace, [0, 1]))
     assert no_steady.phase is Phase.WARMUP
     assert any("no steady-state window: no window was recorded in it" in n for n in no_steady.notes)
+
+
+def test_paths_read_relative_to_here_or_the_run_and_libraries_from_their_package(tmp_path, monkeypatch):
+    from brrrtui.present.paths import readable_path, readable_text
+
+    monkeypatch.chdir(tmp_path)
+    run = "/data/runs/exp1"
+    assert readable_path(str(tmp_path / "model.py"), run) == "model.py"  # below the current folder
+    assert readable_path("/data/runs/exp1/src/train.py", run) == "src/train.py"  # below the run's folder
+    assert readable_path("/venv/lib/python3.12/site-packages/transformers/activations.py", run) == (
+        "transformers/activations.py"
+    )
+    assert readable_path("/elsewhere/x.py", run) == "/elsewhere/x.py" and readable_path("rel/x.py", run) == "rel/x.py"
+    text = "9 kernels on /data/runs/exp1/src/train.py:32, 12× per step (lines 41–44 of /elsewhere/x.py)"
+    assert readable_text(text, run) == "9 kernels on src/train.py:32, 12× per step (lines 41–44 of /elsewhere/x.py)"

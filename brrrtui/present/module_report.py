@@ -16,6 +16,7 @@ from analyzers.model import SourceLine
 from analyzers.modules import ModuleNode, ModuleTree
 from analyzers.results import Analysis, Finding, Place
 from brrrtui.contract.units import fmt_ns, fmt_pct
+from brrrtui.present.paths import readable_path
 
 MIN_SHARE = 0.01  # nodes holding less of the step are left out of the text (the JSON keeps them all)
 MAX_DEPTH = 6
@@ -23,12 +24,7 @@ MAX_DEPTH = 6
 
 def library_path(line: SourceLine) -> str:
     """`transformers/activations.py:66` rather than the site-packages path it came from."""
-    path = line.file.replace("\\", "/")
-    for marker in ("site-packages/", "dist-packages/"):
-        if marker in path:
-            path = path.split(marker, 1)[1]
-            break
-    return f"{path}:{line.line}"
+    return f"{readable_path(line.file)}:{line.line}"
 
 
 def _line_json(line: SourceLine | None) -> dict[str, Any] | None:

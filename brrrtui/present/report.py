@@ -59,6 +59,7 @@ from analyzers.results import GAP_CAUSE_CODES, Analysis, Finding, GapCause, Kern
 from analyzers.stream import StreamView, stream_view
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.module_report import finding_place_lines, modules_json, modules_text, place_json
+from brrrtui.present.paths import readable_path, readable_text
 from brrrtui.present.phase_report import phase_json, phase_line, phase_sections
 
 SCHEMA = 3
@@ -80,6 +81,7 @@ def to_json(
     a = analysis
     b = a.breakdown
     o = a.overhead
+    cwd = run_cwd(a)
     doc = {
         "schema": SCHEMA,
         "device": {
@@ -100,18 +102,26 @@ def to_json(
             "profiled_step_ns": _num(o.profiled_step_ns),
             "unprofiled_step_ns": _num(o.unprofiled_step_ns),
         },
-        "lines": [_line_json(s) for s in (a.lines if top is None else a.lines[:top])],
+        "lines": [_line_json(s, cwd) for s in (a.lines if top is None else a.lines[:top])],
         "kernels": [_kernel_json(k) for k in (a.kernels if top is None else a.kernels[:top])],
-        "findings": [_finding_json(f) for f in a.findings],
+        "findings": [_finding_json(f, cwd) for f in a.findings],
         "modules": modules_json(a.modules),
-        "library_lines": [_line_json(s) for s in (a.library_lines if top is None else a.library_lines[:top])],
+        "library_lines": [
+            _line_json(s, cwd) for s in (a.library_lines if top is None else a.library_lines[:top])
+        ],
     } | phase_json(a, others or {})
     if len(a.trace.stream):
         doc["stream"] = _stream_json(a, stream_view(a), top)
     return doc
 
 
-def _line_json(s: LineStat) -> dict[str, Any]:
+def run_cwd(a: Analysis) -> str | None:
+    """The folder the script ran in, as recorded (None for a foreign trace)."""
+    cwd = a.trace.meta.get("cwd")
+    return cwd if isinstance(cwd, str) else None
+
+
+def _line_json(s: LineStat, cwd: str | None = None) -> dict[str, Any]:
     return {
         "file": s.line.file,
         "line": int(s.line.line),
@@ -125,6 +135,7 @@ def _line_json(s: LineStat) -> dict[str, Any]:
         "flops": _num(s.flops),
         "bytes": _num(s.bytes),
         "kernels": int(s.kernels),
+        "display": f"{readable_path(s.line.file, cwd)}:{s.line.line}",
     }
 
 
@@ -139,10 +150,13 @@ def _kernel_json(k: KernelStat) -> dict[str, Any]:
     }
 
 
-def _finding_json(f: Finding) -> dict[str, Any]:
+def _finding_json(f: Finding, cwd: str | None = None) -> dict[str, Any]:
     return {
         "kind": f.kind,
-        "lines": [{"file": ln.file, "line": int(ln.line)} for ln in f.lines],
+        "lines": [
+            {"file": ln.file, "line": int(ln.line), "display": f"{readable_path(ln.file, cwd)}:{ln.line}"}
+            for ln in f.lines
+        ],
         "saving_ns": _num(f.saving_ns),
         "message": f.message,
         "action": f.action,
@@ -234,7 +248,7 @@ def render_text(analysis: Analysis, top: int = 15, others: Mapping[Phase, Analys
     out += phase_sections(others or {}, _line_text)
     for n in a.notes:
         out.append(f"note: {n}")
-    return "\n".join(out)
+    return readable_text("\n".join(out), run_cwd(a))
 
 
 def _header_text(a: Analysis) -> list[str]:
@@ -283,11 +297,19 @@ def _cpu_only_text(a: Analysis, top: int) -> list[str]:
     """Without a GPU only the CPU is measured: time inside torch calls and where the main thread was sampled."""
     src = os.path.basename(a.trace.source) if a.trace.source else "trace"
     per = a.steps_analysed or 1
-    lines = sorted((s for s in a.lines if s.cpu_ns or s.sampled_ns), key=lambda s: -max(s.cpu_ns, s.sampled_ns))
-    out = [f"brrrtui report: {src}", "device   no GPU activity recorded: CPU time per line only", "",
-           f"CPU time per line{', per step' if a.steps_analysed else ''} (in torch calls · on the line, sampled)"]
-    out += [f"  {str(s.line) + ' ' + s.line.function:<40} {fmt_ns(s.cpu_ns / per):>9} · {fmt_ns(s.sampled_ns / per)}"
-            for s in lines[:top]]
+    lines = sorted(
+        (s for s in a.lines if s.cpu_ns or s.sampled_ns), key=lambda s: -max(s.cpu_ns, s.sampled_ns)
+    )
+    out = [
+        f"brrrtui report: {src}",
+        "device   no GPU activity recorded: CPU time per line only",
+        "",
+        f"CPU time per line{', per step' if a.steps_analysed else ''} (in torch calls · on the line, sampled)",
+    ]
+    out += [
+        f"  {str(s.line) + ' ' + s.line.function:<40} {fmt_ns(s.cpu_ns / per):>9} · {fmt_ns(s.sampled_ns / per)}"
+        for s in lines[:top]
+    ]
     return out
 
 
