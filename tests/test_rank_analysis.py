@@ -180,3 +180,14 @@ def test_the_cure_follows_the_cause():
     assert "bucket_cap_mb" in text and "set_modules_to_backward_prefetch" in text
     quiet = ranks_text(compare_ranks({0: rank_trace(5), 1: rank_trace(5)}), 0, [], {})
     assert "Exposed communication" not in quiet  # 5 % of a step: no cure offered
+
+
+def test_the_header_names_the_rank_on_screen():
+    from brrrtui.present.status import RunState, rank_label, status_spans
+
+    files = {0: "run.rank0.brrr", 1: "run.rank1.brrr"}
+    assert rank_label({"rank_set": {"run": "run.brrr", "files": files, "shown": 1}}) == "rank 1 of 2"
+    assert rank_label({}) is None and rank_label({"rank_set": {"files": files}}) is None
+    text = "".join(t for t, _ in status_spans(RunState(name="run.rank1.brrr", live=False, rank="rank 1 of 2")))
+    assert "run.rank1.brrr  rank 1 of 2" in text
+    assert "rank" not in "".join(t for t, _ in status_spans(RunState(name="x.brrr", live=False)))

@@ -7,6 +7,7 @@ import os
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -176,6 +177,7 @@ class RunState:
     error: str | None = None
     phase: PhaseView | None = None  # the phase the verdicts on screen come from
     loading: Loading | None = None  # a file being read and analysed, before its first analysis
+    rank: str | None = None  # "rank 1 of 2": the rank of a distributed run on screen
 
     def with_(self, **kw: object) -> RunState:
         return replace(self, **kw)  # type: ignore[arg-type]
@@ -190,6 +192,7 @@ def state_after_analysis(state: RunState, snap: Snapshot, phase: PhaseView | Non
     recorded = len(a.phases.windows) if a.phases is not None else len(snap.windows)
     kw: dict[str, object] = {"error": None, "device": trace.device.name, "phase": phase or phase_view(a)}
     kw["loading"] = None
+    kw["rank"] = rank_label(trace.meta)
     if not state.live:
         meta = trace.meta
         kw["windows"] = recorded
@@ -203,6 +206,16 @@ def state_after_analysis(state: RunState, snap: Snapshot, phase: PhaseView | Non
         if state.steps is None and len(trace.steps):
             kw["steps"] = len(trace.steps)
     return state.with_(**kw)
+
+
+def rank_label(meta: dict[str, Any]) -> str | None:
+    """`rank 1 of 2` for a rank of a distributed run (meta `rank_set` of brrrtui.recording.ranks), else None;
+    the other ranks are side by side in `brrrtui report`."""
+    rank_set = meta.get("rank_set")
+    if not isinstance(rank_set, dict) or not isinstance(rank_set.get("files"), dict):
+        return None
+    shown = rank_set.get("shown")
+    return f"rank {shown} of {len(rank_set['files'])}" if isinstance(shown, int) else None
 
 
 def opening_lines(snap: Snapshot, path: str | None) -> list[str]:
@@ -221,6 +234,8 @@ def opening_lines(snap: Snapshot, path: str | None) -> list[str]:
 
 def status_spans(s: RunState) -> list[Span]:
     spans: list[Span] = [("brrrtui ", "title"), (s.name, "name"), ("  ", "")]
+    if s.rank:
+        spans.append((f"{s.rank}  ", "label"))
     if s.live and s.running:
         spans.append(("▶ running", "running"))
     elif s.live and s.exit_code is not None and s.exit_code < 0:
