@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from analyzers.model import SourceLine
 from analyzers.results import FindingKind
+from brrrtui.contract.userfiles import package_path
 
 # transformers' activation classes that compute the tanh GELU by hand (several pointwise kernels);
 # "gelu_pytorch_tanh" maps to one F.gelu(approximate="tanh") kernel with the same formula
@@ -36,11 +37,7 @@ def _library(line: SourceLine | None) -> str | None:
     """The top-level package of a library file (`transformers`), or None."""
     if line is None:
         return None
-    path = line.file.replace("\\", "/")
-    for marker in ("site-packages/", "dist-packages/"):
-        if marker in path:
-            path = path.split(marker, 1)[1]
-            break
+    path = package_path(line.file) or line.file.replace("\\", "/")
     return path.split("/", 1)[0] if "/" in path else None
 
 

@@ -66,6 +66,17 @@ _STDLIB_ROOTS = tuple(sorted({p for k in ("stdlib", "platstdlib") if (p := sysco
 _OWN_ROOTS = tuple(r for r in LIBRARY_ROOTS if r.endswith((os.sep + "brrrtui", os.sep + "analyzers")))
 
 
+def package_path(path: str) -> str | None:
+    """A file of an installed package, from its package down (`transformers/activations.py`); None for a
+    file outside site-packages / dist-packages."""
+    normal = path.replace("\\", "/")
+    for marker in _SITE_MARKERS:
+        at = normal.find(marker + "/")
+        if at >= 0:
+            return normal[at + len(marker) + 1 :]
+    return None
+
+
 def is_model_library_file(path: str) -> bool:
     """True for a library file that holds model code a user reads and configures (transformers, timm,
     torchvision, diffusers …): the "innermost library line" of an op. False for the user's own files, torch
@@ -75,15 +86,12 @@ def is_model_library_file(path: str) -> bool:
         return False
     if any(m in path for m in _GENERATED_MARKERS):
         return False
-    rel = path
-    for m in _SITE_MARKERS:
-        if m in path:
-            rel = path.split(m, 1)[1].lstrip("/\\")
-            break
-    else:
+    rel = package_path(path)
+    if rel is None:
         if os.path.isabs(path) and any(path.startswith(r + os.sep) for r in _STDLIB_ROOTS + _OWN_ROOTS):
             return False
-    top = rel.replace("\\", "/").split("/", 1)[0]
+        rel = path.replace("\\", "/")
+    top = rel.split("/", 1)[0]
     return top not in ("torch", "functorch", "typing_extensions") and top.removesuffix(".py") not in (
         sys.stdlib_module_names
     )

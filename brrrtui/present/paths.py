@@ -12,15 +12,16 @@ from __future__ import annotations
 import os
 import re
 
-_LIBRARY = re.compile(r"^.*?/(?:site|dist)-packages/")
+from brrrtui.contract.userfiles import package_path
+
 _PY_PATH = re.compile(r"(?<![\w./-])(/[^\s:,;()'\"`]+\.py)\b")
 
 
 def readable_path(path: str, run_cwd: str | None = None) -> str:
     if not os.path.isabs(path):
         return path
-    library = _LIBRARY.sub("", path)
-    if library != path:
+    library = package_path(path)
+    if library is not None:
         return library
     for base in (os.getcwd(), run_cwd):
         if base and path.startswith(base.rstrip(os.sep) + os.sep):
