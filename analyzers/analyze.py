@@ -139,6 +139,8 @@ def analyze(
     overhead = bd.overhead_correction(total, bd.profiled_step_ns(trace), bd.unprofiled_step_ns(trace), steps)
     chains = fusion_chains(trace, links, roof, peaks, per_launch)
     ctx = Context(trace, links, roof, peaks, gaps, total, overhead, steps, per_launch, launch_bound)
+    idle_scale = _idle_scale(total, steps, overhead)
+    modules = _module_tree(trace, links, roof, gaps, steps, idle_scale)
     return Analysis(
         trace=trace,
         links=links,
@@ -148,10 +150,10 @@ def analyze(
         kernel_bytes=roof.bytes,
         gaps=gaps,
         kernels=kernel_stats(trace, roof),
-        lines=_line_stats(trace, links, roof, gaps, steps, _idle_scale(total, steps, overhead)),
+        lines=_line_stats(trace, links, roof, gaps, steps, idle_scale),
         library_lines=_library_line_stats(trace, links, roof, steps),
-        modules=_module_tree(trace, links, roof, gaps, steps, _idle_scale(total, steps, overhead)),
-        findings=(place_findings(trace, links, all_findings(ctx, chains)) if trace.has_gpu else [])
+        modules=modules,
+        findings=(place_findings(trace, links, modules, all_findings(ctx, chains)) if trace.has_gpu else [])
         + graph_break_findings(trace),
         breakdown=total,
         window_breakdowns=per_window,

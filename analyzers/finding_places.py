@@ -14,29 +14,25 @@ import numpy as np
 from analyzers.library_knobs import library_knob
 from analyzers.links import Links
 from analyzers.model import Trace
+from analyzers.modules import ModuleTree
 from analyzers.results import Finding, Place
 from brrrtui.contract.modules import collapse, decode
 
 PLACE_SHARE = 0.6
 
 
-def place_findings(trace: Trace, links: Links, findings: list[Finding]) -> list[Finding]:
-    instances = _instances(trace, links)
+def place_findings(
+    trace: Trace, links: Links, tree: ModuleTree | None, findings: list[Finding]
+) -> list[Finding]:
+    """`tree`: the analysis' module tree, whose nodes say how many modules each collapsed path folds."""
+    instances: dict[tuple[int, str, str], int] = {}
+    for n in tree.nodes if tree is not None else ():
+        key = (n.depth, n.path, n.kind)
+        instances[key] = max(instances.get(key, 0), n.instances)
     return [_placed(trace, links, f, instances) for f in findings]
 
 
-def _instances(trace: Trace, links: Links) -> dict[tuple[int, str, str], set[str]]:
-    """(depth, collapsed path, class) -> the module paths folded into it, over every kernel analysed."""
-    out: dict[tuple[int, str, str], set[str]] = {}
-    for sid in np.unique(links.kernel_module[links.kernel_module >= 0]).tolist():
-        for depth, frame in enumerate(decode(trace.name(sid))):
-            out.setdefault((depth, collapse(frame.path), frame.kind), set()).add(frame.path)
-    return out
-
-
-def _placed(
-    trace: Trace, links: Links, f: Finding, instances: dict[tuple[int, str, str], set[str]]
-) -> Finding:
+def _placed(trace: Trace, links: Links, f: Finding, instances: dict[tuple[int, str, str], int]) -> Finding:
     rows = np.asarray([r for r in f.kernels if 0 <= r < len(trace.gpu)], dtype=np.int64)
     if not len(rows):
         return f
@@ -63,6 +59,6 @@ def _placed(
         best = int(ids[int(np.argmax(np.bincount(inv, weights=dur[ok])))])
         lib = trace.lines[best] if best < len(trace.lines) else None
     label = path or kind
-    count = len(instances.get((depth, path, kind), ()))
+    count = instances.get((depth, path, kind), 1)
     place = Place(label, kind, max(count, 1), lib, library_knob(f.kind, path, kind, lib))
     return replace(f, place=place)
