@@ -40,6 +40,7 @@ from analyzers.roofline import Roofline
 from brrrtui.contract.modules import ModuleFrame, collapse, decode, encode
 
 FUNCTION_GAP = 8  # without module chains: recorded lines of one name this far apart are two functions
+_P1, _P2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)  # as fusion._signatures
 
 
 @dataclass(frozen=True)
@@ -225,23 +226,57 @@ def scope_totals(
 def _saved_per_run(
     roof: Roofline, sel: np.ndarray, run_of: np.ndarray, first_in_run: np.ndarray
 ) -> np.ndarray:
-    """_saved_bytes of each run's sequence of costed ops (an op split over several kernels counts once)."""
+    """_saved_bytes of each run's sequence of costed ops (an op split over several kernels counts once).
+
+    Runs are grouped by their sequence (two 64-bit polynomial hashes and the length, then every element
+    compared with the group's first run: a collision would fall back to one group per distinct sequence
+    found in Python), and _saved_bytes runs once per group."""
     op = roof.cost_op[sel]
     new_op = np.ones(len(op), dtype=bool)
     new_op[1:] = (op[1:] != op[:-1]) | (run_of[1:] != run_of[:-1])
     idx = roof.op_costs.index
     cost_idx = np.where(op >= 0, idx[np.maximum(op, 0)] if len(idx) else NONE, NONE)[new_op]
+    del op
     bounds = np.searchsorted(np.nonzero(new_op)[0], first_in_run)
-    cache: dict[bytes, float] = {}
-    out = np.empty(len(first_in_run), dtype=np.float64)
-    for i, seq in enumerate(np.split(cost_idx, bounds[1:])):
-        k = seq.tobytes()
-        v = cache.get(k)
-        if v is None:
-            costs = roof.op_costs.costs
-            v = cache[k] = _saved_bytes([costs[int(j)] if j >= 0 else None for j in seq.tolist()])
-        out[i] = v
+    lengths = np.diff(np.append(bounds, len(cost_idx)))
+    group, rep = _same_sequences(cost_idx, bounds, lengths)
+    costs = roof.op_costs.costs
+    values = np.empty(len(rep), dtype=np.float64)
+    for g, r in enumerate(rep.tolist()):
+        seq = cost_idx[bounds[r] : bounds[r] + lengths[r]].tolist()
+        values[g] = _saved_bytes([costs[j] if j >= 0 else None for j in seq])
+    out: np.ndarray = values[group]
     return out
+
+
+def _same_sequences(
+    values: np.ndarray, bounds: np.ndarray, lengths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Group the sequences values[bounds[i] : bounds[i] + lengths[i]] by content: (group of each sequence,
+    the first sequence of each group). Exact: a hash collision is caught by comparing every element with
+    the group's first sequence, and then the sequences are grouped by their bytes instead."""
+    n = len(bounds)
+    if not n:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    seq_of = np.repeat(np.arange(n), lengths)
+    pos = np.arange(len(values)) - bounds[seq_of]
+    v = values.astype(np.uint64)
+    width = int(lengths.max()) if len(values) else 1
+    with np.errstate(over="ignore"):
+        p1 = np.cumprod(np.full(max(width, 1), _P1, dtype=np.uint64))
+        p2 = np.cumprod(np.full(max(width, 1), _P2, dtype=np.uint64))
+        h1 = np.add.reduceat(v * p1[pos], bounds)  # every sequence holds one value at least
+        h2 = np.add.reduceat((v + np.uint64(1)) * p2[pos], bounds)
+    key = np.stack([lengths.astype(np.uint64), h1, h2], axis=1)
+    _, rep, group = np.unique(key, axis=0, return_index=True, return_inverse=True)
+    group = group.reshape(-1)
+    rep_of = rep[group]
+    if len(values) and (values != values[bounds[rep_of][seq_of] + pos]).any():  # a collision
+        keys = [values[b : b + m].tobytes() for b, m in zip(bounds.tolist(), lengths.tolist(), strict=True)]
+        ids: dict[bytes, int] = {}
+        group = np.array([ids.setdefault(k, len(ids)) for k in keys], dtype=np.int64)
+        rep = np.unique(group, return_index=True)[1]
+    return group, rep
 
 
 def _calls(trace: Trace, links: Links, lead: FusionChain, rows: np.ndarray) -> int:
@@ -254,19 +289,24 @@ def _calls(trace: Trace, links: Links, lead: FusionChain, rows: np.ndarray) -> i
     return max(1, round(n / max(per, 1)))
 
 
+def _first_per_name(trace: Trace, kernel_ops: np.ndarray) -> list[int]:
+    """The first op of each op name among `kernel_ops` (NONE skipped), in the order they appear."""
+    ops = kernel_ops[kernel_ops >= 0]
+    first = np.sort(np.unique(trace.ops.name[ops], return_index=True)[1])
+    return [int(o) for o in ops[first].tolist()]
+
+
 def _chain(trace: Trace, links: Links, seeds: list[FusionChain], t: _ScopeTotals) -> FusionChain:
     lead = max(seeds, key=lambda c: c.saving_ns)
     occ = _calls(trace, links, lead, t.rows)
     by_time = t.rows[np.argsort(trace.gpu.start_ns[t.rows], kind="stable")]
     first = by_time[: max(1, round(len(by_time) / occ))]
     first = first[np.argsort(trace.gpu.start_ns[first], kind="stable")]
-    ops_by_name: dict[int, int] = {}  # every op the scope's kernels run, once per name, in time order
-    for o in links.kernel_op[by_time].tolist():
-        if o >= 0:
-            ops_by_name.setdefault(int(trace.ops.name[o]), int(o))
-    ops = list(ops_by_name.values())
+    ops = _first_per_name(trace, links.kernel_op[by_time])  # every op the scope's kernels run, once per name
     kline = links.kernel_line[t.rows]
-    line_ids = list(dict.fromkeys([*lead.line_ids, *(int(x) for x in kline if x >= 0)]))
+    kline = kline[kline >= 0]
+    firsts = kline[np.sort(np.unique(kline, return_index=True)[1])]
+    line_ids = list(dict.fromkeys([*lead.line_ids, *firsts.tolist()]))
     return replace(
         lead,
         rows=[int(r) for r in first],
@@ -279,7 +319,7 @@ def _chain(trace: Trace, links: Links, seeds: list[FusionChain], t: _ScopeTotals
         bytes_saved=t.saved,
         kernel_ns=t.kernel_ns,
         saving_ns=t.saving_ns,
-        all_rows=[int(r) for r in t.rows],
+        all_rows=t.rows.tolist(),
         windows={int(w) for w in np.unique(trace.gpu.window[t.rows])},
         chain_ops=[],
         scope=True,

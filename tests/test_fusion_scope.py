@@ -187,3 +187,25 @@ def test_a_named_fused_op_stays_its_own_finding_outside_the_scope():
     scope = next(c for c in chains if c.scope)
     assert len(gelu.rows) == len(REAL_GELU) and not set(gelu.all_rows) & set(scope.all_rows)
     assert len(scope.all_rows) == 2 and scope.bytes_saved == 2 * T
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_runs_with_the_same_op_sequence_share_one_saving_and_a_hash_collision_changes_nothing(
+    monkeypatch: pytest.MonkeyPatch, collide: bool
+) -> None:
+    """_same_sequences groups runs by their sequence of costed ops; with hashing made useless (every sequence
+    of a length collides) the element-wise check catches it and the groups are the same."""
+    import numpy as np
+
+    from analyzers import fusion_scope
+
+    if collide:
+        monkeypatch.setattr(fusion_scope, "_P1", np.uint64(0))
+        monkeypatch.setattr(fusion_scope, "_P2", np.uint64(0))
+    seqs = [[3, 4], [3, 4], [4, 3], [5], [3, 4], [-1, 4], [4, 3]]
+    values = np.array([v for q in seqs for v in q], dtype=np.int64)
+    lengths = np.array([len(q) for q in seqs])
+    bounds = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    group, rep = fusion_scope._same_sequences(values, bounds, lengths)
+    assert [seqs[r] for r in rep[group].tolist()] == seqs
+    assert len(rep) == 4 and sorted(rep.tolist()) == [0, 2, 3, 5]
