@@ -108,6 +108,53 @@ STREAM_SCHEMA = {"after_window": i32} | {k: v for k, v in GPU_SCHEMA.items() if 
 side, so no launch, op or line of its own). after_window: the last window closed before it (NONE: before the
 first). The other columns mean what GPU_SCHEMA's do; correlation orders launches like a window's."""
 
+STREAM_HIST_EDGES_NS = (1_000, 4_000, 16_000, 64_000, 256_000, 1_000_000, 4_000_000)
+"""Upper edges of the folded stream's duration histogram: bin k counts durations below edge k and at or above
+edge k-1 (1 us, 4 us, ... 4 ms); the last bin, hist7, holds 4 ms and longer."""
+
+STREAM_AGG_SCHEMA = (
+    {
+        "after_window": i32,
+        "template_window": i32,
+        "pos": i32,
+        "name": i32,
+        "kind": np.int8,
+        "device": i32,
+        "stream": i32,
+        "bucket": i64,
+        "bucket_ns": i64,
+        "count": i64,
+        "dur_ns": i64,
+        "dur_min_ns": i64,
+        "dur_max_ns": i64,
+    }
+    | {f"hist{k}": i64 for k in range(len(STREAM_HIST_EDGES_NS) + 1)}
+    | {"gap_ns": i64, "gap_max_ns": i64, "gaps": i64, "bytes": i64}
+)
+"""Streamed rows folded into aggregates (the recorder keeps only the newest stream rows raw). One row per
+(after_window, template_window, pos, name, kind, device, stream, bucket): `pos` is the position in
+`template_window`'s template (STREAM_TEMPLATE_SCHEMA) the rows were aligned to (NONE: unmatched, by name);
+bucket: start_ns // bucket_ns. count, dur_ns (summed), dur_min_ns, dur_max_ns, hist0..7 (STREAM_HIST_EDGES_NS);
+gap_ns / gap_max_ns / gaps: the device-wide GPU idle before each row within its segment (summed, longest, rows
+with any); bytes: summed copy/memset bytes (NONE for kernels)."""
+
+STREAM_FOLD_SCHEMA = {
+    "after_window": i32,
+    "template_window": i32,
+    "device": i32,
+    "rows": i64,
+    "first_ns": i64,
+    "last_ns": i64,
+    "next_pos": i64,
+    "last_correlation": i64,
+}
+"""One row per fold and (segment, device): `rows` folded, their span (first start, last end = the running
+latest end the idle gaps continue from), and where the alignment of the segment continues (next_pos: the
+template position expected next; last_correlation: the last folded launch)."""
+
+STREAM_TEMPLATE_SCHEMA = {"window": i32, "pos": i32, "name": i32, "correlation": i64}
+"""The template each window gives the stream: the kernels of its last step in launch order (analyzers.stream)."""
+
 STEP_SCHEMA = {"step": i64, "t_ns": i64}
 """One row per optimizer step of the whole run (profiled or not): the time the step finished."""
 
