@@ -13,6 +13,12 @@ Causes, strongest first (a kernel gets the first that applies)::
     tile      a dimension of TILE..TILE_RANGE not a multiple of TILE, its last tile >= TILE_WASTE empty.
     fallback  a pre-Hopper kernel on an sm90 GPU with none of the above: the library had no Hopper kernel
               for this shape or layout (contiguity, a leading dimension the shapes do not show).
+
+`narrow_load_bytes` reads a CUTLASS tensor-core GEMM's name for its operand alignment (`_align2`: two
+elements): under 16 bytes, every global load is a narrow one and the kernel is limited by the L1/shared-memory
+load path, not by the tensor cores nor by DRAM. Nsight Compute agrees on the H200: such kernels (GPT-2's and
+BERT's unpadded vocabulary GEMMs) show 69-97 % memory throughput (L1/shared), 19-42 % tensor pipe and
+0.2-0.8 TB/s of DRAM (validation/results/ncu_onchip_h200/).
 """
 
 from __future__ import annotations
@@ -33,7 +39,22 @@ TINY_DIM = 64
 
 _FALLBACK = re.compile(r"cutlass_7\d_|cutlass_80_|cutlass_86_|sm7\d_xmma|sm80_xmma|sm86_xmma|ampere_|turing_")
 _SPLIT_K = re.compile(r"splitk", re.I)
+_TENSOROP_GEMM_ALIGN = re.compile(r"tensorop_(\w*?)gemm\w*?_align(\d+)\b")
+_ONE_BYTE = re.compile(r"e4m3|e5m2|_s8|i8")
+_TWO_BYTES = re.compile(r"bf16|f16|h1688|h16816|h884")
 _ADD_FIRST = {"addmm", "baddbmm", "addbmm", "_addmm_activation", "addmv"}
+
+
+def narrow_load_bytes(kernel_name: str) -> int | None:
+    """Bytes per operand load of a CUTLASS tensor-core GEMM whose name says its operands are aligned to fewer
+    than ALIGN_BYTES (`..._bf16_128x128_tn_align1` -> 2); None for any other kernel."""
+    m = _TENSOROP_GEMM_ALIGN.search(kernel_name)
+    if m is None:
+        return None
+    kind = kernel_name[: m.end()]
+    elem = 1 if _ONE_BYTE.search(kind) else 2 if _TWO_BYTES.search(kind) else 4
+    loaded = int(m.group(2)) * elem
+    return loaded if loaded < ALIGN_BYTES else None
 
 
 class TensorArg(Protocol):

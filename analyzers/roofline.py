@@ -30,6 +30,9 @@ The verdict, per kernel (the article's three regimes)::
     FLOPs/byte >= ridge = unit peak FLOP/s / peak bytes/s             -> COMPUTE
     FLOPs/byte <  ridge                                               -> MEMORY
     intensity unknown: matmul/conv/attention op or GEMM-like name     -> COMPUTE, else MEMORY
+    CUTLASS tensor-core GEMM with operands aligned under 16 bytes     -> MEMORY (on chip: narrow loads
+        (`_align1`, `_align2`: gemm_shapes.narrow_load_bytes)             through L1/shared bound it, whatever
+                                                                        its FLOPs/byte; fusion does not help)
     host<->device memcpy (PCIe, not HBM)                              -> OVERHEAD
 
 `roof_fraction` = max(achieved FLOP/s / unit peak, achieved bytes/s / peak bandwidth), which equals achieved /
@@ -43,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyzers.gemm_shapes import narrow_load_bytes
 from analyzers.kernel_costs import GEMM_NAME, OpCosts, cost_ops, recorded_flops, split_costs
 from analyzers.links import Links
 from analyzers.model import NONE, GpuKind, Peaks, Trace, flag_of
@@ -212,6 +216,8 @@ def roofline(trace: Trace, links: Links, peaks: Peaks) -> Roofline:
     regime[by_ai & (intensity >= ridge)] = COMPUTE
     guess = ~by_ai & (is_mm | k_gemm) & (kind == GpuKind.KERNEL)
     regime[guess] = COMPUTE
+    narrow = flag_of(trace.string_flags(lambda s: narrow_load_bytes(s) is not None), gpu.name)
+    regime[narrow & (kind == GpuKind.KERNEL)] = MEMORY
     short = (gpu.dur_ns <= SHORT_NS) & ~(frac >= TINY_ROOF_FRACTION)
     regime[short] = OVERHEAD
     regime[host_copy] = OVERHEAD

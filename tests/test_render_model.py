@@ -74,6 +74,10 @@ def test_kernel_verdict_names_the_roof_and_the_remedy():
     assert v.startswith("compute-bound: 400 TFLOP/s of 800 TFLOP/s (50% of the roof)")
     assert "fusing" in kernel_verdict(snap, Regime.MEMORY, None, 2e9, 1e6)
     assert "launch" in kernel_verdict(snap, Regime.OVERHEAD, None, None, 2_000, 1)
+    unaligned = "cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1"
+    v = kernel_verdict(snap, Regime.MEMORY, 1e11, 2e8, 1e6, 1, True, unaligned)
+    assert v.startswith("memory-bound on chip: its operands are aligned to 2 bytes")
+    assert "100 TFLOP/s of 800 TFLOP/s (12%)" in v and "multiple of 64" in v and "fusion does not help" in v
 
 
 def test_display_path_is_relative_and_clickable(tmp_path, monkeypatch):

@@ -51,8 +51,13 @@ def test_json_schema_exactly():
     assert doc["modules"] is None  # no span names a module (a hand-built trace)
     # no optimizer step recorded: phases cannot be told, every window is analysed
     assert doc["phase"] == "unknown" and doc["windows"] == [0] and doc["other_phases"] == {}
-    assert doc["phases"] == {"steps": 0, "steady_from_step": None, "steady_step_ns": None, "reached": False,
-                             "windows": {"unknown": [0]}}
+    assert doc["phases"] == {
+        "steps": 0,
+        "steady_from_step": None,
+        "steady_step_ns": None,
+        "reached": False,
+        "windows": {"unknown": [0]},
+    }
     assert doc["device"] == {"name": "NVIDIA H200", "peak_flops_per_s": 989e12, "peak_bytes_per_s": 4.8e12,
                              "peaks_source": "datasheet:H200 SXM"}  # fmt: skip
     assert list(doc["breakdown_ns"]) == ["compute", "memory", "overhead"]
@@ -85,12 +90,22 @@ def test_json_schema_exactly():
     assert line["flops"] == 2 * 4096**3  # the foreach kernel's unknown FLOPs do not make the sum unknown
     kernels = {k["name"]: k for k in doc["kernels"]}
     assert list(kernels["sm90_xmma_gemm_bf16bf16"]) == [
-        "name", "calls", "gpu_ns", "regime", "achieved_flops_per_s", "achieved_bytes_per_s"
+        "name", "calls", "gpu_ns", "regime", "achieved_flops_per_s", "achieved_bytes_per_s", "narrow_load_bytes"
     ]  # fmt: skip
+    assert kernels["sm90_xmma_gemm_bf16bf16"]["narrow_load_bytes"] is None
     assert kernels["sm90_xmma_gemm_bf16bf16"]["regime"] == "compute"
     assert kernels["multi_tensor_apply_kernel"]["achieved_flops_per_s"] is None  # unknown -> null, never NaN
     for f in doc["findings"]:
-        assert list(f) == ["kind", "lines", "saving_ns", "message", "action", "module", "library_line", "knob"]
+        assert list(f) == [
+            "kind",
+            "lines",
+            "saving_ns",
+            "message",
+            "action",
+            "module",
+            "library_line",
+            "knob",
+        ]
     text = json.dumps(doc, allow_nan=False)  # raises on NaN / inf
     assert json.loads(text) == doc
 
@@ -208,6 +223,12 @@ def test_paths_read_relative_to_here_or_the_run_and_libraries_from_their_package
     assert readable_path("/venv/lib/python3.12/site-packages/transformers/activations.py", run) == (
         "transformers/activations.py"
     )
-    assert readable_path("/elsewhere/x.py", run) == "/elsewhere/x.py" and readable_path("rel/x.py", run) == "rel/x.py"
+    assert (
+        readable_path("/elsewhere/x.py", run) == "/elsewhere/x.py"
+        and readable_path("rel/x.py", run) == "rel/x.py"
+    )
     text = "9 kernels on /data/runs/exp1/src/train.py:32, 12× per step (lines 41–44 of /elsewhere/x.py)"
-    assert readable_text(text, run) == "9 kernels on src/train.py:32, 12× per step (lines 41–44 of /elsewhere/x.py)"
+    assert (
+        readable_text(text, run)
+        == "9 kernels on src/train.py:32, 12× per step (lines 41–44 of /elsewhere/x.py)"
+    )

@@ -52,6 +52,35 @@ def test_bf16_matmul_is_compute_bound_with_exact_flops():
     assert r.fits_in_l2[0] == 0  # 100.7 MB > 60 MiB
 
 
+UNALIGNED = "void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align{a}>(P::Params)"
+
+
+@pytest.mark.parametrize(("align", "regime"), [(1, M), (2, M), (8, C)])
+def test_unaligned_cutlass_gemm_is_memory_bound_on_chip(align, regime):
+    # GPT-2's vocabulary GEMM (16384 x 50257 x 768): 1.3 kFLOP/B, far right of the ridge, yet an align1/align2
+    # kernel loads 2-4 bytes at a time and Nsight Compute finds it L1/shared-bound (memory), not tensor-bound
+    m, n, k = 16384, 50257, 768
+    _, r = single_op("aten::mm", [[m, k], [k, n]], [BF16, BF16], UNALIGNED.format(a=align), 13_000_000)
+    assert r.flops[0] == 2 * m * n * k
+    assert r.regime[0] == regime
+    assert r.roof_fraction[0] == pytest.approx(2 * m * n * k / 13e-3 / H200_BF16)  # the tensor roof still
+
+
+def test_narrow_load_bytes_reads_the_alignment_and_dtype_from_the_name():
+    from analyzers.gemm_shapes import narrow_load_bytes
+
+    assert narrow_load_bytes(UNALIGNED.format(a=1)) == 2
+    assert narrow_load_bytes("cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128_64x3_nn_align2") == 4
+    assert narrow_load_bytes("cutlass_80_tensorop_s1688gemm_tf32_128x128_16x4_nn_align2") == 8
+    assert narrow_load_bytes("cutlass_80_tensorop_s1688gemm_tf32_128x128_16x4_nn_align4") is None  # 16 B
+    assert narrow_load_bytes("cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8") is None
+    assert (
+        narrow_load_bytes("cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8") is None
+    )
+    assert narrow_load_bytes("nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_TNT") is None
+    assert narrow_load_bytes("vectorized_elementwise_kernel<4, align2>") is None
+
+
 def test_fp32_matmul_without_tf32_uses_the_simt_roof():
     n = 2048
     _, r = single_op("aten::mm", [[n, n], [n, n]], [F32, F32], "ampere_sgemm_128x64_nn", 400_000)
@@ -343,7 +372,9 @@ def test_cudnn_sdpa_kernels_on_an_h200_recording_are_compute_bound():
     assert bwd.calls == 24 and bwd.flops == 2.5 * fwd.flops
     helpers = [k for k in a.kernels if "compute_dot_do_o" in k.name or "convert_dq_to_16bits" in k.name]
     assert len(helpers) == 2 and all(k.flops == 0 and k.regime == Regime.MEMORY for k in helpers)
-    assert helpers[0].bytes + helpers[1].bytes == pytest.approx(24 * (2 + 3) / 8 * 8 * 16 * 12 * 1024 * 64 * 2)
+    assert helpers[0].bytes + helpers[1].bytes == pytest.approx(
+        24 * (2 + 3) / 8 * 8 * 16 * 12 * 1024 * 64 * 2
+    )
     for k in (fwd, bwd):
         assert k.regime == Regime.COMPUTE and k.uses_tensor_cores
         assert k.achieved_flops_per_s > 400e12 and k.roof_fraction > 0.4

@@ -15,7 +15,8 @@ JSON schema 3 (`brrrtui report --json`; the README documents it, with what chang
                  "idle_profiled_ns": int,
                  "regime": str, "flops": float|null, "bytes": float|null, "kernels": int}],
       "kernels": [{"name": str, "calls": int, "gpu_ns": int, "regime": str,
-                   "achieved_flops_per_s": float|null, "achieved_bytes_per_s": float|null}],
+                   "achieved_flops_per_s": float|null, "achieved_bytes_per_s": float|null,
+                   "narrow_load_bytes": int|null}],   # set: memory-bound on chip (unaligned GEMM operands)
       "findings": [{"kind": str, "lines": [{"file": str, "line": int}], "saving_ns": float|null,
                     "message": str, "action": str,
                     "module": {"path": str, "class": str, "instances": int}|null,   # where its kernels run
@@ -54,6 +55,7 @@ from typing import Any
 
 import numpy as np
 
+from analyzers.gemm_shapes import narrow_load_bytes
 from analyzers.phases import Phase
 from analyzers.results import GAP_CAUSE_CODES, Analysis, Finding, GapCause, KernelStat, LineStat, Regime
 from analyzers.stream import StreamView, stream_view
@@ -147,6 +149,7 @@ def _kernel_json(k: KernelStat) -> dict[str, Any]:
         "regime": k.regime.value,
         "achieved_flops_per_s": _num(k.achieved_flops_per_s),
         "achieved_bytes_per_s": _num(k.achieved_bytes_per_s),
+        "narrow_load_bytes": narrow_load_bytes(k.name) if k.regime is Regime.MEMORY else None,
     }
 
 
@@ -325,8 +328,10 @@ def _line_text(s: LineStat, per: int) -> str:
 
 
 def _kernel_text(k: KernelStat) -> str:
+    on_chip = k.regime is Regime.MEMORY and narrow_load_bytes(k.name) is not None
+    regime = "on-chip" if on_chip else k.regime.value  # memory-bound in L1/shared, not DRAM
     return (
-        f"  {k.calls:>6} {fmt_ns(k.gpu_ns):>10}  {k.regime.value:<8} {fmt_flops(k.achieved_flops_per_s):>12}"
+        f"  {k.calls:>6} {fmt_ns(k.gpu_ns):>10}  {regime:<8} {fmt_flops(k.achieved_flops_per_s):>12}"
         f" {fmt_bw(k.achieved_bytes_per_s):>11} {fmt_pct(k.roof_fraction):>5}  {short_kernel_name(k.name)}"
     )
 

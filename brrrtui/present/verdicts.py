@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import TypeGuard
 
+from analyzers.gemm_shapes import narrow_load_bytes
 from analyzers.results import GapCause, LineStat, Regime
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.snapshot import Snapshot
@@ -26,9 +27,13 @@ def kernel_verdict(
     dur_ns: float,
     calls: int = 1,
     tensor: bool | None = None,
+    name: str = "",
 ) -> str:
     p = snap.analysis.peaks
     secs = dur_ns / 1e9 if dur_ns > 0 else None
+    narrow = narrow_load_bytes(name) if regime is Regime.MEMORY else None
+    if narrow is not None:
+        return _narrow_load_verdict(snap, narrow, flops, nbytes, secs)
     if regime is Regime.COMPUTE:
         peak = p.tensor_flops_per_s if tensor is not False else p.fp32_flops_per_s
         rate = flops / secs if finite(flops) and secs else None
@@ -49,6 +54,21 @@ def kernel_verdict(
     return (
         f"overhead-bound: {fmt_ns(mean)} per call is too short to pay for its launch; fewer, larger kernels "
         "(CUDA graphs, torch.compile) help, faster kernels do not."
+    )
+
+
+def _narrow_load_verdict(
+    snap: Snapshot, narrow: int, flops: float | None, nbytes: float | None, secs: float | None
+) -> str:
+    p = snap.analysis.peaks
+    rate = flops / secs if finite(flops) and secs else None
+    bw = nbytes / secs if finite(nbytes) and secs else None
+    frac = f" ({fmt_pct(rate / p.tensor_flops_per_s)})" if rate and p.tensor_flops_per_s else ""
+    return (
+        f"memory-bound on chip: its operands are aligned to {narrow} bytes, so it loads them {narrow} bytes at "
+        f"a time through L1/shared memory; {fmt_flops(rate)} of {fmt_flops(p.tensor_flops_per_s)}{frac}, "
+        f"DRAM only {fmt_bw(bw)}. Pad the odd dimension to a multiple of 64 (the slow-GEMM finding names it); "
+        "fusion does not help."
     )
 
 

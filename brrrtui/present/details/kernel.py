@@ -42,7 +42,9 @@ def kernel_name(snap: Snapshot, name: int, line_id: int = -2, op_name: int = -2,
 
 
 def _kernel_stat(snap: Snapshot, ks: KernelStat, rows: np.ndarray, d: Detail) -> None:
-    verdict = kernel_verdict(snap, ks.regime, ks.flops, ks.bytes, ks.gpu_ns, ks.calls, ks.uses_tensor_cores)
+    verdict = kernel_verdict(
+        snap, ks.regime, ks.flops, ks.bytes, ks.gpu_ns, ks.calls, ks.uses_tensor_cores, ks.name
+    )
     d.add(("verdict: ", "label"), (verdict, ks.regime.value))
     here = fmt_ns(float(snap.trace.gpu.dur_ns[rows].sum()))
     d.add(
@@ -96,7 +98,7 @@ def kernel(snap: Snapshot, row: int) -> Detail:
     tensor = bool(tc) if tc is not None else (ks.uses_tensor_cores if ks else None)
     f, b, dur = float(a.kernel_flops[row]), float(a.kernel_bytes[row]), float(g.dur_ns[row])
     d = Detail(short(nm, 60))
-    d.add(("verdict: ", "label"), (kernel_verdict(snap, regime, f, b, dur, 1, tensor), regime.value))
+    d.add(("verdict: ", "label"), (kernel_verdict(snap, regime, f, b, dur, 1, tensor, nm), regime.value))
     if _at(a.kernel_launch_bound, row):
         d.add(
             (
