@@ -1,6 +1,7 @@
-"""Split each window's wall time into compute, memory and overhead, and correct overhead for the profiler.
+"""Split each window's wall time into compute, memory, communication and overhead, and correct overhead for
+the profiler.
 
-Every nanosecond of a window goes to exactly one component (integer arithmetic, so the three sum to the span)::
+Every nanosecond of a window goes to exactly one component (integer arithmetic, so the four sum to the span)::
 
     window  |<------------------------------------------------ span ------------------------------------------->|
     stream7     [gemm: compute ]   [add: memory]        [2us: overhead]             [relu: memory]
@@ -9,14 +10,24 @@ Every nanosecond of a window goes to exactly one component (integer arithmetic, 
              ovh                                  ovh                        ovh                      ovh
 
 - while a kernel runs, the time is its regime's; when kernels on several streams overlap, the highest-priority
-  regime wins: compute > memory > overhead (overlapped memory work hides behind compute, as it does on the GPU);
+  regime wins: compute > memory > communication > overhead (overlapped memory work hides behind compute, as it
+  does on the GPU);
+- communication (NCCL kernels, analyzers.communication) therefore counts only where no compute or memory
+  kernel runs beside it: the *exposed* collectives. The time a collective runs beside compute or memory work is
+  *hidden*; it is given apart (`communication_hidden_ns`) and is not part of the sum::
+
+    stream7   [gemm: compute ...........]        [add: memory]
+    stream20             [ncclDevKernel_AllReduce .............]
+    verdict   | compute                 |  comm  | memory     |    the all-reduce: hidden under the gemm,
+                                                                  exposed alone, hidden under the add
+
 - time with no busy GPU row (idle, including host<->device copies) is overhead: the article's "everything else".
 
 The profiler slows the steps it records (a nanoGPT step: ~44 ms unprofiled, ~55 ms profiled), so the raw
 share overstates overhead. GPU work runs at the same speed profiled or not, so per step:
 
-    busy = (compute_ns + memory_ns) / steps in the windows     (the non-overhead GPU time of a step; without
-                                                               steps: (compute + memory) / span x profiled step)
+    busy = (compute_ns + memory_ns + communication_ns) / steps   (the non-overhead GPU time of a step;
+                                                   without steps: the same sum / span x profiled step)
     corrected overhead fraction = max(0, unprofiled_step_ns - busy) / unprofiled_step_ns
 
 which is `(unprofiled - (profiled - overhead_per_step)) / unprofiled`; when profiled == unprofiled it equals
@@ -34,7 +45,9 @@ from analyzers.arrays import distinct
 from analyzers.model import Trace, flag_of
 from analyzers.results import REGIME_CODES, Breakdown, OverheadCorrection, Regime
 
-_C, _M, _O = (REGIME_CODES[r] for r in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD))
+_C, _M, _O, _X = (
+    REGIME_CODES[r] for r in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD, Regime.COMMUNICATION)
+)
 STEP_ANNOTATION = "Optimizer.step#"
 
 
@@ -52,14 +65,24 @@ def span_breakdown(
     bounds = distinct(np.concatenate(([lo, hi], s, e)))
     left = bounds[:-1]
     seg = np.diff(bounds)
-    active = []
-    for code in (_C, _M, _O):
+    on = {}
+    for code in (_C, _M, _O, _X):
         sc, ec = np.sort(s[reg == code]), np.sort(e[reg == code])
-        active.append(np.searchsorted(sc, left, "right") - np.searchsorted(ec, left, "right"))
-    compute = int(seg[active[0] > 0].sum())
-    memory = int(seg[(active[0] == 0) & (active[1] > 0)].sum())
-    idle = int(seg[(active[0] == 0) & (active[1] == 0) & (active[2] == 0)].sum())
-    return Breakdown(span, compute, memory, span - compute - memory, idle_ns=idle)
+        on[code] = (np.searchsorted(sc, left, "right") - np.searchsorted(ec, left, "right")) > 0
+    work = on[_C] | on[_M]
+    compute = int(seg[on[_C]].sum())
+    memory = int(seg[~on[_C] & on[_M]].sum())
+    comm = int(seg[~work & on[_X]].sum())
+    idle = int(seg[~work & ~on[_X] & ~on[_O]].sum())
+    return Breakdown(
+        span,
+        compute,
+        memory,
+        span - compute - memory - comm,
+        idle_ns=idle,
+        communication_ns=comm,
+        communication_hidden_ns=int(seg[work & on[_X]].sum()),
+    )
 
 
 def window_breakdowns(trace: Trace, busy: np.ndarray, regime: np.ndarray) -> dict[int, Breakdown]:
@@ -81,6 +104,8 @@ def total(breakdowns: dict[int, Breakdown]) -> Breakdown:
         memory_ns=sum(b.memory_ns for b in parts),
         overhead_ns=sum(b.overhead_ns for b in parts),
         idle_ns=sum(b.idle_ns or 0 for b in parts),
+        communication_ns=sum(b.communication_ns for b in parts),
+        communication_hidden_ns=sum(b.communication_hidden_ns for b in parts),
     )
 
 
@@ -145,11 +170,11 @@ def overhead_correction(
     breakdown: Breakdown, profiled: float | None, unprofiled: float | None, steps: int = 0
 ) -> OverheadCorrection:
     """`steps`: optimizer steps the windows hold. With them, the busy time per step is measured directly
-    ((compute + memory) / steps), which no stall inside a profiled step can inflate; without them it is the
-    busy share of the span times the profiled step."""
+    ((compute + memory + exposed communication) / steps), which no stall inside a profiled step can inflate;
+    without them it is the busy share of the span times the profiled step."""
     raw = breakdown.overhead_ns / breakdown.span_ns if breakdown.span_ns else 0.0
     corrected: float | None = None
-    busy = breakdown.compute_ns + breakdown.memory_ns
+    busy = breakdown.busy_ns
     busy_per_step: float | None = None
     if steps > 0:
         busy_per_step = busy / steps

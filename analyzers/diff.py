@@ -154,6 +154,8 @@ def _run_changes(
     out = [Change("step time", sb.median_ns, sa.median_ns, _beyond(sb.median_ns, sa.median_ns, noise))]
     gb, ga = _gpu_by_regime(b), _gpu_by_regime(a)
     for r in Regime:
+        if r is Regime.COMMUNICATION and not (gb[r] or ga[r]):
+            continue  # a run without collectives: no line for them
         vb, va = gb[r] / ub, ga[r] / ua
         out.append(Change(f"GPU {r.value}", vb, va, _beyond(vb, va, noise)))
     ib, ia = _idle(b, ub, sb), _idle(a, ua, sa)

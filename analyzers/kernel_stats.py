@@ -8,13 +8,13 @@ from analyzers.model import Trace
 from analyzers.results import REGIME_CODES, KernelStat, Regime
 from analyzers.roofline import Roofline
 
-COMPUTE, MEMORY, OVERHEAD = (REGIME_CODES[r] for r in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD))
+_REGIMES = (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD, Regime.COMMUNICATION)
 
 
 def _dominant_regime(inv: np.ndarray, m: int, dur: np.ndarray, regime: np.ndarray) -> np.ndarray:
-    """Per name (0..m-1 in `inv`), the index into (COMPUTE, MEMORY, OVERHEAD) holding most of its time; a name
-    whose calls all take 0 ns gets its calls' majority regime."""
-    codes = (COMPUTE, MEMORY, OVERHEAD)
+    """Per name (0..m-1 in `inv`), the index into _REGIMES holding most of its time; a name whose calls all
+    take 0 ns gets its calls' majority regime."""
+    codes = [REGIME_CODES[r] for r in _REGIMES]
     by_time = np.stack([np.bincount(inv, weights=dur * (regime == c), minlength=m) for c in codes])
     by_count = np.stack([np.bincount(inv, weights=(regime == c), minlength=m) for c in codes])
     dominant: np.ndarray = np.where(by_time.sum(axis=0) > 0, by_time.argmax(axis=0), by_count.argmax(axis=0))
@@ -72,7 +72,7 @@ def kernel_stats(trace: Trace, roof: Roofline, rows: np.ndarray | None = None) -
                 name=trace.name(int(uniq[j])),
                 calls=int(calls[j]),
                 gpu_ns=int(gpu_ns[j]),
-                regime=(Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD)[int(dom[j])],
+                regime=_REGIMES[int(dom[j])],
                 flops=float(f_tot[j]) if f_cnt[j] else None,
                 bytes=float(b_tot[j]) if b_cnt[j] else None,
                 achieved_flops_per_s=float(f_tot[j] / (f_t[j] * 1e-9)) if f_cnt[j] and f_t[j] > 0 else None,

@@ -18,7 +18,7 @@ import numpy as np
 from analyzers.model import Table, Trace
 from analyzers.results import REGIME_CODES, LineStat, Regime
 
-_REGIMES = (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD)
+_REGIMES = (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD, Regime.COMMUNICATION)
 
 
 def _union_ns_by_line(spans: Table, n_lines: int) -> np.ndarray:
@@ -89,8 +89,8 @@ def _ns_by_regime(
     line: np.ndarray, dur: np.ndarray, regime: np.ndarray, weight: np.ndarray, n_lines: int
 ) -> np.ndarray:
     """[regime code, line] -> summed GPU ns (each kernel's share of it on that line)."""
-    out = np.zeros((3, n_lines), dtype=np.int64)
-    for code in range(3):
+    out = np.zeros((len(REGIME_CODES), n_lines), dtype=np.int64)
+    for code in range(len(REGIME_CODES)):
         m = regime == code
         out[code] = np.rint(np.bincount(line[m], weights=dur[m] * weight[m], minlength=n_lines))
     return out
@@ -154,6 +154,7 @@ def line_stats(
     for i in np.nonzero(present)[0].tolist():
         per = {r: int(by_regime[REGIME_CODES[r], i]) for r in _REGIMES}
         weights = [per[Regime.COMPUTE], per[Regime.MEMORY], per[Regime.OVERHEAD] + int(idle[i])]
+        weights.append(per[Regime.COMMUNICATION])
         dominant = _REGIMES[int(np.argmax(weights))] if any(weights) else Regime.OVERHEAD
         stats.append(
             LineStat(

@@ -21,7 +21,7 @@ from analyzers.model import SourceLine, Table
 from analyzers.results import REGIME_CODES, Regime
 from brrrtui.contract.modules import collapse, decode
 
-_REGIMES = (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD)
+_REGIMES = (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD, Regime.COMMUNICATION)
 Key = tuple[str, ...]  # the root's class, then each level's collapsed path and class (`h.*:GPT2Block`)
 
 
@@ -74,7 +74,7 @@ class _Acc:
     kind: str
     depth: int
     instances: set[str] = field(default_factory=set)
-    gpu: np.ndarray = field(default_factory=lambda: np.zeros(3, np.int64))
+    gpu: np.ndarray = field(default_factory=lambda: np.zeros(len(_REGIMES), np.int64))
     self_gpu: int = 0
     idle: float = 0.0
     kernels: int = 0
@@ -231,6 +231,7 @@ def _nodes(accs: dict[Key, _Acc], order: dict[Key, list[Key]], lines: list[Sourc
             name = ".".join(next(iter(a.instances)).split(".")[-(name.count(".") + 1) :])
         per = {r: int(a.gpu[i]) for i, r in enumerate(_REGIMES)}
         weights = [per[Regime.COMPUTE], per[Regime.MEMORY], per[Regime.OVERHEAD] + a.idle]
+        weights.append(per[Regime.COMMUNICATION])
         out.append(
             ModuleNode(
                 key=key,

@@ -22,19 +22,16 @@ from typing import Any
 
 import numpy as np
 
+from analyzers.communication import (
+    is_comm_kernel as is_comm_kernel,
+    is_comm_op as is_comm_op,
+    length,
+    merged,
+    overlap_ns,
+)
 from analyzers.model import GpuKind, SourceLine, Trace, WindowMode
 
-COMM_OP_PREFIXES = ("gloo:", "mpi:", "ucc:")  # CPU-side collectives whose op spans the whole collective
-COMM_KERNEL_PREFIXES = ("nccl",)  # ncclKernel_AllReduce_..., ncclDevKernel_AllGather_...
 STRAGGLER_MIN_FRACTION = 0.05  # lateness under this share of the median step is noise, not a straggler
-
-
-def is_comm_op(name: str) -> bool:
-    return name.startswith(COMM_OP_PREFIXES)
-
-
-def is_comm_kernel(name: str) -> bool:
-    return name.startswith(COMM_KERNEL_PREFIXES)
 
 
 @dataclass(frozen=True)
@@ -108,34 +105,6 @@ def _outside_steps(trace: Trace) -> np.ndarray:
     return np.diff(t)[~touched].astype(float)
 
 
-def _merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of [start, end) intervals as disjoint, sorted intervals."""
-    if not len(starts):
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    order = np.argsort(starts)
-    s, e = starts[order], ends[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]  # a start past every end so far begins a new merged interval
-    first = np.flatnonzero(new)
-    return s[first], np.maximum.reduceat(e, first)
-
-
-def _overlap_ns(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
-    """Length of the intersection of two sets of disjoint sorted intervals."""
-    (s1, e1), (s2, e2) = a, b
-    if not len(s1) or not len(s2):
-        return 0
-    # for each interval of a, the intervals of b that may overlap it: [lo, hi)
-    lo = np.searchsorted(e2, s1, side="right")
-    hi = np.searchsorted(s2, e1, side="left")
-    total = 0
-    for k in np.flatnonzero(hi > lo):
-        seg = slice(lo[k], hi[k])
-        total += int(np.clip(np.minimum(e2[seg], e1[k]) - np.maximum(s2[seg], s1[k]), 0, None).sum())
-    return total
-
-
 def _comm_ns(trace: Trace, window: int) -> tuple[int, int | None, bool]:
     """In one window: communication wall time; of it, NCCL kernel time no other kernel overlaps (exposed;
     None without NCCL kernels); whether any collective was seen at all."""
@@ -149,17 +118,16 @@ def _comm_ns(trace: Trace, window: int) -> tuple[int, int | None, bool]:
     comm[kernels] = trace.string_flags(is_comm_kernel)[g.name[kernels]]
     starts = np.concatenate([ops.start_ns[sel], g.start_ns[comm]]).astype(np.int64)
     ends = starts + np.concatenate([ops.dur_ns[sel], g.dur_ns[comm]]).astype(np.int64)
-    merged = _merged(starts, ends)
-    total = int((merged[1] - merged[0]).sum())
+    total = length(merged(starts, ends))
     exposed = None
     if comm.any():
         gs, ge = g.start_ns[comm].astype(np.int64), (g.start_ns[comm] + g.dur_ns[comm]).astype(np.int64)
-        on_gpu = _merged(gs, ge)
+        on_gpu = merged(gs, ge)
         other = kernels & ~comm
-        busy = _merged(
+        busy = merged(
             g.start_ns[other].astype(np.int64), (g.start_ns[other] + g.dur_ns[other]).astype(np.int64)
         )
-        exposed = int((on_gpu[1] - on_gpu[0]).sum()) - _overlap_ns(on_gpu, busy)
+        exposed = int((on_gpu[1] - on_gpu[0]).sum()) - overlap_ns(on_gpu, busy)
     return total, exposed, bool(len(starts))
 
 

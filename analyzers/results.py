@@ -17,6 +17,7 @@ from analyzers.model import Peaks, SourceLine, Table, Trace
 from analyzers.phases import Phase, TracePhases
 
 if TYPE_CHECKING:
+    from analyzers.communication import Communication
     from analyzers.modules import ModuleTree
 
 
@@ -24,9 +25,10 @@ class Regime(Enum):
     COMPUTE = "compute"
     MEMORY = "memory"
     OVERHEAD = "overhead"
+    COMMUNICATION = "communication"  # NCCL kernels: no roofline verdict (analyzers.communication)
 
 
-REGIME_CODES = {Regime.COMPUTE: 0, Regime.MEMORY: 1, Regime.OVERHEAD: 2}
+REGIME_CODES = {Regime.COMPUTE: 0, Regime.MEMORY: 1, Regime.OVERHEAD: 2, Regime.COMMUNICATION: 3}
 REGIMES_BY_CODE = {v: k for k, v in REGIME_CODES.items()}
 
 
@@ -79,19 +81,29 @@ class LineStat:
 
 @dataclass(frozen=True)
 class Breakdown:
-    """A wall span split into the three components; compute + memory + overhead == span."""
+    """A wall span split into its components; compute + memory + communication + overhead == span.
+    communication_ns is the exposed part of the collectives (no compute or memory kernel runs beside them);
+    the part they hide under runs counts as compute or memory and is given apart as communication_hidden_ns."""
 
     span_ns: int
     compute_ns: int
     memory_ns: int
     overhead_ns: int
     idle_ns: int | None = None  # the part of overhead_ns with no GPU work at all (the rest: overhead kernels)
+    communication_ns: int = 0  # collectives running while no compute or memory kernel does (exposed)
+    communication_hidden_ns: int = 0  # collectives running beside compute or memory kernels (not in the sum)
+
+    @property
+    def busy_ns(self) -> int:
+        """GPU time that the profiler does not slow: compute, memory and exposed communication."""
+        return self.compute_ns + self.memory_ns + self.communication_ns
 
     def fraction(self, regime: Regime) -> float:
         by_regime = {
             Regime.COMPUTE: self.compute_ns,
             Regime.MEMORY: self.memory_ns,
             Regime.OVERHEAD: self.overhead_ns,
+            Regime.COMMUNICATION: self.communication_ns,
         }
         value = by_regime[regime]
         return value / self.span_ns if self.span_ns else 0.0
@@ -123,6 +135,7 @@ class FindingKind(str, Enum):
     CONV_LAYOUT = "conv_layout"
     GRAPH_BREAK = "graph_break"
     RECOMPILE = "recompile"
+    COMMUNICATION = "communication"  # exposed collectives (analyzers.communication)
 
     def __str__(self) -> str:
         return str(self.value)
@@ -191,3 +204,4 @@ class Analysis:
     phases: TracePhases | None = None  # every window's phase and the run's
     modules: ModuleTree | None = None  # time per nn.Module (None: no kernel ran inside one)
     library_lines: list[LineStat] = field(default_factory=list)  # GPU time per model-library line
+    communication: Communication | None = None  # collectives: time, exposed, bytes (None: none recorded)
