@@ -2,9 +2,9 @@
 
     links (kernel -> launch -> op -> line)
       -> peaks (measured > override > datasheet)
-      -> roofline (FLOPs, bytes, regime per GPU row; collectives: communication, no roofline)
+      -> roofline (FLOPs, bytes, regime per GPU row)
       -> gaps (device-wide and per stream, with cause and line) + queue depth + launch-bound kernels
-      -> breakdown (compute / memory / communication / overhead per window) + profiler correction
+      -> breakdown (compute / memory / overhead per window) + profiler correction
       -> per-kernel-name, per-line and per-module statistics
       -> fusion chains -> findings
 
@@ -19,13 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from analyzers import breakdown as bd, communication as cm, gaps as gp, launch_timing as lt
+from analyzers import breakdown as bd, gaps as gp, launch_timing as lt
+from analyzers.arrays import window_max, window_rows
 from analyzers.compile_findings import graph_break_findings
 from analyzers.compiled import kernel_line_shares
 from analyzers.finding_context import Context
 from analyzers.finding_places import place_findings
 from analyzers.findings import all_findings
-from analyzers.fusion import FusionChain, fusion_chains
+from analyzers.fusion import fusion_chains
 from analyzers.gap_evidence import GapEvidence
 from analyzers.kernel_stats import kernel_stats
 from analyzers.lines import line_stats, unprofiled_idle_scale
@@ -34,15 +35,7 @@ from analyzers.model import Peaks, Table, Trace, WindowMode, empty_table, flag_o
 from analyzers.modules import KernelColumns, ModuleTree, module_tree
 from analyzers.peaks import resolve_peaks
 from analyzers.phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
-from analyzers.results import (
-    GAP_CAUSE_CODES,
-    Analysis,
-    Breakdown,
-    Finding,
-    GapCause,
-    LineStat,
-    OverheadCorrection,
-)
+from analyzers.results import GAP_CAUSE_CODES, Analysis, Breakdown, GapCause, LineStat, OverheadCorrection
 from analyzers.roofline import Roofline, roofline
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
@@ -53,11 +46,16 @@ NO_GPU_NOTE = (
 
 
 def select_windows(trace: Trace, windows: Iterable[int]) -> Trace:
-    """The same trace restricted to some capture windows (steps and telemetry of the whole run are kept)."""
+    """The same trace restricted to some capture windows (steps and telemetry of the whole run are kept).
+    A table whose rows come window by window (as recordings store them) is cut into views of its columns,
+    without copying them, when the chosen windows' rows are one stretch."""
     keep = np.asarray(sorted(set(int(w) for w in windows)), dtype=np.int64)
 
     def cut(table: Table) -> Table:
-        return table.take(np.nonzero(np.isin(table.window, keep))[0])
+        rows = window_rows(table.window, keep)
+        if isinstance(rows, slice):
+            return Table({k: v[rows] for k, v in table.columns.items()})
+        return table.take(rows)
 
     return replace(
         trace,
@@ -88,23 +86,23 @@ def trim_close_stalls(trace: Trace) -> tuple[Trace, list[str]]:
         return trace, []
     ops = trace.ops
     is_real = flag_of(trace.string_flags(lambda s: "::" in s), ops.name)
-    ends = np.concatenate(
-        (
-            trace.gpu.start_ns + trace.gpu.dur_ns,
-            trace.runtime.start_ns + trace.runtime.dur_ns,
-            ops.start_ns[is_real] + ops.dur_ns[is_real],
-        )
+    op_end = ops.start_ns + ops.dur_ns
+    last = np.maximum.reduce(
+        [
+            window_max(trace.gpu.window, trace.gpu.start_ns + trace.gpu.dur_ns, w.window),
+            window_max(trace.runtime.window, trace.runtime.start_ns + trace.runtime.dur_ns, w.window),
+            window_max(ops.window, np.where(is_real, op_end, np.iinfo(np.int64).min), w.window),
+        ]
     )
-    wins = np.concatenate((trace.gpu.window, trace.runtime.window, ops.window[is_real]))
+    del is_real, op_end
     new_end = w.end_ns.copy()
     notes: list[str] = []
-    columns = (w.window, w.mode, w.start_ns, w.end_ns, w.stall_ns)
-    for i, (win, mode, lo, hi, stall) in enumerate(zip(*(c.tolist() for c in columns), strict=True)):
+    columns = (w.window, w.mode, w.start_ns, w.end_ns, w.stall_ns, last)
+    for i, (win, mode, lo, hi, stall, mine) in enumerate(zip(*(c.tolist() for c in columns), strict=True)):
         if mode == WindowMode.FOREIGN or stall <= 0:
             continue
-        mine = ends[wins == win]
-        last = int(mine.max()) if len(mine) else lo
-        cut = min(max(0, hi - max(last, lo)), stall)
+        last_end = mine if mine != np.iinfo(np.int64).min else lo
+        cut = min(max(0, hi - max(last_end, lo)), stall)
         if cut > 0:
             new_end[i] = hi - cut
             notes.append(
@@ -137,7 +135,7 @@ def analyze(
     trace, trim_notes = trim_close_stalls(trace)
     links = link(trace)
     peaks = peaks_override if isinstance(peaks_override, Peaks) else resolve_peaks(trace, peaks_override)
-    roof = cm.classify(trace, roofline(trace, links, peaks))
+    roof = roofline(trace, links, peaks)
     busy, gaps, stream_gaps = _gaps(trace, links, roof)
     per_launch = lt.per_launch_ns(trace, busy)
     launch_bound = lt.launch_bound(trace, links, busy)
@@ -149,7 +147,6 @@ def analyze(
     ctx = Context(trace, links, roof, peaks, gaps, total, overhead, steps, per_launch, launch_bound)
     idle_scale = _idle_scale(total, steps, overhead)
     modules = _module_tree(trace, links, roof, gaps, steps, idle_scale)
-    comm = cm.communication(trace, links, roof.regime)
     return Analysis(
         trace=trace,
         links=links,
@@ -162,7 +159,8 @@ def analyze(
         lines=_line_stats(trace, links, roof, gaps, steps, idle_scale),
         library_lines=_library_line_stats(trace, links, roof, steps),
         modules=modules,
-        findings=_findings(ctx, chains, modules, comm) + graph_break_findings(trace),
+        findings=(place_findings(trace, links, modules, all_findings(ctx, chains)) if trace.has_gpu else [])
+        + graph_break_findings(trace),
         breakdown=total,
         window_breakdowns=per_window,
         overhead=overhead,
@@ -180,19 +178,7 @@ def analyze(
         windows=tuple(int(w) for w in trace.windows.window.tolist()),
         phase=lead,
         phases=phases,
-        communication=comm,
     )
-
-
-def _findings(
-    ctx: Context, chains: list[FusionChain], modules: ModuleTree | None, comm: cm.Communication | None
-) -> list[Finding]:
-    """The GPU findings, by saving, placed in the module tree (none without GPU activity)."""
-    if not ctx.trace.has_gpu:
-        return []
-    found = all_findings(ctx, chains) + cm.communication_findings(ctx, comm)
-    found.sort(key=lambda f: -(f.saving_ns or 0.0))
-    return place_findings(ctx.trace, ctx.links, modules, found)
 
 
 def _line_stats(
@@ -256,7 +242,7 @@ def _gaps(trace: Trace, links: Links, roof: Roofline) -> tuple[np.ndarray, Table
 
 
 def _idle_scale(total: Breakdown, steps: int, overhead: OverheadCorrection) -> float | None:
-    busy = total.busy_ns
+    busy = total.compute_ns + total.memory_ns
     return unprofiled_idle_scale(total.idle_ns or 0, busy, steps, overhead.unprofiled_step_ns)
 
 
@@ -318,14 +304,22 @@ def _notes(trace: Trace, links: Links, peaks: Peaks) -> list[str]:
 def _tail_notes(trace: Trace, gaps: Table) -> list[str]:
     """Flag a window whose end holds no GPU work and no CPU operator: a foreign trace's profiler stop."""
     notes: list[str] = []
-    if not len(gaps):
+    if not len(gaps) or not len(trace.windows):
         return notes
     other = GAP_CAUSE_CODES[GapCause.OTHER]
     w = trace.windows
-    for win, lo, hi in zip(w.window.tolist(), w.start_ns.tolist(), w.end_ns.tolist(), strict=True):
-        tail = (gaps.window == win) & (gaps.start_ns + gaps.dur_ns == hi) & (gaps.cause == other)
-        if tail.any():
-            ns = int(gaps.dur_ns[tail].sum())
+    order = np.argsort(w.window, kind="stable")
+    pos = np.minimum(np.searchsorted(w.window[order], gaps.window), len(order) - 1)
+    at = order[pos]  # each gap's window row
+    tail = (
+        (w.window[at] == gaps.window) & (gaps.start_ns + gaps.dur_ns == w.end_ns[at]) & (gaps.cause == other)
+    )
+    count = np.bincount(at[tail], minlength=len(w))
+    tail_ns = np.bincount(at[tail], weights=gaps.dur_ns[tail], minlength=len(w))  # exact: far below 2**53 ns
+    columns = (w.window, w.start_ns, w.end_ns, count, tail_ns)
+    for win, lo, hi, n, total in zip(*(c.tolist() for c in columns), strict=True):
+        if n:
+            ns = int(total)
             if hi > lo and ns > 0.1 * (hi - lo):
                 notes.append(
                     f"window {win}: its last {fmt_ns(ns)} ({fmt_pct(ns / (hi - lo))}) hold no GPU work and no"

@@ -12,3 +12,59 @@ def distinct(values: np.ndarray) -> np.ndarray:
     sort it does when asked for counts (3 M timestamps: 3 s vs 0.05 s).
     """
     return np.unique(values, return_counts=True)[0]
+
+
+def window_rows(window: np.ndarray, keep: np.ndarray) -> slice | np.ndarray:
+    """The rows of a table whose `window` is in `keep` (sorted, distinct), in table order: a slice when they
+    are one stretch of a table sorted by window (a recording's tables are), else their indices."""
+    n = len(window)
+    if n and bool((window[1:] >= window[:-1]).all()):
+        lo = np.searchsorted(window, keep, "left")
+        hi = np.searchsorted(window, keep, "right")
+        lo, hi = lo[hi > lo], hi[hi > lo]
+        if not len(lo):
+            return slice(0, 0)
+        if bool((lo[1:] == hi[:-1]).all()):
+            return slice(int(lo[0]), int(hi[-1]))
+    rows: np.ndarray = np.nonzero(np.isin(window, keep))[0]
+    return rows
+
+
+def window_max(window: np.ndarray, values: np.ndarray, windows: np.ndarray) -> np.ndarray:
+    """Per entry of `windows`, the largest of `values` over the rows of that window; the int64 minimum for a
+    window without rows. `values` is an int64 column as long as `window`."""
+    low = np.iinfo(np.int64).min
+    out = np.full(len(windows), low, dtype=np.int64)
+    if not len(window) or not len(windows):
+        return out
+    order = np.argsort(windows, kind="stable")
+    known = windows[order]
+    best = np.full(len(known), low, dtype=np.int64)
+    if bool((window[1:] >= window[:-1]).all()):  # rows window by window: one reduceat over the stretches
+        lo, hi = np.searchsorted(window, known, "left"), np.searchsorted(window, known, "right")
+        some = hi > lo
+        if some.any():
+            bounds = np.stack([lo[some], hi[some]], axis=1).reshape(-1)
+            best[some] = np.maximum.reduceat(np.append(values, low), bounds)[::2]
+    else:
+        pos = np.minimum(np.searchsorted(known, window), len(known) - 1)
+        hit = known[pos] == window
+        np.maximum.at(best, pos[hit], values[hit])
+    out[order] = best
+    return out
+
+
+def dense_ids(values: np.ndarray) -> np.ndarray:
+    """np.unique(values, return_inverse=True)[1] as int64: each value's rank among the distinct values. Through
+    a lookup table when the values span a range not much larger than their count (no sort), else by sorting."""
+    if not len(values):
+        return np.zeros(0, dtype=np.int64)
+    lo, hi = int(values.min()), int(values.max())
+    if hi - lo <= 4 * len(values) + 1024:
+        seen = np.zeros(hi - lo + 1, dtype=bool)
+        shifted = values - lo
+        seen[shifted] = True
+        rank = np.cumsum(seen, dtype=np.int64) - 1
+        out: np.ndarray = rank[shifted]
+        return out
+    return np.unique(values, return_inverse=True)[1].astype(np.int64).reshape(-1)

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from analyzers.arrays import dense_ids
 from analyzers.attention_cost import is_causal
 from analyzers.links import Links
 from analyzers.model import NONE, GpuKind, Trace, flag_of
@@ -66,30 +67,30 @@ class OpCosts:
 
 
 def _ancestors(links: Links, start: np.ndarray) -> np.ndarray:
-    """(MAX_DEPTH+1, n) op rows: the op itself, its parent, ... (NONE past the root)."""
-    chain = np.full((MAX_DEPTH + 1, len(start)), NONE, dtype=np.int64)
+    """(depth, n) op rows: the op itself, its parent, ... up to MAX_DEPTH levels above it (NONE past the root);
+    the levels stop at the first one where every row is past its root."""
+    levels = []
     cur = start.astype(np.int64)
-    for d in range(MAX_DEPTH + 1):
-        chain[d] = cur
+    for _ in range(MAX_DEPTH + 1):
         ok = cur >= 0
         if not ok.any():
             break
-        nxt = np.full_like(cur, NONE)
-        nxt[ok] = links.op_parent[cur[ok]]
-        cur = nxt
-    return chain
+        levels.append(cur)
+        cur = np.where(ok, links.op_parent[np.maximum(cur, 0)], NONE) if len(links.op_parent) else cur
+    if not levels:
+        return np.full((1, len(start)), NONE, dtype=np.int64)
+    return np.stack(levels)
 
 
 def _unique_keys(*cols: np.ndarray) -> np.ndarray:
-    """Dense ids (0..k-1) of the distinct tuples of non-negative-or-NONE int columns."""
+    """Dense ids (0..k-1, in the order of the sorted tuples) of the distinct tuples of non-negative-or-NONE int
+    columns."""
     key = np.zeros(len(cols[0]), dtype=np.int64)
     for col in cols:
         c = col.astype(np.int64) + 1  # NONE -> 0
         width = int(c.max()) + 1 if len(c) else 1
-        if int(key.max() if len(key) else 0) * width + width >= 2**62:
-            key = np.unique(key, return_inverse=True)[1].astype(np.int64)  # re-densify before packing
-        key = key * width + c
-    return np.unique(key, return_inverse=True)[1].astype(np.int64).reshape(-1)
+        key = dense_ids(key * width + c)  # key < k distinct tuples so far: the product stays small
+    return key
 
 
 def conv_output_hints(trace: Trace, rows: np.ndarray, costs: dict[int, OpCost]) -> dict[int, tuple[int, ...]]:
@@ -155,9 +156,10 @@ def _cost_distinct_ops(trace: Trace, cand: np.ndarray, index: np.ndarray) -> lis
     """Cost each distinct (name, shapes, dtypes) of the candidate ops once; index[cand] points at its cost."""
     ops = trace.ops
     keys = _unique_keys(ops.name[cand], ops.shapes[cand], ops.dtypes[cand])
-    first = np.unique(keys, return_index=True)[1]
+    first = np.empty(int(keys.max()) + 1 if len(keys) else 0, dtype=np.int64)
+    first[keys] = cand  # one op per key: every op of a key has the same name, shapes and dtypes
     costs: list[OpCost] = []
-    for r in cand[first].tolist():
+    for r in first.tolist():
         name = trace.name(int(ops.name[r]))
         args = parse_args(trace.name(int(ops.shapes[r])), trace.name(int(ops.dtypes[r])))
         costs.append(op_cost(name, args))

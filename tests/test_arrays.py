@@ -1,0 +1,42 @@
+"""The numpy helpers the passes share (analyzers/arrays.py) give what the plain numpy they replace gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analyzers.arrays import dense_ids, window_max, window_rows
+
+LOW = np.iinfo(np.int64).min
+
+
+@pytest.mark.parametrize("sorted_windows", [True, False])
+def test_window_rows_and_window_max_agree_with_a_mask_per_window(sorted_windows: bool) -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(0, 40))
+        window = rng.integers(0, 6, n).astype(np.int32)
+        if sorted_windows:
+            window.sort()
+        values = rng.integers(-1000, 1000, n).astype(np.int64)
+        keep = np.unique(rng.integers(0, 8, int(rng.integers(0, 6))))
+        rows = window_rows(window, keep)
+        got = np.arange(n)[rows] if isinstance(rows, slice) else rows
+        assert got.tolist() == np.nonzero(np.isin(window, keep))[0].tolist()
+        asked = rng.permutation(keep)
+        want = [int(values[window == w].max()) if (window == w).any() else LOW for w in asked.tolist()]
+        assert window_max(window, values, asked).tolist() == want
+
+
+def test_a_sorted_table_cut_to_adjacent_windows_is_a_view() -> None:
+    window = np.repeat(np.arange(5, dtype=np.int32), 3)
+    assert window_rows(window, np.array([1, 2, 3])) == slice(3, 12)
+    assert isinstance(window_rows(window, np.array([1, 3])), np.ndarray)  # window 2 lies between
+
+
+def test_dense_ids_is_the_inverse_of_unique_on_narrow_and_wide_ranges() -> None:
+    rng = np.random.default_rng(3)
+    for span in (5, 1000, 10**15):
+        values = rng.integers(-span, span, 5000)
+        assert dense_ids(values).tolist() == np.unique(values, return_inverse=True)[1].tolist()
+    assert dense_ids(np.zeros(0, dtype=np.int64)).tolist() == []
