@@ -2,9 +2,9 @@
 
     links (kernel -> launch -> op -> line)
       -> peaks (measured > override > datasheet)
-      -> roofline (FLOPs, bytes, regime per GPU row)
+      -> roofline (FLOPs, bytes, regime per GPU row; collectives: communication, no roofline)
       -> gaps (device-wide and per stream, with cause and line) + queue depth + launch-bound kernels
-      -> breakdown (compute / memory / overhead per window) + profiler correction
+      -> breakdown (compute / memory / communication / overhead per window) + profiler correction
       -> per-kernel-name, per-line and per-module statistics
       -> fusion chains -> findings
 
@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from analyzers import breakdown as bd, gaps as gp, launch_timing as lt
+from analyzers import breakdown as bd, communication as cm, gaps as gp, launch_timing as lt
 from analyzers.arrays import window_max, window_rows
 from analyzers.compile_findings import graph_break_findings
 from analyzers.compiled import kernel_line_shares
 from analyzers.finding_context import Context
 from analyzers.finding_places import place_findings
 from analyzers.findings import all_findings
-from analyzers.fusion import fusion_chains
+from analyzers.fusion import FusionChain, fusion_chains
 from analyzers.gap_evidence import GapEvidence
 from analyzers.kernel_stats import kernel_stats
 from analyzers.lines import line_stats, unprofiled_idle_scale
@@ -35,7 +35,15 @@ from analyzers.model import Peaks, Table, Trace, WindowMode, empty_table, flag_o
 from analyzers.modules import KernelColumns, ModuleTree, module_tree
 from analyzers.peaks import resolve_peaks
 from analyzers.phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
-from analyzers.results import GAP_CAUSE_CODES, Analysis, Breakdown, GapCause, LineStat, OverheadCorrection
+from analyzers.results import (
+    GAP_CAUSE_CODES,
+    Analysis,
+    Breakdown,
+    Finding,
+    GapCause,
+    LineStat,
+    OverheadCorrection,
+)
 from analyzers.roofline import Roofline, roofline
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
@@ -135,7 +143,7 @@ def analyze(
     trace, trim_notes = trim_close_stalls(trace)
     links = link(trace)
     peaks = peaks_override if isinstance(peaks_override, Peaks) else resolve_peaks(trace, peaks_override)
-    roof = roofline(trace, links, peaks)
+    roof = cm.classify(trace, roofline(trace, links, peaks))
     busy, gaps, stream_gaps = _gaps(trace, links, roof)
     per_launch = lt.per_launch_ns(trace, busy)
     launch_bound = lt.launch_bound(trace, links, busy)
@@ -147,6 +155,7 @@ def analyze(
     ctx = Context(trace, links, roof, peaks, gaps, total, overhead, steps, per_launch, launch_bound)
     idle_scale = _idle_scale(total, steps, overhead)
     modules = _module_tree(trace, links, roof, gaps, steps, idle_scale)
+    comm = cm.communication(trace, links, roof.regime)
     return Analysis(
         trace=trace,
         links=links,
@@ -159,8 +168,7 @@ def analyze(
         lines=_line_stats(trace, links, roof, gaps, steps, idle_scale),
         library_lines=_library_line_stats(trace, links, roof, steps),
         modules=modules,
-        findings=(place_findings(trace, links, modules, all_findings(ctx, chains)) if trace.has_gpu else [])
-        + graph_break_findings(trace),
+        findings=_findings(ctx, chains, modules, comm) + graph_break_findings(trace),
         breakdown=total,
         window_breakdowns=per_window,
         overhead=overhead,
@@ -178,7 +186,19 @@ def analyze(
         windows=tuple(int(w) for w in trace.windows.window.tolist()),
         phase=lead,
         phases=phases,
+        communication=comm,
     )
+
+
+def _findings(
+    ctx: Context, chains: list[FusionChain], modules: ModuleTree | None, comm: cm.Communication | None
+) -> list[Finding]:
+    """The GPU findings, by saving, placed in the module tree (none without GPU activity)."""
+    if not ctx.trace.has_gpu:
+        return []
+    found = all_findings(ctx, chains) + cm.communication_findings(ctx, comm)
+    found.sort(key=lambda f: -(f.saving_ns or 0.0))
+    return place_findings(ctx.trace, ctx.links, modules, found)
 
 
 def _line_stats(
@@ -242,7 +262,7 @@ def _gaps(trace: Trace, links: Links, roof: Roofline) -> tuple[np.ndarray, Table
 
 
 def _idle_scale(total: Breakdown, steps: int, overhead: OverheadCorrection) -> float | None:
-    busy = total.compute_ns + total.memory_ns
+    busy = total.busy_ns
     return unprofiled_idle_scale(total.idle_ns or 0, busy, steps, overhead.unprofiled_step_ns)
 
 
