@@ -94,7 +94,10 @@ def test_collective_kernels_get_no_roofline_regime():
     a = analyze(ddp_window())
     comm = REGIME_CODES[Regime.COMMUNICATION]
     names = [a.trace.name(int(i)) for i in a.trace.gpu.name]
-    assert [n for n, r in zip(names, a.kernel_regime.tolist(), strict=True) if r == comm] == [ALLREDUCE, ALLGATHER]
+    assert [n for n, r in zip(names, a.kernel_regime.tolist(), strict=True) if r == comm] == [
+        ALLREDUCE,
+        ALLGATHER,
+    ]
     stats = {k.name: k for k in a.kernels}
     assert stats[ALLREDUCE].regime is Regime.COMMUNICATION and stats[ALLREDUCE].achieved_bytes_per_s is None
     assert stats[GEMM].regime is Regime.COMPUTE and stats[ADD].regime is Regime.MEMORY
@@ -131,7 +134,9 @@ def test_exposed_communication_is_a_finding_with_the_ddp_cure():
 
 
 def test_an_exposed_all_gather_gets_the_fsdp_cure():
-    a = analyze(ddp_window(exposed_gather_ms=40))  # all-gather 40-80: 20 ms exposed; all-reduce 28 -> 8 exposed
+    a = analyze(
+        ddp_window(exposed_gather_ms=40)
+    )  # all-gather 40-80: 20 ms exposed; all-reduce 28 -> 8 exposed
     f = next(f for f in a.findings if f.kind is FindingKind.COMMUNICATION)
     assert f.action == FSDP_ACTION and "set_modules_to_forward_prefetch" in f.action
 
@@ -160,3 +165,58 @@ def test_gloo_collectives_on_the_cpu_give_time_and_bytes():
     assert ar.bytes == 2 * 2177 * 4 and ar.algbw_bytes_per_s == pytest.approx(2 * 8708 / 0.006)
     assert ar.busbw_bytes_per_s == pytest.approx(2 * 8708 / 0.006 * 1.5)
     assert (barrier.kind, barrier.bytes, barrier.algbw_bytes_per_s) == ("barrier", None, None)
+
+
+def test_report_text_and_json_carry_the_communication_figures():
+    from brrrtui.present.regime_bar import regime_bar
+    from brrrtui.present.report import SCHEMA, render_text, to_json
+
+    a = analyze(ddp_window())
+    doc = to_json(a)
+    assert doc["schema"] == SCHEMA == 4
+    parts = doc["breakdown_ns"]
+    assert parts == {"compute": 40 * MS, "memory": 10 * MS, "communication": 30 * MS, "overhead": 20 * MS}
+    assert sum(parts.values()) == doc["span_ns"]
+    c = doc["communication"]
+    assert (c["kernel_ns"], c["exposed_ns"], c["hidden_ns"], c["ranks"]) == (52 * MS, 30 * MS, 22 * MS, 2)
+    ar = c["collectives"][0]
+    assert (ar["kind"], ar["side"], ar["calls"], ar["time_ns"], ar["exposed_ns"]) == (
+        "all_reduce",
+        "gpu",
+        1,
+        50 * MS,
+        28 * MS,
+    )
+    assert ar["bytes"] == 2097152 and ar["busbw_bytes_per_s"] == pytest.approx(2097152 / 0.05)
+    assert {k["name"]: k["regime"] for k in doc["kernels"]}[ALLREDUCE] == "communication"
+    assert doc["findings"][0]["kind"] == "communication"
+    text = render_text(a)
+    assert "  comm          30 ms   30%" in text and "22 ms more hidden under compute or memory" in text
+    assert "communication (collectives, per step; 2 ranks)" in text
+    assert "  all_reduce      gpu       1  50 ms     28 ms     2.1 MB      41.9 MB/s    41.9 MB/s" in text
+    bar = "".join(t for t, _ in regime_bar("w", a.breakdown, 20))
+    assert bar == "w ████████▓▓▒▒▒▒▒▒░░░░ C 40% M 10% N 30% O 20% (idle 20%)"
+
+
+def test_a_run_without_collectives_reports_as_before():
+    from brrrtui.present.regime_bar import regime_bar
+    from brrrtui.present.report import render_text, to_json
+
+    b = TraceBuilder()
+    b.launch(GEMM, cpu_ns=0, gpu_ns=0, dur_ns=10 * MS)
+    b.window(0, 20 * MS)
+    a = analyze(b.build())
+    doc = to_json(a)
+    assert doc["communication"] is None and doc["breakdown_ns"]["communication"] == 0
+    assert "comm" not in render_text(a)
+    assert "N " not in "".join(t for t, _ in regime_bar("w", a.breakdown, 20))
+
+
+def test_the_perfetto_export_gives_collectives_their_category_and_colour():
+    from brrrtui.present.perfetto import to_perfetto
+
+    a = analyze(ddp_window())
+    doc = to_perfetto(a.trace, [a], {})
+    events = [e for e in doc["traceEvents"] if e.get("name") == ALLREDUCE]
+    assert events and events[0]["cat"] == "kernel,communication" and events[0]["cname"] == "rail_load"
+    assert events[0]["args"]["regime"] == "communication"

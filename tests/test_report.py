@@ -36,6 +36,7 @@ def test_json_schema_exactly():
         "device",
         "span_ns",
         "breakdown_ns",
+        "communication",
         "overhead",
         "lines",
         "kernels",
@@ -47,7 +48,8 @@ def test_json_schema_exactly():
         "phases",
         "other_phases",
     ]
-    assert doc["schema"] == 3
+    assert doc["schema"] == 4
+    assert doc["communication"] is None  # no collective recorded
     assert doc["modules"] is None  # no span names a module (a hand-built trace)
     # no optimizer step recorded: phases cannot be told, every window is analysed
     assert doc["phase"] == "unknown" and doc["windows"] == [0] and doc["other_phases"] == {}
@@ -60,7 +62,7 @@ def test_json_schema_exactly():
     }
     assert doc["device"] == {"name": "NVIDIA H200", "peak_flops_per_s": 989e12, "peak_bytes_per_s": 4.8e12,
                              "peaks_source": "datasheet:H200 SXM"}  # fmt: skip
-    assert list(doc["breakdown_ns"]) == ["compute", "memory", "overhead"]
+    assert list(doc["breakdown_ns"]) == ["compute", "memory", "communication", "overhead"]
     assert sum(doc["breakdown_ns"].values()) == doc["span_ns"] == 300_000
     assert list(doc["overhead"]) == [
         "raw_fraction",

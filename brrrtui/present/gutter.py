@@ -3,7 +3,7 @@
 ` 12.3 ms ▉▉▉▍ M F  41 │ y = x.cos().cos()`
   time     share  |  |  line number
                   |  fusion candidate (a Finding of kind "fusion" names this line)
-                  dominant regime: C compute, M memory, O overhead (idle time counts as overhead)
+                  dominant regime: C compute, M memory, N communication, O overhead (idle counts as overhead)
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from brrrtui.contract.units import fmt_ns
 
 Span = tuple[str, str]  # (text, role)
 
-BADGES = {Regime.COMPUTE: "C", Regime.MEMORY: "M", Regime.OVERHEAD: "O"}
+BADGES = {Regime.COMPUTE: "C", Regime.MEMORY: "M", Regime.OVERHEAD: "O", Regime.COMMUNICATION: "N"}
 EIGHTHS = " ▏▎▍▌▋▊▉█"
 
 

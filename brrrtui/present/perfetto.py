@@ -49,8 +49,14 @@ from brrrtui.present.perfetto_block import (
 
 STREAM_TID = 2_000_000_000  # + stream: kernels streamed between windows
 REGIME_TID = 3_000_000_000  # + stream: the stream's regime band (one slice per kernel, named by its regime)
-# Chrome's reserved colour names (trace-viewer's color_scheme): compute green, memory yellow, overhead red
-COLOURS = {Regime.COMPUTE: "good", Regime.MEMORY: "yellow", Regime.OVERHEAD: "terrible"}
+# Chrome's reserved colour names (trace-viewer's color_scheme): compute green, memory yellow, overhead red,
+# communication (collectives) blue
+COLOURS = {
+    Regime.COMPUTE: "good",
+    Regime.MEMORY: "yellow",
+    Regime.OVERHEAD: "terrible",
+    Regime.COMMUNICATION: "rail_load",
+}
 IDLE_COLOUR = "grey"
 CAUSES = {code: cause.value for cause, code in GAP_CAUSE_CODES.items()}
 TELEMETRY = (

@@ -41,6 +41,7 @@ def _other_json(o: Analysis) -> dict[str, Any]:
         "breakdown_ns": {
             "compute": int(b.compute_ns),
             "memory": int(b.memory_ns),
+            "communication": int(b.communication_ns),
             "overhead": int(b.overhead_ns),
         },
         "lines": [

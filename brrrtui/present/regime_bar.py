@@ -1,6 +1,7 @@
-"""The three-regime bar: how a span of wall time splits into compute, memory and overhead.
+"""The regime bar: how a span of wall time splits into compute, memory, communication and overhead.
 
     `window 3 ████████▓▓▓▓▓░░░ C 62% M 25% O 13%`
+    `window 3 ██████▓▓▓▒▒▒░░░░ C 40% M 20% N 20% O 20%`   (a run with collectives: N, the exposed part)
 
 Each regime has its own glyph as well as its own colour, so the bar still reads without colour (NO_COLOR).
 """
@@ -11,8 +12,8 @@ from analyzers.results import Breakdown, Regime
 
 Span = tuple[str, str]
 
-GLYPHS = {Regime.COMPUTE: "█", Regime.MEMORY: "▓", Regime.OVERHEAD: "░"}
-LETTERS = {Regime.COMPUTE: "C", Regime.MEMORY: "M", Regime.OVERHEAD: "O"}
+GLYPHS = {Regime.COMPUTE: "█", Regime.MEMORY: "▓", Regime.COMMUNICATION: "▒", Regime.OVERHEAD: "░"}
+LETTERS = {Regime.COMPUTE: "C", Regime.MEMORY: "M", Regime.COMMUNICATION: "N", Regime.OVERHEAD: "O"}
 
 
 def split_cells(fractions: list[float], cells: int) -> list[int]:
@@ -41,6 +42,8 @@ def regime_bar(
         spans.append((" " + placeholder, "muted"))
         return spans
     regimes = [Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD]
+    if getattr(b, "communication_ns", 0) or getattr(b, "communication_hidden_ns", 0):
+        regimes.insert(2, Regime.COMMUNICATION)  # shown only for a run with collectives
     parts = split_cells([b.fraction(r) for r in regimes], cells)
     for r, n in zip(regimes, parts, strict=True):
         if n:

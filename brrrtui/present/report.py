@@ -1,14 +1,15 @@
 """The verdicts as text (`render_text`) and as a stable JSON document (`to_json`).
 
-JSON schema 3 (`brrrtui report --json`; the README documents it, with what changed since schemas 1 and 2). Times in ns, rates per second, unknown numbers null; regimes are
-"compute" | "memory" | "overhead"::
+JSON schema 4 (`brrrtui report --json`; the README documents it, with what changed since schemas 1 to 3). Times in ns, rates per second, unknown numbers null; regimes are
+"compute" | "memory" | "overhead" | "communication"::
 
     {
-      "schema": 3,
+      "schema": 4,
       "device": {"name": str|null, "peak_flops_per_s": float|null, "peak_bytes_per_s": float|null,
                  "peaks_source": "measured" | "override" | "datasheet:<name>" | "unknown"},
       "span_ns": int,                                   # wall time of the analysed windows
-      "breakdown_ns": {"compute": int, "memory": int, "overhead": int},   # sums to span_ns exactly
+      "breakdown_ns": {"compute": int, "memory": int, "communication": int, "overhead": int},  # sums to span_ns
+      "communication": null | {...},                    # present/comm_report.py (exposed / hidden collectives)
       "overhead": {"raw_fraction": float, "corrected_fraction": float|null,
                    "profiled_step_ns": float|null, "unprofiled_step_ns": float|null},
       "lines": [{"file": str, "line": int, "function": str, "gpu_ns": int, "idle_ns": int,  # unprofiled est.
@@ -60,11 +61,12 @@ from analyzers.phases import Phase
 from analyzers.results import GAP_CAUSE_CODES, Analysis, Finding, GapCause, KernelStat, LineStat, Regime
 from analyzers.stream import StreamView, stream_view
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
+from brrrtui.present.comm_report import comm_json, comm_text
 from brrrtui.present.module_report import finding_place_lines, modules_json, modules_text, place_json
 from brrrtui.present.paths import readable_path, readable_text
 from brrrtui.present.phase_report import phase_json, phase_line, phase_sections
 
-SCHEMA = 3
+SCHEMA = 4
 
 
 def _num(x: float | int | None) -> float | int | None:
@@ -96,8 +98,10 @@ def to_json(
         "breakdown_ns": {
             "compute": int(b.compute_ns),
             "memory": int(b.memory_ns),
+            "communication": int(b.communication_ns),
             "overhead": int(b.overhead_ns),
         },
+        "communication": comm_json(a.communication),
         "overhead": {
             "raw_fraction": _num(o.raw_overhead_fraction),
             "corrected_fraction": _num(o.corrected_overhead_fraction),
@@ -233,6 +237,7 @@ def render_text(analysis: Analysis, top: int = 15, others: Mapping[Phase, Analys
             f"  {'calls':>6} {'gpu time':>10}  {'regime':<8} {'FLOP/s':>12} {'bytes/s':>11} {'roof':>5}  name"
         )
         out += [_kernel_text(k) for k in a.kernels[:top]]
+    out += comm_text(a)
     out.append("")
     if a.findings:
         out.append("findings (estimated saving first)")
@@ -259,7 +264,7 @@ def _header_text(a: Analysis) -> list[str]:
     t, b, p = a.trace, a.breakdown, a.peaks
     src = os.path.basename(t.source) if t.source else "trace"
     l2 = f", L2 {p.l2_bytes / 2**20:.0f} MiB" if p.l2_bytes else ""
-    busy = b.compute_ns + b.memory_ns + (b.overhead_ns - (b.idle_ns or 0))
+    busy = b.busy_ns + (b.overhead_ns - (b.idle_ns or 0))
     nwin = len(t.windows)
     steps = f", {a.steps_analysed} step{'s' if a.steps_analysed != 1 else ''}" if a.steps_analysed else ""
     out = [
@@ -277,14 +282,19 @@ def _header_text(a: Analysis) -> list[str]:
         else {}
     )
     idle_txt = ", ".join(f"{c.value} {fmt_ns(v)}" for c, v in idle.items() if v)
+    with_comm = b.communication_ns or b.communication_hidden_ns
+    comm = [(Regime.COMMUNICATION, b.communication_ns)] if with_comm else []
     for regime, ns in (
         (Regime.COMPUTE, b.compute_ns),
         (Regime.MEMORY, b.memory_ns),
+        *comm,
         (Regime.OVERHEAD, b.overhead_ns),
     ):
         frac = b.fraction(regime)
         extra = f"  idle {fmt_ns(b.idle_ns)}: {idle_txt}" if regime == Regime.OVERHEAD and b.idle_ns else ""
-        out.append(f"  {regime.value:<9}{fmt_ns(ns):>10} {fmt_pct(frac):>5}  {_bar(frac)}{extra}")
+        if regime is Regime.COMMUNICATION:  # the exposed part; the hidden part counts as compute/memory
+            extra = f"  exposed; {fmt_ns(b.communication_hidden_ns)} more hidden under compute or memory"
+        out.append(f"  {_label(regime):<9}{fmt_ns(ns):>10} {fmt_pct(frac):>5}  {_bar(frac)}{extra}")
     o = a.overhead
     corr = (
         f"corrected {fmt_pct(o.corrected_overhead_fraction)} (unprofiled step {fmt_ns(o.unprofiled_step_ns)})"
@@ -319,17 +329,24 @@ def _cpu_only_text(a: Analysis, top: int) -> list[str]:
 def _line_text(s: LineStat, per: int) -> str:
     r = s.gpu_ns_by_regime
     parts = "/".join(fmt_ns(r[x] / per) for x in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD))
+    comm = r.get(Regime.COMMUNICATION, 0)
+    parts += f", comm {fmt_ns(comm / per)}" if comm else ""
     return (
-        f"  {str(s.line) + ' ' + s.line.function:<40} {s.regime.value:<8}"
+        f"  {str(s.line) + ' ' + s.line.function:<40} {_label(s.regime):<8}"
         f" gpu {fmt_ns(s.gpu_ns / per)} (c/m/o {parts})  idle {fmt_ns(s.idle_ns / per)}"
         f"  {s.kernels / per:.0f} kernels  {fmt_flop_count(None if s.flops is None else s.flops / per)}"
         f"  {fmt_bytes(None if s.bytes is None else s.bytes / per)}"
     )
 
 
+def _label(r: Regime) -> str:
+    """A regime in the report's 8-character columns."""
+    return "comm" if r is Regime.COMMUNICATION else r.value
+
+
 def _kernel_text(k: KernelStat) -> str:
     on_chip = k.regime is Regime.MEMORY and narrow_load_bytes(k.name) is not None
-    regime = "on-chip" if on_chip else k.regime.value  # memory-bound in L1/shared, not DRAM
+    regime = "on-chip" if on_chip else _label(k.regime)  # memory-bound in L1/shared, not DRAM
     return (
         f"  {k.calls:>6} {fmt_ns(k.gpu_ns):>10}  {regime:<8} {fmt_flops(k.achieved_flops_per_s):>12}"
         f" {fmt_bw(k.achieved_bytes_per_s):>11} {fmt_pct(k.roof_fraction):>5}  {short_kernel_name(k.name)}"

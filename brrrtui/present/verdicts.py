@@ -50,6 +50,12 @@ def kernel_verdict(
             f"memory-bound: moves {fmt_bytes(nbytes)} at {fmt_bw(rate)} of {fmt_bw(peak)}{frac}; "
             "fusing it with its neighbours saves the DRAM round trips."
         )
+    if regime is Regime.COMMUNICATION:
+        return (
+            "communication: a collective moving data between GPUs (no roofline verdict); the step waits for it "
+            "only where no compute or memory kernel runs beside it (exposed), and its time includes waiting "
+            "for the other ranks."
+        )
     mean = dur_ns / calls if calls else dur_ns
     return (
         f"overhead-bound: {fmt_ns(mean)} per call is too short to pay for its launch; fewer, larger kernels "

@@ -41,7 +41,8 @@ def _line_numbers(snap: Snapshot, s: LineStat, d: Detail) -> None:
             "",
         )
     )
-    d.add(*[(f"{r.value} {fmt_ns(s.gpu_ns_by_regime.get(r, 0))}  ", r.value) for r in Regime])
+    shown = [r for r in Regime if r is not Regime.COMMUNICATION or s.gpu_ns_by_regime.get(r, 0)]
+    d.add(*[(f"{r.value} {fmt_ns(s.gpu_ns_by_regime.get(r, 0))}  ", r.value) for r in shown])
     streamed = snap.stream_lines.get(s.line_id)
     if streamed is not None:
         d.add((f"streamed: {streamed[0]:,} kernels, {fmt_ns(streamed[1])} (inferred)", "muted"))
