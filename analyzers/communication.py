@@ -16,8 +16,10 @@ the straggler apart).
 
 **Bytes** of a call (its message, what one rank puts in): the GPU row's own `bytes` when the reader found the
 collective's size (Kineto's "In msg nelems" x dtype); else the nearest op that encloses the call and names a
-collective (`record_param_comms`, `nccl:all_reduce`, `gloo:all_reduce`) with recorded shapes: the sum of its
-tensor inputs (`gloo:all_reduce [[2177]] float`: 8,708 bytes).
+collective with recorded shapes: `record_param_comms` (torch's c10d records it around the launch; its
+arguments are the input tensor, then the output tensor, then scalars) by its first argument, the input;
+`nccl:all_reduce`, `gloo:all_reduce` ... by the sum of their tensor inputs (`gloo:all_reduce [[2177]] float`:
+8,708 bytes).
 
 **Bandwidth**, nccl-tests' convention (its PERFORMANCE.md), over the calls whose size is known::
 
@@ -47,7 +49,8 @@ from brrrtui.contract.units import fmt_ns, fmt_pct
 
 COMM_OP_PREFIXES = ("gloo:", "mpi:", "ucc:")  # CPU-side collectives whose op spans the whole collective
 COMM_KERNEL_PREFIXES = ("nccl",)  # ncclKernel_AllReduce_..., ncclDevKernel_AllGather_...
-SIZED_OP_PREFIXES = ("record_param_comms", "nccl:", *COMM_OP_PREFIXES)  # ops whose inputs are the message
+PARAM_COMMS = "record_param_comms"  # arguments: input, output, then scalars (c10d's ParamCommsUtils)
+SIZED_OP_PREFIXES = (PARAM_COMMS, "nccl:", *COMM_OP_PREFIXES)  # ops whose inputs are the message
 COMM = REGIME_CODES[Regime.COMMUNICATION]
 WORK = (REGIME_CODES[Regime.COMPUTE], REGIME_CODES[Regime.MEMORY])
 EXPOSED_MIN_FRACTION = 0.05  # exposed collectives under this share of the span make no finding
@@ -194,8 +197,10 @@ def _message_bytes(trace: Trace, links: Links, gpu_rows: np.ndarray, op_rows: np
 
     def op_bytes(op: int) -> float:
         if op not in memo:
-            args = parse_args(trace.name(int(ops.shapes[op])), trace.name(int(ops.dtypes[op])))
-            known = [a.nbytes for a in args or [] if a is not None]
+            args = parse_args(trace.name(int(ops.shapes[op])), trace.name(int(ops.dtypes[op]))) or []
+            if trace.name(int(ops.name[op])) == PARAM_COMMS:
+                args = args[:1]  # the input; the output follows it
+            known = [a.nbytes for a in args if a is not None]
             memo[op] = float(sum(known)) if known else np.nan
         return memo[op]
 

@@ -56,12 +56,13 @@ def ddp_window(exposed_gather_ms: float = 5, world: int | None = 2):
     all-reduce: hidden 28-40 and 60-70 (22 ms), exposed 40-60 and 70-78 (28 ms; the 3 us kernel at 45 ms is
     overhead, which hides nothing); all-gather: exposed 75-80; communication overall 28-80 (52 ms), exposed
     30 ms, hidden 22 ms; idle 80-100. The all-reduce is launched inside record_param_comms of a 1 Mi-element
-    bf16 bucket (2 MiB); the all-gather row carries its own 4096 bytes."""
+    bf16 bucket (its arguments: input, output: the input's 2 MiB count); the all-gather row carries its own
+    4096 bytes."""
     b = TraceBuilder()
     bwd = b.line("train.py", 20, "step")
     b.span(bwd, 0, 90 * MS)
     b.launch(GEMM, cpu_ns=1_000, gpu_ns=0, dur_ns=40 * MS)
-    b.op("record_param_comms", 20 * MS, 1 * MS, shapes=[[1048576], []], dtypes=[BF16, "Int"])
+    b.op("record_param_comms", 20 * MS, 1 * MS, shapes=[[1048576], [1048576], []], dtypes=[BF16, BF16, "Int"])
     b.launch(ALLREDUCE, cpu_ns=20 * MS + 100_000, gpu_ns=28 * MS, dur_ns=50 * MS, stream=20)
     b.launch("tiny_kernel", cpu_ns=30 * MS, gpu_ns=45 * MS, dur_ns=3_000)
     b.launch(ADD, cpu_ns=31 * MS, gpu_ns=60 * MS, dur_ns=10 * MS)
@@ -220,3 +221,34 @@ def test_the_perfetto_export_gives_collectives_their_category_and_colour():
     events = [e for e in doc["traceEvents"] if e.get("name") == ALLREDUCE]
     assert events and events[0]["cat"] == "kernel,communication" and events[0]["cname"] == "rail_load"
     assert events[0]["args"]["regime"] == "communication"
+
+
+class _NcclEvent:
+    """A Kineto event of an NCCL kernel as the capture sees it: its collective metadata in extra_meta or, as
+    some builds give it, in the activity's metadata JSON (members without braces)."""
+
+    def __init__(self, extra=None, metadata=""):
+        self.extra, self.metadata = extra, metadata
+
+    def extra_meta(self):
+        if self.extra is None:
+            raise AttributeError("extra_meta")
+        return self.extra
+
+    def metadata_json(self):
+        return self.metadata
+
+
+def test_the_capture_reads_an_nccl_kernel_size_from_kineto_metadata():
+    from brrrtui.capture.convert import collective_bytes
+
+    assert collective_bytes(_NcclEvent({"In msg nelems": "1048576", "dtype": "BFloat16"})) == 2 * 1048576
+    assert (
+        collective_bytes(
+            _NcclEvent({}, '"Collective name": "allreduce", "In msg nelems": 10, "dtype": "Float"')
+        )
+        == 40
+    )
+    assert collective_bytes(_NcclEvent(None, '{"In msg nelems": 3, "dtype": "Long"}')) == 24
+    assert collective_bytes(_NcclEvent({}, "not json")) == -1
+    assert collective_bytes(_NcclEvent({"In msg nelems": "8", "dtype": "Mystery"})) == -1

@@ -37,6 +37,13 @@ _GPU_KINDS = {
 }
 _RUNTIME_KINDS = {"cuda_runtime", "cuda_driver"}
 _NAN = float("nan")
+# bytes per element by c10's ScalarType names, as Kineto writes a collective's "dtype"
+_SCALAR_BYTES = {
+    **dict.fromkeys(("Byte", "Char", "Bool", "Float8_e4m3fn", "Float8_e5m2"), 1),
+    **dict.fromkeys(("Short", "Half", "BFloat16"), 2),
+    **dict.fromkeys(("Int", "Float"), 4),
+    **dict.fromkeys(("Long", "Double"), 8),
+}
 
 
 def activity_kind(e: Any) -> str:
@@ -60,6 +67,31 @@ def activity_kind(e: Any) -> str:
     if name.startswith("cuda") or (name.startswith("cu") and name[2:3].isupper()):
         return "cuda_runtime"
     return "cpu_op"
+
+
+def collective_bytes(e: Any) -> int:
+    """An NCCL kernel's message size, "In msg nelems" x dtype, from the collective metadata Kineto attaches to
+    it (extra_meta, else the activity's metadata JSON); -1 when this torch gives none. Only the collectives'
+    kernels are asked (a few per step)."""
+    meta: dict[str, Any] = {}
+    for read in (lambda: e.extra_meta(), lambda: _metadata(e.metadata_json())):
+        try:
+            meta = dict(read() or {})
+        except (AttributeError, RuntimeError, TypeError, ValueError):
+            continue
+        if "In msg nelems" in meta:
+            break
+    try:
+        nelems, width = int(meta["In msg nelems"]), _SCALAR_BYTES[str(meta["dtype"])]
+    except (KeyError, TypeError, ValueError):
+        return -1
+    return nelems * width if nelems >= 0 else -1
+
+
+def _metadata(text: str) -> Any:
+    """Kineto's activity metadata: JSON members, with or without the enclosing braces."""
+    text = text.strip()
+    return json.loads(text if text.startswith("{") else "{" + text + "}") if text else {}
 
 
 def _as_json(value: list[Any]) -> str | None:
@@ -118,7 +150,9 @@ def convert_events(events: Any, window: int, strings: Interner, span_prefix: str
         kind = activity_kind(e)
         name = e.name()
         if kind in _GPU_KINDS:
-            nbytes = e.nbytes() if kind != "kernel" else -1
+            nbytes = (
+                e.nbytes() if kind != "kernel" else collective_bytes(e) if name.startswith("nccl") else -1
+            )
             gpu.append(
                 (
                     window,
