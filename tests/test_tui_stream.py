@@ -9,6 +9,7 @@ import brrrtui.recording.load
 import brrrtui.recording.store
 from brrrtui.present.lanes import PageKey
 from brrrtui.record.feed import Feed, StreamAdded, WindowAdded
+from brrrtui.recording.follow import Follower
 from brrrtui.recording.store import RecordingWriter, load_recording
 from brrrtui.tui.app import make_app
 
@@ -106,8 +107,10 @@ def _live_app(tmp_path, repeats: int):
 
 @run_async
 async def test_live_stream_is_followed_incrementally_without_reloading(tmp_path, monkeypatch):
-    loads = Counter(brrrtui.recording.load.load_trace)
-    monkeypatch.setattr(brrrtui.recording.load, "load_trace", loads)
+    whole = Counter(brrrtui.recording.load.load_trace)
+    monkeypatch.setattr(brrrtui.recording.load, "load_trace", whole)
+    loads = Counter(Follower.poll)  # live, a full analysis reads only the batches added (brrrtui.tui.live.Source)
+    monkeypatch.setattr(Follower, "poll", lambda self: loads(self))
     polls = Counter(brrrtui.recording.store.StreamReader.poll)
     monkeypatch.setattr(brrrtui.recording.store.StreamReader, "poll", lambda self, *a, **kw: polls(self, *a, **kw))
     trace, feed, app, writer = _live_app(tmp_path, repeats=1)
@@ -131,7 +134,7 @@ async def test_live_stream_is_followed_incrementally_without_reloading(tmp_path,
         # a full analysis (a new window) reloads; the reader continues where that load ended: no duplicates
         feed.put(WindowAdded(window=0, kernels=250, ops=0))
         await analysed(pilot, 2)
-        assert loads.calls == 2 and app._reader.rowid == 1000
+        assert loads.calls == 2 and app._reader.rowid == 1000 and whole.calls == 0
         n = _append_copies(writer, trace, 4)
         feed.put(StreamAdded(n, 1250, 0))
         await wait_until(pilot, lambda: app.stream_updates >= 4)

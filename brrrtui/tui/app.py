@@ -6,9 +6,9 @@
   as `trace`) and analysed in a thread worker; the header says how far it is from the first frame
   (live.loading). A file it cannot read ends the app: `load_error` holds the one line to print.
 - Live mode: a recorder writes the recording at `path` and puts events on `feed`. A timer drains the feed
-  every `poll_s`; a WindowAdded re-reads and re-analyses the recording in a thread worker (one at a time; a
-  window that arrives meanwhile triggers one more run), and the new snapshot replaces the old one unless the
-  user paused.
+  every `poll_s`; a WindowAdded reads what the recording gained and analyses it in a thread worker (one at a
+  time; a window that arrives meanwhile triggers one more run; brrrtui.tui.live.Source), and the new
+  snapshot replaces the old one unless the user paused.
 - The kernel stream between windows (StreamAdded, about once a second) is followed without re-reading the
   recording: at most every `stream_s`, a thread worker asks brrrtui.tui.live for the rows added since (it
   re-infers their lines against the analysis it has and rebuilds the stream pages only). A full analysis
@@ -121,6 +121,7 @@ class BrrrApp(App):
         self._version = 0
         self.phases = PhaseChoice()
         self._trace: Trace | None = None  # the whole recording the newest analysis came from
+        self._source = live.Source(path or "", feed is not None, script, analyze)  # live: reads what was added
         # following the kernel stream (live mode)
         self.stream_s = stream_s
         self.stream_updates = 0  # stream updates applied or pending (tests wait on it)
@@ -224,9 +225,9 @@ class BrrrApp(App):
         worker = get_current_worker()
         try:
             assert self.path is not None
-            whole = trace if trace is not None else live.load_recording(self.path)
+            whole = trace if trace is not None else self._source.read()
             self._stage = ("analysing", live.events_in(whole))
-            snap = live.analyse_trace(whole, self.script, self._version + 1, self._analyze, phase)
+            snap = self._source.analyse(whole, self._version + 1, phase, running=self.state.running)
         except InputError as e:
             self.post_message(AnalysisFailed(str(e), unreadable=True))
             return

@@ -24,11 +24,13 @@ from typing import Any, TypeVar
 import numpy as np
 from textual.worker import NoActiveWorker, get_current_worker
 
+from analyzers.incremental import LIVE_WINDOWS, WindowIndex, bounded_note, live_windows
 from analyzers.model import STREAM_SCHEMA, Table, Trace
 from analyzers.phases import Phase
 from brrrtui.present.snapshot import Snapshot, build_snapshot, with_stream
 from brrrtui.present.status import Loading
 from brrrtui.recording import store
+from brrrtui.recording.follow import Follower
 from brrrtui.recording.store import StreamReader
 
 AnalyzeFn = Callable[..., Any]
@@ -103,6 +105,63 @@ def analyse_trace(
     if phase is not None and phases_of(trace).windows_in(phase):
         return abandonable(lambda: build_snapshot(fn(trace, None, phase=phase), script, version))
     return abandonable(lambda: build_snapshot(fn(trace), script, version))
+
+
+class Source:
+    """Where the app's analyses read from, and how they analyse. View mode: the file, loaded whole
+    (`load_recording`, `analyse_trace`). Live mode (`follow`): a `Follower` that reads only the batches committed
+    since its last read, and an analysis of the newest `LIVE_WINDOWS` windows of the phase shown while the
+    script runs (all of them once it has ended), their rows cut out by a `WindowIndex` fed each read
+    (analyzers/incremental.py): a new window costs the same whether it is the 10th or the 100th. Used by one
+    thread worker at a time."""
+
+    def __init__(
+        self,
+        path: str,
+        follow: bool,
+        script: str | None = None,
+        analyze: AnalyzeFn | None = None,
+        keep: int = LIVE_WINDOWS,
+    ):
+        self.path, self.script, self.analyze = path, script, analyze
+        self.follower = Follower(path, store.STREAM_TAIL) if follow else None
+        self.index = WindowIndex()
+        self.keep = keep
+
+    def read(self) -> Trace:
+        """The whole recording as committed now (live: the rows read before plus the new batches)."""
+        if self.follower is None:
+            return load_recording(self.path)
+        return abandonable(self.follower.poll)
+
+    def analyse(
+        self, trace: Trace, version: int, phase: Phase | None = None, running: bool = False
+    ) -> Snapshot:
+        """A snapshot of `phase` (None: the phase the run leads with); live and `running`: of its newest
+        windows only."""
+        if self.follower is None:
+            return analyse_trace(trace, self.script, version, self.analyze, phase)
+        return abandonable(
+            lambda: build_snapshot(self.analysis(trace, self.analyze, phase, running), self.script, version)
+        )
+
+    def analysis(self, trace: Trace, analyze: AnalyzeFn | None, phase: Phase | None, running: bool) -> Any:
+        """The analysis a live snapshot shows: of `phase`'s windows (None, or a phase without windows: the
+        phase the run leads with), the newest `keep` while `running`, analysed on their rows only."""
+        from analyzers.analyze import analyze as analyze_trace, phases_of
+
+        fn = analyze or analyze_trace
+        self.index.add(trace)
+        phases = phases_of(trace)
+        if phase is not None and not phases.windows_in(phase):
+            phase = None
+        windows, total = live_windows(phases, phase, self.keep if running else None)
+        cut = self.index.cut(trace, windows)
+        if len(windows) == total:  # every window of the phase: as analyse_trace would call it
+            return fn(cut) if phase is None else fn(cut, None, phase=phase)
+        a = fn(cut, None, windows=windows)
+        a.notes.append(bounded_note(windows, total, a.phase))
+        return a
 
 
 class Abandoned(Exception):
