@@ -25,7 +25,10 @@ from brrrtui.contract.schema import (  # the columns are the recording's contrac
     RUNTIME_SCHEMA as RUNTIME_SCHEMA,
     SPAN_SCHEMA as SPAN_SCHEMA,
     STEP_SCHEMA as STEP_SCHEMA,
+    STREAM_AGG_SCHEMA as STREAM_AGG_SCHEMA,
+    STREAM_FOLD_SCHEMA as STREAM_FOLD_SCHEMA,
     STREAM_SCHEMA as STREAM_SCHEMA,
+    STREAM_TEMPLATE_SCHEMA as STREAM_TEMPLATE_SCHEMA,
     TELEMETRY_SCHEMA as TELEMETRY_SCHEMA,
     WINDOW_SCHEMA as WINDOW_SCHEMA,
     GpuKind as GpuKind,
@@ -144,6 +147,10 @@ class Trace:
     line_samples: Table = field(default_factory=lambda: empty_table(LINE_SAMPLE_SCHEMA))
     stream: Table = field(default_factory=lambda: empty_table(STREAM_SCHEMA))
     stream_total: int = 0  # rows of the stream in the recording (`stream` may hold only the newest of them)
+    # the stream's older rows folded into aggregates by the recorder (analyzers.stream), and the templates
+    stream_agg: Table = field(default_factory=lambda: empty_table(STREAM_AGG_SCHEMA))
+    stream_folds: Table = field(default_factory=lambda: empty_table(STREAM_FOLD_SCHEMA))
+    stream_templates: Table = field(default_factory=lambda: empty_table(STREAM_TEMPLATE_SCHEMA))
     _ids: dict[str, int] | None = field(default=None, repr=False)
 
     def name(self, sid: int) -> str:

@@ -14,25 +14,45 @@ name, wrapping to a new step when none is left::
 The same kernel name on two lines (a GEMM used by two layers) is told apart by its position. A name no window
 has seen stays unmatched. Every match is *inferred*; it is *confirmed* when the next window's template has the
 same kernel at the same position (the step did not change between the two windows).
+
+A recording made by the recorder keeps each window's template (`stream_templates`) and only the newest stream
+rows raw: older rows are folded into aggregates per template position and time bucket (analyzers.stream_fold,
+`stream_agg`), and `stream_folds` says where each segment's alignment and idle continue. The view aligns the
+raw rows from there and maps the aggregates through the same templates, so the per-line figures of the whole
+run (`stream_figures`) are the same as from every row raw. Older recordings have neither table: their
+templates come from the analysed windows, as before.
 """
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from analyzers.model import NONE, Table, Trace
 from analyzers.results import Analysis
+from analyzers.stream_align import (
+    TemplateNames,
+    align_from,
+    idle_before,
+    launch_times,
+    next_template,
+    segment_template,
+    step_times,
+    template_order,
+)
 
 
 @dataclass(frozen=True)
 class Template:
     window: int
-    rows: np.ndarray  # gpu rows of the window, in launch order
+    rows: np.ndarray  # gpu rows of the analysed trace per position (NONE: the window was not analysed)
     names: np.ndarray  # their name ids
     positions: dict[int, list[int]]  # name id -> template positions holding it, ascending
+
+    @property
+    def key(self) -> TemplateNames:
+        return TemplateNames(self.window, self.names, self.positions)
 
 
 @dataclass(frozen=True)
@@ -40,10 +60,11 @@ class Segment:
     """The kernels streamed between two windows (after_window NONE: before the first)."""
 
     after_window: int
-    rows: np.ndarray  # stream rows, in launch order
+    rows: np.ndarray  # raw stream rows, in launch order
     start_ns: int
     end_ns: int
     busy_ns: int  # GPU time of its kernels (summed; overlapping streams counted once each)
+    agg: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # its stream_agg rows
 
 
 @dataclass(frozen=True)
@@ -54,99 +75,267 @@ class StreamView:
     regime: np.ndarray  # stream row -> regime code of its template kernel (-1: unmatched)
     confirmed: np.ndarray  # bool: the next window's template agrees
     segments: list[Segment] = field(default_factory=list)
-    total_rows: int = 0  # rows in the recording (the view may hold only the newest)
+    total_rows: int = 0  # rows in the recording, folded ones included (the view may hold only the newest)
+    gap_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # idle before each row
+    agg: Table | None = None  # the folded rows' aggregates (stream_agg), None: nothing folded
+    agg_template_row: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    agg_line: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    agg_regime: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int8))
+    agg_confirmed: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=bool))
 
     @property
     def matched(self) -> int:
         return int((self.template_row >= 0).sum())
 
+    @property
+    def folded_rows(self) -> int:
+        return int(self.agg["count"].sum()) if self.agg is not None else 0
+
+
+def _window_template(trace: Trace, rows: np.ndarray, first: int, last: int) -> np.ndarray:
+    """The rows of one window (gpu rows `rows`) forming its template, in launch order."""
+    g, rt = trace.gpu, trace.runtime
+    win = int(g.window[rows[0]])
+    rt_rows = np.nonzero(rt.window == win)[0] if len(rt) else np.empty(0, dtype=np.int64)
+    launch = launch_times(g.correlation[rows], rt.correlation[rt_rows], rt.start_ns[rt_rows])
+    t_last, t_prev = step_times(trace.steps.step, trace.steps.t_ns, first, last)
+    out: np.ndarray = rows[template_order(g.correlation[rows], launch, t_last, t_prev)]
+    return out
+
 
 def templates(analysis: Analysis) -> dict[int, Template]:
-    trace, links = analysis.trace, analysis.links
+    """Each analysed window's template, computed from its rows (what the recorder stores as it records)."""
+    trace = analysis.trace
     out: dict[int, Template] = {}
     w = trace.windows
     for i, win in enumerate(w.window.tolist()):
         rows = np.nonzero(trace.gpu.window == win)[0]
         if not len(rows):
             continue
-        rows = _last_step(trace, links.kernel_launch, rows, int(w.first_step[i]), int(w.last_step[i]))
-        rows = rows[np.argsort(trace.gpu.correlation[rows], kind="stable")]
-        names = trace.gpu.name[rows]
-        positions: dict[int, list[int]] = {}
-        for pos, name in enumerate(names.tolist()):
-            positions.setdefault(name, []).append(pos)
-        out[int(win)] = Template(int(win), rows, names, positions)
+        rows = _window_template(trace, rows, int(w.first_step[i]), int(w.last_step[i]))
+        names = trace.gpu.name[rows].astype(np.int64)
+        out[int(win)] = Template(int(win), rows, names, TemplateNames.of(int(win), names).positions)
     return out
 
 
-def _last_step(
-    trace: Trace, kernel_launch: np.ndarray, rows: np.ndarray, first: int, last: int
-) -> np.ndarray:
-    """The rows launched during the window's last optimizer step (all rows if the window has no step)."""
-    if first < 0 or last < 0 or not len(trace.steps):
-        return rows
-    t = dict(zip(trace.steps.step.tolist(), trace.steps.t_ns.tolist(), strict=True))
-    if last not in t:
-        return rows
-    lo = t.get(last - 1, -(1 << 62))
-    launch = kernel_launch[rows]
-    ok = launch >= 0
-    at = np.where(ok, trace.runtime.start_ns[np.maximum(launch, 0)], -1) if len(trace.runtime) else launch
-    mine = rows[ok & (at > lo) & (at <= t[last])]
-    return mine if len(mine) else rows
-
-
-def align(names: list[int], template: Template) -> list[int]:
-    """Template position per kernel name (NONE when the template lacks the name), greedy in launch order."""
-    out: list[int] = []
-    expect = 0
-    positions = template.positions
-    for name in names:
-        pos = positions.get(name)
-        if pos is None:
-            out.append(NONE)
-            continue
-        k = bisect.bisect_left(pos, expect)
-        j = pos[k] if k < len(pos) else pos[0]  # none left in this step: the next step began
-        out.append(j)
-        expect = j + 1
+def _stored_templates(analysis: Analysis) -> dict[int, Template]:
+    """The recording's templates (every window's, whichever phase it is in), each position mapped to the
+    analysed trace's gpu row by (window, correlation); a window that was not analysed borrows the rows of the
+    nearest analysed window whose template has the same kernels in the same order (else its rows are NONE)."""
+    trace, st = analysis.trace, analysis.trace.stream_templates
+    g = trace.gpu
+    gkey = g.window.astype(np.int64) << 40 | g.correlation
+    order = np.argsort(gkey, kind="stable")
+    computed = templates(analysis)
+    out = dict(computed)
+    for win in np.unique(st.window).tolist():
+        sel = np.nonzero(st.window == win)[0]
+        sel = sel[np.argsort(st.pos[sel], kind="stable")]
+        names = st.name[sel].astype(np.int64)
+        rows = np.full(len(sel), NONE, dtype=np.int64)
+        if len(order):
+            key = int(win) << 40 | st.correlation[sel]
+            at = np.minimum(np.searchsorted(gkey[order], key), len(order) - 1)
+            hit = gkey[order][at] == key
+            rows[hit] = order[at[hit]]
+        if not (rows >= 0).any():
+            same = [w for w, t in computed.items() if np.array_equal(t.names, names)]
+            if same:
+                rows = computed[min(same, key=lambda w: abs(w - int(win)))].rows
+        out[int(win)] = Template(int(win), rows, names, TemplateNames.of(int(win), names).positions)
     return out
+
+
+def _continue_from(trace: Trace) -> dict[int, tuple[int, int, dict[int, int]]]:
+    """Per folded segment: (its template window, the position its alignment continues at, device -> latest
+    end), from the last fold of each segment."""
+    f = trace.stream_folds
+    out: dict[int, tuple[int, int, dict[int, int]]] = {}
+    for i in range(len(f)):
+        after = int(f.after_window[i])
+        prev = out.get(after)
+        ends = dict(prev[2]) if prev else {}
+        ends[int(f.device[i])] = int(f.last_ns[i])
+        out[after] = (int(f.template_window[i]), int(f.next_pos[i]), ends)
+    return out
+
+
+def _segment(stream: Table, rows: np.ndarray, after: int, agg: Table | None, folds: Table) -> Segment:
+    lo, hi, busy = [], [], 0
+    if len(rows):
+        lo.append(int(stream.start_ns[rows].min()))
+        hi.append(int((stream.start_ns[rows] + stream.dur_ns[rows]).max()))
+        busy += int(stream.dur_ns[rows].sum())
+    agg_rows = np.empty(0, dtype=np.int64)
+    if agg is not None:
+        agg_rows = np.nonzero(agg.after_window == after)[0]
+        busy += int(agg.dur_ns[agg_rows].sum())
+        mine = folds.after_window == after
+        if mine.any():
+            lo.append(int(folds.first_ns[mine].min()))
+            hi.append(int(folds.last_ns[mine].max()))
+    return Segment(after, rows, min(lo), max(hi), busy, agg_rows)
 
 
 def stream_view(analysis: Analysis, stream: Table | None = None, total_rows: int | None = None) -> StreamView:
+    """Lines and regimes of the streamed kernels held raw (`stream`, the trace's by default) and of the
+    folded aggregates, each segment aligned to its window's template."""
     trace = analysis.trace
     stream = trace.stream if stream is None else stream
     n = len(stream)
+    stored = len(trace.stream_templates) > 0
+    tmpl = _stored_templates(analysis) if stored else templates(analysis)
+    order = sorted(tmpl)
+    cont = _continue_from(trace)
     template_row = np.full(n, NONE, dtype=np.int64)
     confirmed = np.zeros(n, dtype=bool)
-    tmpl = templates(analysis)
-    order = sorted(tmpl)
+    gap = np.zeros(n, dtype=np.int64)
+    agg = trace.stream_agg if len(trace.stream_agg) else None
+    segs = set(np.unique(stream.after_window).tolist()) if n else set()
+    segs |= set(np.unique(agg.after_window).tolist()) if agg is not None else set()
     segments: list[Segment] = []
-    for after in np.unique(stream.after_window).tolist() if n else []:
-        rows = np.nonzero(stream.after_window == after)[0]
+    for after in sorted(segs):
+        rows = np.nonzero(stream.after_window == after)[0] if n else np.empty(0, dtype=np.int64)
         rows = rows[np.argsort(stream.correlation[rows], kind="stable")]
-        before = [w for w in order if w <= after]
-        later = [w for w in order if w > after]
-        t = tmpl[before[-1]] if before else tmpl[later[0]] if later else None
-        if t is not None:
-            pos = np.asarray(align(stream.name[rows].tolist(), t), dtype=np.int64)
-            hit = pos >= 0
-            template_row[rows[hit]] = t.rows[pos[hit]]
-            nxt = tmpl[later[0]] if later and later[0] != t.window else None
-            if nxt is not None:
-                p = pos[hit]
-                same = p < len(nxt.names)
-                agree = np.zeros(len(p), dtype=bool)
-                agree[same] = nxt.names[p[same]] == t.names[p[same]]
-                confirmed[rows[hit]] = agree
-        ends = stream.start_ns[rows] + stream.dur_ns[rows]
-        start, end, busy = int(stream.start_ns[rows].min()), int(ends.max()), int(stream.dur_ns[rows].sum())
-        segments.append(Segment(int(after), rows, start, end, busy))
+        chosen, expect, ends = cont.get(after, (segment_template(after, order), 0, {}))
+        t = tmpl.get(chosen)
+        if len(rows):
+            gap[rows], _ = idle_before(stream.start_ns[rows], stream.dur_ns[rows], stream.device[rows], ends)
+        if t is not None and len(rows):
+            pos, _ = align_from(stream.name[rows].astype(np.int64), t.key, expect)
+            _match(rows, pos, t, tmpl.get(next_template(after, chosen, order)), template_row, confirmed)
+        segments.append(_segment(stream, rows, after, agg, trace.stream_folds))
+    line, regime = _line_regime(analysis, template_row)
+    total = trace.stream_total if total_rows is None else total_rows
+    view = StreamView(stream, template_row, line, regime, confirmed, segments, total, gap)
+    return _with_agg(analysis, view, tmpl, order) if agg is not None else view
+
+
+def _match(
+    rows: np.ndarray,
+    pos: np.ndarray,
+    t: Template,
+    nxt: Template | None,
+    template_row: np.ndarray,
+    confirmed: np.ndarray,
+) -> None:
+    """Rows aligned to template positions `pos`: their template rows, and whether the next window agrees."""
+    hit = pos >= 0
+    template_row[rows[hit]] = t.rows[pos[hit]]
+    if nxt is not None:
+        confirmed[rows[hit]] = _agrees(pos[hit], t, nxt)
+
+
+def _agrees(p: np.ndarray, t: Template, nxt: Template) -> np.ndarray:
+    same = p < len(nxt.names)
+    agree = np.zeros(len(p), dtype=bool)
+    agree[same] = nxt.names[p[same]] == t.names[p[same]]
+    return agree
+
+
+def _line_regime(analysis: Analysis, template_row: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     hit = template_row >= 0
-    line = np.full(n, NONE, dtype=np.int64)
-    regime = np.full(n, -1, dtype=np.int8)
+    line = np.full(len(template_row), NONE, dtype=np.int64)
+    regime = np.full(len(template_row), -1, dtype=np.int8)
     if hit.any():
         line[hit] = analysis.links.kernel_line[template_row[hit]]
         regime[hit] = analysis.kernel_regime[template_row[hit]]
-    total = trace.stream_total if total_rows is None else total_rows
-    return StreamView(stream, template_row, line, regime, confirmed, segments, total)
+    return line, regime
+
+
+def _with_agg(
+    analysis: Analysis, view: StreamView, tmpl: dict[int, Template], order: list[int]
+) -> StreamView:
+    """The view with its aggregates' template rows, lines, regimes and confirmations."""
+    agg = analysis.trace.stream_agg
+    template_row = np.full(len(agg), NONE, dtype=np.int64)
+    confirmed = np.zeros(len(agg), dtype=bool)
+    keys = np.stack([agg.after_window.astype(np.int64), agg.template_window.astype(np.int64)])
+    for after, chosen in {(int(a), int(c)) for a, c in keys.T.tolist()}:
+        t = tmpl.get(chosen)
+        if t is None:
+            continue
+        sel = np.nonzero((agg.after_window == after) & (agg.template_window == chosen))[0]
+        pos = agg.pos[sel].astype(np.int64)
+        ok = (pos >= 0) & (pos < len(t.names))
+        ok[ok] = t.names[pos[ok]] == agg.name[sel][ok]
+        rows, pos = sel[ok], pos[ok]
+        known = t.rows[pos] >= 0
+        template_row[rows[known]] = t.rows[pos[known]]
+        nxt = tmpl.get(next_template(after, chosen, order))
+        if nxt is not None:
+            confirmed[rows[known]] = _agrees(pos[known], t, nxt)
+    line, regime = _line_regime(analysis, template_row)
+    return StreamView(
+        **{f: getattr(view, f) for f in view.__dataclass_fields__ if not f.startswith("agg")},
+        agg=agg,
+        agg_template_row=template_row,
+        agg_line=line,
+        agg_regime=regime,
+        agg_confirmed=confirmed,
+    )
+
+
+@dataclass(frozen=True)
+class StreamLine:
+    line: int  # line id
+    gpu_ns: int
+    kernels: int
+    idle_ns: int  # GPU idle right before its kernels (the gap each of them ended)
+
+
+@dataclass(frozen=True)
+class StreamFigures:
+    """The stream of the whole run as far as it is held: raw rows plus folded aggregates."""
+
+    records: int  # rows the recording counts
+    analysed: int  # rows held raw + rows folded
+    folded: int
+    gpu_ns: int
+    idle_ns: int
+    matched: int  # rows matched to a window's kernel
+    confirmed: int
+    lines: list[StreamLine]  # by GPU time, descending
+
+
+def stream_figures(view: StreamView) -> StreamFigures:
+    """Per-line GPU time, kernels and idle of every row held: the raw rows and the folded aggregates alike."""
+    raw = view.stream
+    line = [view.line]
+    count = [np.ones(len(raw), dtype=np.int64)]
+    dur = [raw.dur_ns.astype(np.int64)]
+    gap = [view.gap_ns if len(view.gap_ns) == len(raw) else np.zeros(len(raw), dtype=np.int64)]
+    matched = (
+        view.matched + int(view.agg["count"][view.agg_template_row >= 0].sum()) if view.agg else view.matched
+    )
+    confirmed = int(view.confirmed.sum())
+    if view.agg is not None:
+        a = view.agg
+        line.append(view.agg_line)
+        count.append(a["count"].astype(np.int64))
+        dur.append(a.dur_ns.astype(np.int64))
+        gap.append(a.gap_ns.astype(np.int64))
+        confirmed += int(a["count"][view.agg_confirmed].sum())
+    lid, c, d, g = (np.concatenate(x) for x in (line, count, dur, gap))
+    known = lid >= 0
+    out: list[StreamLine] = []
+    if known.any():
+        ids, inv = np.unique(lid[known], return_inverse=True)
+        sums = [np.zeros(len(ids), dtype=np.int64) for _ in range(3)]
+        for acc, v in zip(sums, (c, d, g), strict=True):
+            np.add.at(acc, inv.ravel(), v[known])
+        out = [
+            StreamLine(int(i), int(ns), int(k), int(idle)) for i, k, ns, idle in zip(ids, *sums, strict=True)
+        ]
+        out.sort(key=lambda s: (-s.gpu_ns, s.line))
+    folded = view.folded_rows
+    return StreamFigures(
+        records=max(view.total_rows, len(raw) + folded),
+        analysed=len(raw) + folded,
+        folded=folded,
+        gpu_ns=int(d.sum()),
+        idle_ns=int(g.sum()),
+        matched=matched,
+        confirmed=confirmed,
+        lines=out,
+    )

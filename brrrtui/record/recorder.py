@@ -21,12 +21,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
-import numpy as np
-
 from analyzers.errors import InputError
 from brrrtui import __version__
 from brrrtui.contract.config import WindowConfig
-from brrrtui.contract.cupti_records import Scanned, rows_from_scan
 from brrrtui.contract.messages import (
     Bye,
     CaptureError,
@@ -45,9 +42,10 @@ from brrrtui.contract.messages import (
 from brrrtui.contract.protocol import read_frames
 from brrrtui.contract.schema import GPU_SCHEMA, STEP_SCHEMA, WINDOW_SCHEMA, GpuKind, WindowMode, column
 from brrrtui.record import feed as feeds
-from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
-from brrrtui.record.latency import StreamLatency
+from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, TelemetrySample, WindowAdded
+from brrrtui.record.fold import StreamFolder
 from brrrtui.record.sink import Sink
+from brrrtui.record.stream_side import StreamSide
 from brrrtui.record.targets import check_out_path, check_target
 from brrrtui.record.telemetry import TelemetrySampler
 from brrrtui.recording.store import RecordingWriter, device_meta, peaks_meta
@@ -91,7 +89,10 @@ class Recorder:
         self.exit_code: int | None = None
         self.sampler: TelemetrySampler | None = None
         self.interrupts = 0
-        self.stream = StreamLatency()
+        self.streamed = StreamSide(
+            self.sink, StreamFolder() if spec.window.stream else None, self.progress, feed
+        )
+        self.stream = self.streamed.latency
         # The reader only reads, so the script's sends (a window's, on its main thread) never wait for a commit
         # (up to 80 ms for a stream batch on the H200 box); the writer appends in order.
         self.inbox: queue.Queue[Message | None] = queue.Queue(maxsize=INBOX_MESSAGES)
@@ -201,7 +202,7 @@ class Recorder:
         elif isinstance(msg, WindowBatch):
             self._on_window(msg)
         elif isinstance(msg, StreamBatch):
-            self._on_stream_batch(msg)
+            self.streamed.on_batch(msg)
         elif isinstance(msg, DeviceFacts):
             self._write_meta(device=device_meta(msg), torch_version=msg.torch_version)
         elif isinstance(msg, MeasuredPeaks):
@@ -240,6 +241,7 @@ class Recorder:
 
     def _on_steps(self, msg: StepBatch) -> None:
         self._append({"steps": msg.steps})
+        self.streamed.on_steps(msg.steps)
         if msg.steps:
             self.steps += len(msg.steps)
             if self.feed:
@@ -260,6 +262,7 @@ class Recorder:
                 "spans": msg.spans,
             }
         )
+        self.streamed.on_window(msg)
         window = dict(zip(WINDOW_SCHEMA, msg.window, strict=True))
         kind = column(GPU_SCHEMA, "kind")
         n_kernels = sum(1 for r in msg.gpu if r[kind] == GpuKind.KERNEL)
@@ -280,26 +283,10 @@ class Recorder:
         if self.feed:
             self.feed.put(WindowAdded(window["window"], n_kernels, len(msg.ops)))
 
-    def _on_stream_batch(self, msg: StreamBatch) -> None:
-        """The kernel stream's raw CUPTI buffers -> STREAM_SCHEMA rows (decoded here, off the script's GIL)."""
-        found = Scanned(msg.offsets, msg.names, msg.shapes)
-        rows, dropped = rows_from_scan(msg.buffers, msg.parts, found)
-        self.stream.dropped += dropped
-        self._append({"strings": msg.strings, "stream": rows})  # the writer stores the array as it is
-        if len(rows):
-            self._on_stream(rows, msg.sent_ns)
-
     def _on_stream_stats(self, msg: StreamStats) -> None:
-        self._write_meta(stream=self.stream.meta(msg, self.write_ns_max, self.inbox_max))
+        self._write_meta(stream=self.streamed.meta(msg, self.write_ns_max, self.inbox_max))
         if msg.error:
             self._note(f"kernel stream stopped: {msg.error}")
-
-    def _on_stream(self, rows: np.ndarray, sent_ns: int | None) -> None:
-        if not self.stream.records:
-            self.progress("kernel stream on: every kernel between windows is recorded (lines inferred)")
-        last_end = self.stream.add(rows, time.time_ns(), sent_ns)
-        if self.feed:
-            self.feed.put(StreamAdded(len(rows), self.stream.records, last_end))
 
     def _note(self, text: str) -> None:
         self.notes.append(text)
@@ -395,5 +382,6 @@ class Recorder:
             )
         if self.feed:
             self.feed.put(Exited(returncode, feeds.last_error(self.output_tail) if returncode else ""))
+        self.streamed.finish()
         self.sink.close()
         return code

@@ -61,6 +61,11 @@ class Sink:
             self.lines.update((r[0], r) for r in batch.get("lines") or ())
             self._write(lambda w: w.append(batch))
 
+    def transact(self, op: Callable[[RecordingWriter], None]) -> None:
+        """Run `op` on the writer (its own transactions), with the same fallback as every other write."""
+        with self.lock:
+            self._write(op)
+
     def _write(self, op: Callable[[RecordingWriter], None]) -> None:
         if self.dead or self.writer is None:
             return

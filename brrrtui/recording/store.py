@@ -10,7 +10,8 @@ Tables (times are Unix-epoch nanoseconds; -1 means unknown; names are ids into `
                             started_at_ns, ended_at_ns, exit_code, status, versions, device, peaks, notes
     strings(id, s)          interned kernel/op names and shape strings
     lines(id, file, line, function)
-    windows, steps, gpu, runtime, ops, spans, telemetry, capture_costs, line_samples, stream: the columns of
+    windows, steps, gpu, runtime, ops, spans, telemetry, capture_costs, line_samples, stream, stream_agg,
+    stream_folds, stream_templates: the columns of
                             brrrtui.contract.schema's *_SCHEMA, one row per committed batch holding each
                             column as a typed array (format 2: brrrtui.recording.columns). Format 1 files
                             (one SQL row per record) are still read (brrrtui.recording.rows_v1).
@@ -37,7 +38,10 @@ from brrrtui.contract.schema import (
     RUNTIME_SCHEMA,
     SPAN_SCHEMA,
     STEP_SCHEMA,
+    STREAM_AGG_SCHEMA,
+    STREAM_FOLD_SCHEMA,
     STREAM_SCHEMA,
+    STREAM_TEMPLATE_SCHEMA,
     TELEMETRY_SCHEMA,
     WINDOW_SCHEMA,
 )
@@ -70,9 +74,13 @@ TABLES: dict[str, dict[str, Any]] = {
     "capture_costs": CAPTURE_COST_SCHEMA,
     "line_samples": LINE_SAMPLE_SCHEMA,
     "stream": STREAM_SCHEMA,
+    "stream_agg": STREAM_AGG_SCHEMA,
+    "stream_folds": STREAM_FOLD_SCHEMA,
+    "stream_templates": STREAM_TEMPLATE_SCHEMA,
 }
 STREAM_TAIL = 400_000
-"""Rows of the continuous kernel stream a load keeps in memory, the newest (~35 MB); the file keeps them all."""
+"""Rows of the continuous kernel stream a load keeps in memory, the newest (~35 MB); the file keeps them all
+unless the recorder folded the older ones into aggregates (brrrtui.record.fold), which a load reads whole."""
 
 
 def schema_sql() -> str:
@@ -250,10 +258,20 @@ def _read_names(db: sqlite3.Connection, path: str) -> tuple[list[str], list[Sour
     return strings, lines
 
 
+def folded_stream_rows(tables: Tables) -> int:
+    """The stream's first rows that the recorder folded into stream_agg: their batches keep their row count
+    (so row numbers stay put for readers that follow the file) and lose their values (NULL columns)."""
+    if not tables.columnar or "stream" not in tables.names:
+        return 0
+    row = tables.db.execute('SELECT sum(batch_rows) FROM stream WHERE "after_window" IS NULL').fetchone()
+    return int(row[0] or 0)
+
+
 def _read_tables(tables: Tables, stream_tail: int) -> tuple[dict[str, Table], int]:
     out = {t: tables.read(t) for t in TABLES if t != "stream"}
     stream_total = tables.total("stream")
-    out["stream"] = tables.read("stream", max(0, stream_total - stream_tail), stream_total)
+    lo = max(folded_stream_rows(tables), stream_total - stream_tail)
+    out["stream"] = tables.read("stream", min(lo, stream_total), stream_total)
     return out, stream_total
 
 
