@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyzers.arrays import lexsort
 from analyzers.fusion_chain import FusionChain as FusionChain
 from analyzers.fusion_patterns import ChainOp, named_pattern as named_pattern
 from analyzers.fusion_scope import StreamOrder, compile_scopes
@@ -89,7 +90,7 @@ def _neighbours(trace: Trace, roof: Roofline) -> tuple[np.ndarray, np.ndarray, n
     transparent = ((roof.family == Family.FILL) | (gpu.kind == GpuKind.MEMSET)) & small
     seq = np.nonzero(~transparent)[0]
     key = gpu.window.astype(np.int64) << 32 | (gpu.stream.astype(np.int64) & 0xFFFFFFFF)
-    order = seq[np.lexsort((gpu.start_ns[seq], key[seq]))]
+    order = seq[lexsort((gpu.start_ns[seq], key[seq]))]
     a, b = order[:-1], order[1:]
     return a, b, cand[a] & cand[b] & (key[a] == key[b]), StreamOrder(order, key, cand)
 

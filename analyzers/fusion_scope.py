@@ -228,9 +228,9 @@ def _saved_per_run(
 ) -> np.ndarray:
     """_saved_bytes of each run's sequence of costed ops (an op split over several kernels counts once).
 
-    Runs are grouped by their sequence (two 64-bit polynomial hashes and the length, then every element
-    compared with the group's first run: a collision would fall back to one group per distinct sequence
-    found in Python), and _saved_bytes runs once per group."""
+    Runs are grouped by their sequence (a 64-bit polynomial hash with the length, then every element
+    compared with the group's first run: a collision falls back to grouping the sequences' bytes in
+    Python), and _saved_bytes runs once per group."""
     op = roof.cost_op[sel]
     new_op = np.ones(len(op), dtype=bool)
     new_op[1:] = (op[1:] != op[:-1]) | (run_of[1:] != run_of[:-1])
@@ -264,14 +264,12 @@ def _same_sequences(
     width = int(lengths.max()) if len(values) else 1
     with np.errstate(over="ignore"):
         p1 = np.cumprod(np.full(max(width, 1), _P1, dtype=np.uint64))
-        p2 = np.cumprod(np.full(max(width, 1), _P2, dtype=np.uint64))
-        h1 = np.add.reduceat(v * p1[pos], bounds)  # every sequence holds one value at least
-        h2 = np.add.reduceat((v + np.uint64(1)) * p2[pos], bounds)
-    key = np.stack([lengths.astype(np.uint64), h1, h2], axis=1)
-    _, rep, group = np.unique(key, axis=0, return_index=True, return_inverse=True)
+        key = np.add.reduceat(v * p1[pos], bounds) + lengths.astype(np.uint64) * _P2  # each holds one value
+    _, rep, group = np.unique(key, return_index=True, return_inverse=True)
     group = group.reshape(-1)
     rep_of = rep[group]
-    if len(values) and (values != values[bounds[rep_of][seq_of] + pos]).any():  # a collision
+    same_length = bool((lengths[rep_of] == lengths).all())
+    if not same_length or (values != values[bounds[rep_of][seq_of] + pos]).any():  # a collision
         keys = [values[b : b + m].tobytes() for b, m in zip(bounds.tolist(), lengths.tolist(), strict=True)]
         ids: dict[bytes, int] = {}
         group = np.array([ids.setdefault(k, len(ids)) for k in keys], dtype=np.int64)

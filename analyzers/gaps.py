@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.arrays import distinct
+from analyzers.arrays import distinct, lexsort
 from analyzers.gap_evidence import COVER_SHARE, GapEvidence
 from analyzers.links import Links, innermost_enclosing
 from analyzers.model import NONE, Table, Trace
@@ -102,7 +102,7 @@ def find_gaps(trace: Trace, busy: np.ndarray, per_stream: bool) -> Table:
     else:
         group_key = gpu.window[rows].astype(np.int64)
     windows_seen = set(distinct(gpu.window[rows]).tolist())
-    order = np.lexsort((gpu.start_ns[rows], group_key))
+    order = lexsort((gpu.start_ns[rows], group_key))
     rows, group_key = rows[order], group_key[order]
     cuts = np.nonzero(np.diff(group_key))[0] + 1
     for seg in np.split(np.arange(len(rows)), cuts) if len(rows) else []:

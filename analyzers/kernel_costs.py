@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from analyzers.arrays import dense_ids
+from analyzers.arrays import dense_ids, lexsort
 from analyzers.attention_cost import is_causal
 from analyzers.links import Links
 from analyzers.model import NONE, GpuKind, Trace, flag_of
@@ -102,7 +102,7 @@ def conv_output_hints(trace: Trace, rows: np.ndarray, costs: dict[int, OpCost]) 
     ops = trace.ops
     if not len(rows):
         return {}
-    order = np.lexsort((ops.start_ns, ops.tid))
+    order = lexsort((ops.start_ns, ops.tid))
     pos = np.empty(len(order), dtype=np.int64)
     pos[order] = np.arange(len(order))
     hints: dict[int, tuple[int, ...]] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from analyzers.arrays import unique_inverse
 from analyzers.model import Trace
 from analyzers.results import REGIME_CODES, KernelStat, Regime
 from analyzers.roofline import Roofline
@@ -41,7 +42,7 @@ def kernel_stats(trace: Trace, roof: Roofline, rows: np.ndarray | None = None) -
     if not len(idx):
         return []
     names = gpu.name[idx]
-    uniq, inv = np.unique(names, return_inverse=True)
+    uniq, inv = unique_inverse(names)
     m = len(uniq)
     dur = gpu.dur_ns[idx].astype(np.float64)
     calls = np.bincount(inv, minlength=m)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.arrays import distinct
+from analyzers.arrays import distinct, lexsort, median
 from analyzers.links import Links
 from analyzers.model import GpuKind, Table, Trace
 
@@ -28,7 +28,7 @@ def queue_depth(trace: Trace, links: Links) -> Table:
     delta = np.concatenate((np.ones(len(linked), np.int32), -np.ones(len(linked), np.int32)))
     stream = np.concatenate((gpu.stream[linked], gpu.stream[linked]))
     window = np.concatenate((gpu.window[linked], gpu.window[linked]))
-    order = np.lexsort((-delta, t, stream, window))  # at equal times count the launch first
+    order = lexsort((-delta, t, stream, window))  # at equal times count the launch first
     t, delta, stream, window = t[order], delta[order], stream[order], window[order]
     key = window.astype(np.int64) << 32 | (stream.astype(np.int64) & 0xFFFFFFFF)
     csum = np.cumsum(delta)
@@ -50,13 +50,13 @@ def per_launch_ns(trace: Trace, busy: np.ndarray) -> float | None:
     if len(rows) < 2:
         return None
     key = gpu.window[rows].astype(np.int64) << 32 | (gpu.stream[rows].astype(np.int64) & 0xFFFFFFFF)
-    order = np.lexsort((gpu.start_ns[rows], key))
+    order = lexsort((gpu.start_ns[rows], key))
     r, k = rows[order], key[order]
     same = k[1:] == k[:-1]
     if not same.any():
         return None
     gap = gpu.start_ns[r[1:]] - (gpu.start_ns[r[:-1]] + gpu.dur_ns[r[:-1]])
-    return float(np.median(np.maximum(gap[same], 0)))
+    return median(np.maximum(gap[same], 0))
 
 
 def launch_intervals_ns(trace: Trace, links: Links) -> dict[int, float]:
@@ -67,11 +67,11 @@ def launch_intervals_ns(trace: Trace, links: Links) -> dict[int, float]:
     if len(launch) < 2:
         return {}
     lt, ls = rt.tid[launch], rt.start_ns[launch]
-    o = np.lexsort((ls, lt))
+    o = lexsort((ls, lt))
     lt, ls = lt[o], ls[o]
     same = lt[1:] == lt[:-1]
     diffs, tids = np.diff(ls)[same], lt[1:][same]
-    return {int(t): float(np.median(diffs[tids == t])) for t in distinct(tids).tolist()}
+    return {int(t): median(diffs[tids == t]) for t in distinct(tids).tolist()}
 
 
 def median_launch_interval_ns(trace: Trace, links: Links) -> float | None:
@@ -81,9 +81,9 @@ def median_launch_interval_ns(trace: Trace, links: Links) -> float | None:
     if len(launch) < 2:
         return None
     lt, ls = rt.tid[launch], rt.start_ns[launch]
-    o = np.lexsort((ls, lt))
+    o = lexsort((ls, lt))
     same = lt[o][1:] == lt[o][:-1]
-    return float(np.median(np.diff(ls[o])[same])) if same.any() else None
+    return median(np.diff(ls[o])[same]) if same.any() else None
 
 
 def launch_bound(trace: Trace, links: Links, busy: np.ndarray) -> np.ndarray:
@@ -112,7 +112,7 @@ def launch_bound(trace: Trace, links: Links, busy: np.ndarray) -> np.ndarray:
         interval[hit] = vals[at[hit]]
     # previous row's end on the same stream
     key = gpu.window[rows].astype(np.int64) << 32 | (gpu.stream[rows].astype(np.int64) & 0xFFFFFFFF)
-    so = np.lexsort((gpu.start_ns[rows], key))
+    so = lexsort((gpu.start_ns[rows], key))
     prev_end = np.full(len(rows), np.iinfo(np.int64).min)
     r = rows[so]
     same_s = key[so][1:] == key[so][:-1]

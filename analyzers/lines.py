@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from analyzers.arrays import lexsort
 from analyzers.model import Table, Trace
 from analyzers.results import REGIME_CODES, LineStat, Regime
 
@@ -30,7 +31,7 @@ def _union_ns_by_line(spans: Table, n_lines: int) -> np.ndarray:
     line, tid = spans.line[ok].astype(np.int64), spans.tid[ok]
     s = spans.start_ns[ok]
     e = s + spans.dur_ns[ok]
-    order = np.lexsort((s, tid, line))
+    order = lexsort((s, tid, line))
     line, tid, s, e = line[order], tid[order], s[order], e[order]
     group = np.concatenate(([True], (line[1:] != line[:-1]) | (tid[1:] != tid[:-1])))
     gid = np.cumsum(group) - 1
@@ -67,7 +68,7 @@ def _sampled_ns_by_line(trace: Trace, n_lines: int) -> np.ndarray:
     out = np.zeros(n_lines, dtype=np.int64)
     if len(samples) < 2:
         return out
-    order = np.lexsort((samples.t_ns, samples.window))
+    order = lexsort((samples.t_ns, samples.window))
     t, w = samples.t_ns[order], samples.window[order]
     steps = np.diff(t)[np.diff(w) == 0]
     period = int(np.median(steps)) if len(steps) else 0

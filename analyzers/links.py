@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyzers.arrays import lexsort
 from analyzers.compiled import CompiledLines, compiled_lines, fill_op_lines
 from analyzers.model import NONE, Trace
 
@@ -35,7 +36,7 @@ def nesting_parents(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> tupl
     jumps to the candidate's own candidate. Every interval skipped that way ended before the candidate
     started, so it cannot enclose k either; flat runs of siblings converge in log2(n) rounds.
     """
-    order = np.lexsort((-end, start, tid))
+    order = lexsort((-end, start, tid))
     s, e, t = start[order], end[order], tid[order]
     n = len(order)
     parent = np.arange(n, dtype=np.int64) - 1
@@ -165,7 +166,7 @@ def _op_spans(trace: Trace, direct: np.ndarray, op_parent: np.ndarray) -> np.nda
     # so all ops since the previous node share a number and the node's creator is the last of them
     # (`x * 1.5` and fifty `tanh` before `w * t` all carry MulBackward0's number).
     fwd = np.nonzero((seq >= 0) & (direct >= 0) & (ops.fwd_tid <= 0))[0]
-    fwd = fwd[np.lexsort((ops.start_ns[fwd], seq[fwd]))]
+    fwd = fwd[lexsort((ops.start_ns[fwd], seq[fwd]))]
     last = np.concatenate((seq[fwd][1:] != seq[fwd][:-1], [True])) if len(fwd) else np.zeros(0, bool)
     fwd_seq, fwd_span = seq[fwd][last], direct[fwd][last]
     node_span = np.full(len(ops), NONE, dtype=np.int64)

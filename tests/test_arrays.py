@@ -40,3 +40,24 @@ def test_dense_ids_is_the_inverse_of_unique_on_narrow_and_wide_ranges() -> None:
         values = rng.integers(-span, span, 5000)
         assert dense_ids(values).tolist() == np.unique(values, return_inverse=True)[1].tolist()
     assert dense_ids(np.zeros(0, dtype=np.int64)).tolist() == []
+
+
+def test_lexsort_median_and_unique_inverse_agree_with_numpy() -> None:
+    from analyzers.arrays import distinct, lexsort, median, unique_inverse
+
+    rng = np.random.default_rng(11)
+    for i in range(300):
+        n = int(rng.integers(1, 60))
+        a, b = rng.integers(0, 5, n), rng.integers(0, 3, n)
+        c = np.sort(rng.integers(0, 9, n)) if i % 3 == 0 else rng.integers(0, 9, n)
+        assert lexsort((a, b, c)).tolist() == np.lexsort((a, b, c)).tolist()
+        x = rng.integers(-5, 5, n) if i % 2 else rng.normal(size=n)
+        if i % 7 == 0:
+            x = np.sort(x)
+        assert distinct(x).tolist() == np.unique(x).tolist()
+        assert median(x) == float(np.median(x))
+        ints = rng.integers(-50, 50, n) * (1 if i % 2 else 10**14)
+        uniq, inv = unique_inverse(ints)
+        want_uniq, want_inv = np.unique(ints, return_inverse=True)
+        assert uniq.tolist() == want_uniq.tolist() and inv.tolist() == want_inv.tolist()
+    assert np.isnan(median(np.array([1.0, np.nan, 2.0])))
