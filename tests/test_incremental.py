@@ -8,14 +8,17 @@ import dataclasses
 
 import numpy as np
 from fixtures.synthetic import BF16, TraceBuilder
-from tui_fakes import h200_recording
+from tui_fakes import analysed, h200_recording, run_async
 
 from analyzers.analyze import analyze, phases_of, select_windows
 from analyzers.incremental import ROW_TABLES, WindowIndex, live_windows
 from analyzers.model import Table, Trace
 from analyzers.phases import Phase
 from brrrtui.present.snapshot import build_snapshot
-from brrrtui.recording.store import RecordingWriter, device_meta, load_recording  # noqa: F401
+from brrrtui.record.feed import Exited, Feed, WindowAdded
+from brrrtui.recording.follow import Follower
+from brrrtui.recording.store import RecordingWriter, load_recording
+from brrrtui.tui.app import make_app
 from brrrtui.tui.live import Source
 
 MS = 1_000_000
@@ -224,3 +227,37 @@ def test_recorded_h200_bert_followed_equals_analyze(tmp_path):
     """Two recorded windows, no copies: fewer than `keep`, so every step is analyze() of the file."""
     trace = load_recording(h200_recording("h200_bert", tmp_path))
     follow_and_compare(trace, str(tmp_path / "live.brrr"), keep=8)
+
+
+@run_async
+async def test_the_live_app_updates_on_each_window_through_the_follower_and_the_newest_windows(
+    tmp_path, monkeypatch
+):
+    import brrrtui.recording.load
+
+    polls, loads = [], []
+    real_poll = Follower.poll
+    monkeypatch.setattr(Follower, "poll", lambda self: polls.append(1) or real_poll(self))
+    monkeypatch.setattr(brrrtui.recording.load, "load_trace", lambda *a, **kw: loads.append(a))
+    path = str(tmp_path / "run.brrr")
+    writing = write_by_window(many_windows_trace(6), path)
+    next(writing)  # window 0
+    feed = Feed()
+    app = make_app(path, feed, "train.py", poll_s=0.02)  # the real analysis
+    app._source.keep = 2
+    async with app.run_test(size=(120, 40)) as pilot:
+        await analysed(pilot)
+        for n, win in enumerate(writing, 2):
+            feed.put(WindowAdded(window=win, kernels=4, ops=5))
+            await analysed(pilot, n)
+            a = app.snapshot.analysis
+            assert a.windows == expected(path, 2).windows and len(a.windows) <= 2
+            assert app.snapshot.windows == list(a.windows)  # the timeline's pages: the windows analysed
+            assert a.lines == expected(path, 2).lines and a.findings == expected(path, 2).findings
+        assert a.windows == (4, 5) and any(n.startswith("live: the newest 2 of") for n in a.notes)
+        assert len(polls) == app.analyses and not loads  # every analysis read only what was added
+        feed.put(Exited(0))  # the script ended: every window of the lead phase, as brrrtui report
+        await analysed(pilot, app.analyses + 1)
+        final = app.snapshot.analysis
+        assert final.windows == analyze(load_recording(path)).windows and len(final.windows) > 2
+        assert not any(n.startswith("live: ") for n in final.notes)

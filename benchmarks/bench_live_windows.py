@@ -1,0 +1,127 @@
+"""CPU cost per new window of live mode, from the 1st to the 100th window: the recorder's write and the TUI's
+read + analysis + snapshot, against the full re-read and re-analysis live mode did before (the baseline).
+
+    python benchmarks/bench_live_windows.py --windows 100
+
+Writes the synthetic run of benchmarks/synthetic_run.py (windows of `--steps-per-window` steps of 1,000
+kernels, ~6 events per kernel: 4 steps make a window of ~24 k events, the size brrrtui sizes its windows to)
+into a recording one window at a time through the recorder's Sink (one transaction per window, as the
+recorder's writer thread does), and after each window runs, in this process, what the live TUI's analysis
+worker runs (brrrtui.tui.live.Source): a Follower poll, the analysis of the newest LIVE_WINDOWS windows of the
+lead phase, cut out by the WindowIndex, and the snapshot. The baseline, the whole recording read
+(`load_recording`) and analysed (`analyse_trace`, every window of the lead phase) is timed after the 1st,
+10th, 50th and last windows only (it is what grows). CPU times of this process (time.process_time). The
+batch handed to the Sink is columns already; the recorder's conversion of a message's row tuples to columns
+is not timed. A benchmark, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import synthetic_run
+from synthetic_run import generate
+
+from analyzers.incremental import LIVE_WINDOWS, ROW_TABLES
+from analyzers.model import Trace
+from brrrtui.record.sink import Sink
+from brrrtui.recording.store import load_recording
+from brrrtui.tui.live import Source, analyse_trace
+
+
+def cpu(fn, *args, **kw):  # noqa: ANN001, ANN201 - a timer
+    t0 = time.process_time()
+    out = fn(*args, **kw)
+    return out, time.process_time() - t0
+
+
+def window_batches(trace: Trace):
+    """(window, batch) in window order: its row tables, its windows row, the steps up to its end."""
+    steps, done = trace.steps, 0
+    ends = np.sort(steps.t_ns)
+    for row in np.argsort(trace.windows.window, kind="stable").tolist():
+        win = int(trace.windows.window[row])
+        upto = int(np.searchsorted(ends, trace.windows.end_ns[row], side="right"))
+        batch = {n: getattr(trace, n).take(np.nonzero(getattr(trace, n).window == win)[0]) for n in ROW_TABLES}
+        batch["windows"] = trace.windows.take(np.array([row]))
+        batch["steps"] = steps.take(np.arange(done, upto))
+        done = max(done, upto)
+        yield win, batch
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--windows", type=int, default=100)
+    p.add_argument("--steps-per-window", type=int, default=4)
+    ns = p.parse_args()
+    synthetic_run.STEPS_PER_WINDOW = ns.steps_per_window
+    trace = generate(ns.windows * ns.steps_per_window * synthetic_run.KERNELS_PER_STEP)
+    path = os.path.join(tempfile.mkdtemp(prefix="brrr-live-"), "live.brrr")
+    sink = Sink(path, on_failure=lambda text: print(text, file=sys.stderr))
+    sink.open()
+    sink.set_meta(status="running", device={"name": trace.device.name, "num_sms": trace.device.num_sms})
+    sink.append(
+        {
+            "strings": list(enumerate(trace.strings)),
+            "lines": [(i, ln.file, ln.line, ln.function) for i, ln in enumerate(trace.lines)],
+        }
+    )
+    source = Source(path, follow=True)
+    n_windows = len(trace.windows)
+    sampled = sorted({1, min(10, n_windows), min(50, n_windows), n_windows})
+    rows: list[dict[str, float]] = []
+    for k, (_, batch) in enumerate(window_batches(trace), 1):
+        _, write_s = cpu(sink.append, batch)
+        whole, read_s = cpu(source.read)
+        snap, analyse_s = cpu(source.analyse, whole, k, running=True)
+        row = {"window": k, "kernels": len(whole.gpu), "write": write_s, "read": read_s, "analyse": analyse_s}
+        row["analysed"] = len(snap.analysis.windows)
+        if k in sampled:
+            full, load_s = cpu(load_recording, path)
+            _, full_s = cpu(analyse_trace, full, None, k)
+            row["baseline"] = load_s + full_s
+        rows.append(row)
+    sink.writer.close() if sink.writer else None
+    report(rows, sampled)
+    os.remove(path)
+    return 0
+
+
+def report(rows: list[dict[str, float]], sampled: list[int]) -> None:
+    print(f"live windows analysed: the newest {LIVE_WINDOWS} of the lead phase (analyzers.incremental)")
+    head = ("window", "kernels", "analysed", "write ms", "read ms", "analyse ms", "live ms", "baseline ms")
+    print(" ".join(f"{h:>11}" for h in head))
+    for k in sampled:
+        r = rows[k - 1]
+        live = r["write"] + r["read"] + r["analyse"]
+        cells = [f"{k:>11}", f"{r['kernels']:>11,}", f"{r['analysed']:>11}"]
+        cells += [f"{1e3 * r[c]:>11.1f}" for c in ("write", "read", "analyse")]
+        cells += [f"{1e3 * live:>11.1f}", f"{1e3 * (r['write'] + r['baseline']):>11.1f}"]
+        print(" ".join(cells))
+    first, last = rows[0], rows[-1]
+    tenth = rows[min(10, len(rows)) - 1]
+
+    def live(r: dict[str, float]) -> float:
+        return r["write"] + r["read"] + r["analyse"]
+
+    def base(r: dict[str, float]) -> float:
+        return r["write"] + r["baseline"]
+
+    print(f"last / first window: live {live(last) / live(first):.2f}, baseline {base(last) / base(first):.2f}")
+    print(f"last / 10th window:  live {live(last) / live(tenth):.2f}, baseline {base(last) / base(tenth):.2f}")
+    for c in ("write", "read", "analyse"):
+        v = [r[c] for r in rows]
+        print(
+            f"{c}, median of the first 5 / 10th-14th / last 5 windows: {1e3 * np.median(v[:5]):.1f} / "
+            f"{1e3 * np.median(v[9:14]):.1f} / {1e3 * np.median(v[-5:]):.1f} ms"
+        )
+    print(f"baseline at the last window / live at the last window: {base(last) / live(last):.1f}x")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
