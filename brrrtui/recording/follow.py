@@ -5,7 +5,8 @@ window so far (a million kernels: ~0.5 s, and growing). A `Follower` keeps the t
 growable columns and, per poll, reads the rows past the ones it holds (format 2 stores them as whole
 batches: only the new batches' blobs are read), the strings and lines with higher ids, and the meta; it
 returns the whole recording as the Trace `load_recording` would return, at a cost proportional to what was
-added. The stream keeps its newest `stream_tail` rows, as a load does.
+added. The stream keeps its newest `stream_tail` rows, as a load does. The live TUI reads its recording
+through one (brrrtui.tui.live.Source).
 """
 
 from __future__ import annotations

@@ -6,6 +6,12 @@ a window in it), or the phase the user picked with the phase key. A picked phase
 phases were re-judged as more steps came) falls back to the automatic choice. Picking a phase re-analyses the
 trace already loaded instead of re-reading the recording.
 
+Live (`Source` with `follow`), a new window costs the same whether it is the 10th or the 100th: the recording
+is read by a `Follower` (only the batches committed since the last read), and while the script runs an
+analysis takes the newest `LIVE_WINDOWS` windows of the phase shown (analyzers/incremental.py), so its figures
+are those of `analyze(trace, windows=...)` on those windows, and it says so in its notes; once the script has
+ended it takes every window of the phase, as `brrrtui report` does.
+
 A full analysis keeps at most `STREAM_TAIL` streamed rows, the newest (a load may have been given a larger
 tail). A stream update polls a `StreamReader` for the rows added since, keeps the newest `STREAM_TAIL` rows of
 the shown stream and the new ones, re-infers their lines against the analysis it has and rebuilds the stream
