@@ -151,9 +151,10 @@ def analyze(
     total = bd.total(per_window)
     steps = bd.steps_analysed(trace)
     overhead = bd.overhead_correction(total, bd.profiled_step_ns(trace), bd.unprofiled_step_ns(trace), steps)
-    chains = fusion_chains(trace, links, roof, peaks, per_launch)
-    ctx = Context(trace, links, roof, peaks, gaps, total, overhead, steps, per_launch, launch_bound)
     idle_scale = _idle_scale(total, steps, overhead)
+    # a fused launch saves what a launch costs in the unprofiled steps, not the profiled window's slower gap
+    chains = fusion_chains(trace, links, roof, peaks, lt.unprofiled_launch_ns(trace, busy, idle_scale))
+    ctx = Context(trace, links, roof, peaks, gaps, total, overhead, steps, per_launch, launch_bound)
     modules = _module_tree(trace, links, roof, gaps, steps, idle_scale)
     comm = cm.communication(trace, links, roof.regime)
     return Analysis(

@@ -20,7 +20,8 @@ A chain is a maximal run of links spanning at least two ops. Bytes moved now = t
 outputs per op); fused, every linked intermediate is neither written nor re-read: saved = 2 x its size (an upper
 bound: an intermediate that autograd saves for backward must still be written once). The saving per occurrence:
 
-    saved_bytes / peak bandwidth  +  (kernels - 1) x measured per-launch gap
+    saved_bytes / peak bandwidth  +  (kernels - 1) x per-launch cost of an unprofiled step
+                                                     (launch_timing.unprofiled_launch_ns)
 
 capped at the chain's own time (first start to last end) less the fused kernel's bytes / peak bandwidth.
 Occurrences with the same kernels from the same lines (every step repeats them) are grouped into one chain.

@@ -18,7 +18,7 @@ that an earlier op of the run produced (same shape and dtype, "as far as shapes 
 that producer's output is not written (counted once per production):
 
     saved(run)  = sum of those inputs' sizes + sum of those producers' output sizes   (at most the run's bytes)
-    saving(run) = saved / peak bandwidth + (kernels - 1) x per-launch gap,
+    saving(run) = saved / peak bandwidth + (kernels - 1) x per-launch cost (unprofiled, as in fusion.py),
                   capped at the run's wall time less its fused bytes / peak bandwidth
 
 The scope's saving is the sum over its runs. Chains of one scope become one chain; a scope inside another

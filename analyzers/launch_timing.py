@@ -42,9 +42,8 @@ def queue_depth(trace: Trace, links: Links) -> Table:
     )
 
 
-def per_launch_ns(trace: Trace, busy: np.ndarray) -> float | None:
-    """The measured cost of one more kernel: the median idle time between consecutive busy rows of a stream
-    (~1-2 us when the queue is full, the CPU's launch interval when it is not). None without two rows."""
+def _same_stream_gaps(trace: Trace, busy: np.ndarray) -> np.ndarray | None:
+    """Idle ns between consecutive busy rows of each (window, stream), at least 0; None without a pair."""
     gpu = trace.gpu
     rows = np.nonzero(busy)[0]
     if len(rows) < 2:
@@ -56,7 +55,34 @@ def per_launch_ns(trace: Trace, busy: np.ndarray) -> float | None:
     if not same.any():
         return None
     gap = gpu.start_ns[r[1:]] - (gpu.start_ns[r[:-1]] + gpu.dur_ns[r[:-1]])
-    return median(np.maximum(gap[same], 0))
+    out: np.ndarray = np.maximum(gap[same], 0)
+    return out
+
+
+def per_launch_ns(trace: Trace, busy: np.ndarray) -> float | None:
+    """The measured cost of one more kernel: the median idle time between consecutive busy rows of a stream
+    (~1-2 us when the queue is full, the CPU's launch interval when it is not). None without two rows."""
+    gaps = _same_stream_gaps(trace, busy)
+    return None if gaps is None else median(gaps)
+
+
+BACK_TO_BACK_QUANTILE = 0.1
+
+
+def unprofiled_launch_ns(trace: Trace, busy: np.ndarray, idle_scale: float | None) -> float | None:
+    """What one more launch costs in a step without the profiler: the window's median gap scaled like its idle
+    (`idle_scale`, lines.unprofiled_idle_scale), but never under the gap of back-to-back kernels on a full
+    queue (the window's 10th-percentile gap), which the profiler does not lengthen. A window whose slowed CPU
+    starved the GPU (median gap 28 us where its unprofiled steps run the GPU near full) would otherwise credit
+    each fused launch with the profiler's own delay."""
+    gaps = _same_stream_gaps(trace, busy)
+    if gaps is None:
+        return None
+    typical = median(gaps)
+    if idle_scale is None:
+        return typical
+    floor = float(np.sort(gaps)[int(BACK_TO_BACK_QUANTILE * (len(gaps) - 1))])
+    return min(typical, max(floor, typical * idle_scale))
 
 
 def launch_intervals_ns(trace: Trace, links: Links) -> dict[int, float]:
