@@ -8,8 +8,9 @@ device-wide idle gap is charged to the line of the kernel that ends it (the laun
 
     python validation/unprofiled_lines.py run.brrr [--top 10] [--json out.json]
 
-Prints, per line, overhead share = idle / (GPU + idle) per step, estimated (windows) and measured (stream),
-and the difference in points; and the same for the whole step.
+Only whole steady-state steps between two windows count (warm-up steps and the gap across a window, where
+the stream pauses, are left out). Prints, per line, overhead share = idle / (GPU + idle) per step, estimated
+(windows) and measured (stream), and the difference in points; and the same for the whole step.
 """
 
 from __future__ import annotations
@@ -28,28 +29,50 @@ from analyzers.stream import stream_view  # noqa: E402
 from brrrtui.recording.load import load_trace  # noqa: E402
 
 
+def steady_unprofiled_steps(a: Analysis, seg_start: int, seg_end: int) -> list[tuple[int, int]]:
+    """The steps [t_k, t_k+1) of the steady state that lie inside one stream segment (no window in them)."""
+    steps = a.trace.steps
+    first = a.phases.run.steady_from_step if a.phases is not None else None
+    t, k = steps.t_ns, steps.step
+    out = []
+    for i in range(len(t) - 1):
+        if first is not None and k[i] < first:
+            continue
+        if seg_start <= t[i] and t[i + 1] <= seg_end:
+            out.append((int(t[i]), int(t[i + 1])))
+    return out
+
+
 def measured(a: Analysis) -> tuple[dict[int, tuple[float, float]], float, int]:
-    """(line -> (GPU ns, idle ns) summed over the stream), the stream's span, and the unprofiled steps in it."""
+    """(line -> (GPU ns, idle ns) over the steady unprofiled steps of the stream), their summed span, and their
+    number. Only whole steps between two windows count: a gap across a window (the stream pauses there) and
+    the warm-up steps before the steady state would otherwise be charged as idle."""
     view = stream_view(a)
     s = view.stream
-    keep = view.line >= 0
-    if not keep.any():
-        return {}, 0.0, 0
-    start, end, line = s.start_ns[keep], s.start_ns[keep] + s.dur_ns[keep], view.line[keep]
-    order = np.argsort(start, kind="stable")
-    start, end, line = start[order], end[order], line[order]
+    after = s["after_window"]
     out: dict[int, list[float]] = {}
-    reach = int(end[0])
-    for i in range(len(start)):
-        gap = max(0, int(start[i]) - reach)
-        busy = max(0, int(end[i]) - max(int(start[i]), reach))
-        acc = out.setdefault(int(line[i]), [0.0, 0.0])
-        acc[0] += busy
-        acc[1] += gap
-        reach = max(reach, int(end[i]))
-    steps = a.trace.steps.t_ns
-    n_steps = int(((steps >= start[0]) & (steps <= reach)).sum())
-    return {k: (v[0], v[1]) for k, v in out.items()}, float(reach - start[0]), n_steps
+    span = 0.0
+    n_steps = 0
+    for seg in np.unique(after):
+        rows = np.nonzero(after == seg)[0]
+        rows = rows[np.argsort(s.start_ns[rows], kind="stable")]
+        start, end, line = s.start_ns[rows], s.start_ns[rows] + s.dur_ns[rows], view.line[rows]
+        # device-wide idle before each kernel, within the segment: charged to the kernel that ends it
+        reach = np.maximum.accumulate(end)
+        prev = np.concatenate(([start[0]], reach[:-1]))
+        gap = np.maximum(0, start - prev)
+        busy = np.maximum(0, end - np.maximum(start, prev))
+        for t0, t1 in steady_unprofiled_steps(a, int(start[0]), int(end[-1])):
+            inside = (start >= t0) & (start < t1) & (line >= 0)
+            for lid, g, b in zip(
+                line[inside].tolist(), gap[inside].tolist(), busy[inside].tolist(), strict=True
+            ):
+                acc = out.setdefault(int(lid), [0.0, 0.0])
+                acc[0] += b
+                acc[1] += g
+            span += t1 - t0
+            n_steps += 1
+    return {k: (v[0], v[1]) for k, v in out.items()}, span, n_steps
 
 
 def share(gpu: float, idle: float) -> float:
