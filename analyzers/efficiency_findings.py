@@ -30,10 +30,10 @@ leading dimension is H x W; on NHWC it is C).
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 
 import numpy as np
 
+from analyzers.arrays import dense_ids, unique_inverse
 from analyzers.finding_context import MIN_SAVING_SHARE, Context, count_lines
 from analyzers.gemm_shapes import Diagnosis, blocks_of, diagnose, padded_work
 from analyzers.model import GpuKind, flag_of
@@ -82,32 +82,34 @@ def candidates(ctx: Context) -> np.ndarray:
     return mask
 
 
-def diagnoses(ctx: Context, rows: np.ndarray) -> list[Diagnosis | None]:
-    """diagnose() for each row, once per distinct (op cost, kernel name, grid)."""
+def diagnoses(ctx: Context, rows: np.ndarray) -> tuple[list[Diagnosis | None], np.ndarray]:
+    """diagnose() once per distinct (op cost, kernel name, grid) of `rows`, from its first row: (the
+    diagnoses, each row's index into them)."""
     trace, roof = ctx.trace, ctx.roof
     hopper, sms = _hopper(ctx), trace.device.num_sms
-    memo: dict[tuple[int, int, int], Diagnosis | None] = {}
+    op = roof.cost_op[rows]
+    key = dense_ids(roof.op_costs.index[op].astype(np.int64) + 1)
+    for col in (trace.gpu.name[rows], trace.gpu.grid[rows]):
+        c = dense_ids(col.astype(np.int64))
+        key = dense_ids(key * (int(c.max()) + 1) + c)
+    first = np.unique(key, return_index=True)[1]
     out: list[Diagnosis | None] = []
-    for r in rows.tolist():
-        op = int(roof.cost_op[r])
-        key = (int(roof.op_costs.index[op]), int(trace.gpu.name[r]), int(trace.gpu.grid[r]))
-        if key not in memo:
-            cost = roof.op_costs.of(op)
-            memo[key] = (
-                None
-                if cost is None
-                else diagnose(
-                    trace.name(int(trace.ops.name[op])),
-                    int(roof.family[r]),
-                    cost.inputs,
-                    trace.name(int(trace.gpu.name[r])),
-                    blocks_of(trace.name(int(trace.gpu.grid[r]))),
-                    sms,
-                    hopper,
-                )
+    for r, o in zip(rows[first].tolist(), op[first].tolist(), strict=True):
+        cost = roof.op_costs.of(o)
+        out.append(
+            None
+            if cost is None
+            else diagnose(
+                trace.name(int(trace.ops.name[o])),
+                int(roof.family[r]),
+                cost.inputs,
+                trace.name(int(trace.gpu.name[r])),
+                blocks_of(trace.name(int(trace.gpu.grid[r]))),
+                sms,
+                hopper,
             )
-        out.append(memo[key])
-    return out
+        )
+    return out, key
 
 
 def reference_fraction(frac: np.ndarray, dur: np.ndarray) -> float:
@@ -125,41 +127,62 @@ def efficiency_findings(ctx: Context) -> list[Finding]:
     rows = np.nonzero(candidates(ctx))[0]
     if not len(rows):
         return []
-    diags = diagnoses(ctx, rows)
+    diags, of_row = diagnoses(ctx, rows)
     frac = roof.roof_fraction[rows]
-    plain = np.array([d is None for d in diags])
+    plain = np.array([d is None for d in diags], dtype=bool)[of_row]
     target = reference_fraction(frac[plain], gpu.dur_ns[rows][plain])
     slow = frac < BELOW_ROOF
     conv = np.isin(roof.family[rows], _CONV_FAMILIES)
-    work = np.array([padded_work(d, bool(c)) for d, c in zip(diags, conv, strict=True)])
+    pairs, of_pair = unique_inverse(of_row * 2 + conv)  # (diagnosis, conv) per row
+    pair_diag = [diags[p // 2] for p in pairs.tolist()]
+    pair_conv = [bool(p % 2) for p in pairs.tolist()]
+    work = np.array([padded_work(d, c) for d, c in zip(pair_diag, pair_conv, strict=True)])[of_pair]
     shortfall = np.where(slow, gpu.dur_ns[rows] * np.clip(1.0 - frac * work / target, 0.0, None), 0.0)
     layout_rows = _layout_rows(ctx)
     nchw = len(layout_rows) > 0
-    groups: dict[tuple[object, ...], list[int]] = defaultdict(list)
-    conv_fallback: list[int] = []
-    for i, d in enumerate(diags):
-        if not slow[i] or d is None:
-            continue
-        if nchw and d.cause == "fallback" and roof.family[rows[i]] in _CONV_FAMILIES:
-            conv_fallback.append(i)  # a 1x1 conv lowered to a GEMM on NCHW data: the layout's cost
-            continue
-        groups[(d.cause, d.dims, int(roof.family[rows[i]]) in _CONV_FAMILIES)].append(i)
+    # a 1x1 conv lowered to a GEMM on NCHW data: the layout's cost
+    fallback = np.array(
+        [
+            nchw and d is not None and d.cause == "fallback" and c
+            for d, c in zip(pair_diag, pair_conv, strict=True)
+        ]
+    )
+    diagnosed = slow & ~plain
+    conv_fallback = np.nonzero(diagnosed & fallback[of_pair])[0]
+    groups = _groups(pair_diag, pair_conv, of_pair, np.nonzero(diagnosed & ~fallback[of_pair])[0])
     out: list[Finding] = []
     if nchw:
         saving = (float(gpu.dur_ns[layout_rows].sum()) + float(shortfall[conv_fallback].sum())) / ctx.per
         if saving >= MIN_SAVING_SHARE * ctx.step_ns:
             lines = ctx.source_lines(count_lines(ctx.links.kernel_line[layout_rows]))
             out.append(conv_layout_finding(ctx, lines, layout_rows, rows[conv_fallback], saving, target))
-    ranked = sorted(groups.values(), key=lambda ix: -float(shortfall[ix].sum()))
+    ranked = sorted(groups, key=lambda ix: -float(shortfall[ix].sum()))
     for ix in ranked:
         saving = float(shortfall[ix].sum()) / ctx.per
         if saving < MIN_SAVING_SHARE * ctx.step_ns or len(out) >= MAX_EFFICIENCY_FINDINGS:
             continue
         sel = rows[ix]
         lines = ctx.source_lines(count_lines(ctx.links.kernel_line[sel]))
-        group = [d for d in (diags[i] for i in ix) if d is not None]
+        group = [d for d in (diags[k] for k in of_row[ix].tolist()) if d is not None]
         out.append(slow_gemm_finding(ctx, lines, sel, group, saving, target))
     return out
+
+
+def _groups(
+    pair_diag: list[Diagnosis | None], pair_conv: list[bool], of_pair: np.ndarray, idx: np.ndarray
+) -> list[np.ndarray]:
+    """The rows `idx` (in order) grouped by (cause, offending values, conv), groups in order of their first
+    row."""
+    seq = of_pair[idx]
+    firsts = np.unique(seq, return_index=True)
+    group_of_pair = np.full(len(pair_diag), -1, dtype=np.int64)
+    ids: dict[tuple[object, ...], int] = {}
+    for p in firsts[0][np.argsort(firsts[1], kind="stable")].tolist():
+        d = pair_diag[p]
+        assert d is not None
+        group_of_pair[p] = ids.setdefault((d.cause, d.dims, pair_conv[p]), len(ids))
+    g = group_of_pair[seq]
+    return [idx[g == i] for i in range(len(ids))]
 
 
 def _layout_rows(ctx: Context) -> np.ndarray:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.arrays import lexsort
+from analyzers.arrays import lexsort, unique_rows
 from analyzers.fusion_chain import FusionChain as FusionChain
 from analyzers.fusion_patterns import ChainOp, named_pattern as named_pattern
 from analyzers.fusion_scope import StreamOrder, compile_scopes
@@ -239,7 +239,9 @@ def _run_totals(
     return _RunTotals(bytes_now, bytes_known, saved, kernel_ns, saving)
 
 
-def _signatures(trace: Trace, kline: np.ndarray, runs: _Runs, keep: np.ndarray) -> np.ndarray:
+def _signatures(
+    trace: Trace, kline: np.ndarray, runs: _Runs, keep: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per kept run: (rows, hash1, hash2), two 64-bit polynomial hashes of its (kernel name, line) sequence."""
     rows, pos = runs.rows, runs.pos
     value = (trace.gpu.name[rows].astype(np.uint64) << np.uint64(32)) ^ (kline[rows] + 1).astype(np.uint64)
@@ -248,7 +250,7 @@ def _signatures(trace: Trace, kline: np.ndarray, runs: _Runs, keep: np.ndarray) 
         powers2 = np.cumprod(np.full(int(runs.n_rows.max()), _P2, dtype=np.uint64))
         h1 = np.add.reduceat(value * powers1[pos], runs.offsets)
         h2 = np.add.reduceat((value + np.uint64(1)) * powers2[pos], runs.offsets)
-    return np.stack([runs.n_rows[keep].astype(np.uint64), h1[keep], h2[keep]], axis=1)
+    return runs.n_rows[keep].astype(np.uint64), h1[keep], h2[keep]
 
 
 def _group_sums(
@@ -288,10 +290,7 @@ def _group_runs(
     keep = np.nonzero(multi)[0]
     if not len(keep):
         return []
-    _, first, group = np.unique(
-        _signatures(trace, kline, runs, keep), axis=0, return_index=True, return_inverse=True
-    )
-    group = group.reshape(-1)
+    first, group = unique_rows(_signatures(trace, kline, runs, keep))
     n_groups = len(first)
     g_of_run = np.full(len(runs), -1, dtype=np.int64)
     g_of_run[keep] = group

@@ -61,3 +61,18 @@ def test_lexsort_median_and_unique_inverse_agree_with_numpy() -> None:
         want_uniq, want_inv = np.unique(ints, return_inverse=True)
         assert uniq.tolist() == want_uniq.tolist() and inv.tolist() == want_inv.tolist()
     assert np.isnan(median(np.array([1.0, np.nan, 2.0])))
+
+
+def test_unique_rows_agrees_with_unique_along_axis_0() -> None:
+    from analyzers.arrays import unique_rows
+
+    rng = np.random.default_rng(5)
+    for i in range(200):
+        n = int(rng.integers(1, 50))
+        scale = np.uint64(2**63 if i % 2 else 1)  # the top bit set: compared as unsigned
+        cols = tuple(rng.integers(0, 3, n).astype(np.uint64) * scale for _ in range(3))
+        first, inverse = unique_rows(cols)
+        _, want_first, want_inverse = np.unique(
+            np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True
+        )
+        assert first.tolist() == want_first.tolist() and inverse.tolist() == want_inverse.reshape(-1).tolist()
