@@ -95,3 +95,31 @@ def test_a_string_committed_before_a_lower_id_reads_empty_until_that_id_comes(tm
     )
     w.close()
     assert set(TABLES) >= {"gpu", "stream"}
+
+
+def test_stream_rows_the_recorder_folds_leave_the_followed_stream_as_they_leave_a_load(tmp_path):
+    """The recorder folds the oldest stream batches into stream_agg (their columns become NULL, their row count
+    stays): a follower drops the rows it held from them and reads the aggregates it had not seen."""
+    from brrrtui.contract.schema import STREAM_AGG_SCHEMA, STREAM_SCHEMA
+
+    path = str(tmp_path / "f.brrr")
+    make_v2(path, stream_batches=(3, 5, 4))
+    follower = Follower(path, stream_tail=10)
+    assert follower.poll().stream.correlation.tolist() == list(range(3, 13))
+    w = RecordingWriter(path)
+    agg = {c: np.full(1, 0 if c in ("kind", "name") else 7, dtype=d) for c, d in STREAM_AGG_SCHEMA.items()}
+    nulls = ", ".join(f"{columns.quoted(c)} = NULL" for c in STREAM_SCHEMA)
+    with w.db:
+        w.db.execute("BEGIN")
+        columns.insert(w.db, "stream_agg", STREAM_AGG_SCHEMA, agg)
+        w.db.execute(f"UPDATE stream SET {nulls} WHERE rowid BETWEEN 1 AND 2")  # the first 8 rows
+    got = follower.poll()
+    assert got.stream.correlation.tolist() == [9, 10, 11, 12] and got.stream_total == 12
+    assert_same_trace(load_recording(path, stream_tail=10), got)
+    w.append({"stream": [(0, 0, 0, T0 + 10**8, 100, 0, 7, 13, -1, -1, -1)]})
+    got = follower.poll()
+    assert got.stream.correlation.tolist() == [9, 10, 11, 12, 13] and len(got.stream_agg) == 1
+    assert_same_trace(load_recording(path, stream_tail=10), got)
+    fresh = Follower(path, stream_tail=10).poll()  # one that starts after the fold never reads the NULLs
+    assert_same_trace(load_recording(path, stream_tail=10), fresh)
+    w.close()

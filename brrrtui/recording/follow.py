@@ -5,7 +5,8 @@ window so far (a million kernels: ~0.5 s, and growing). A `Follower` keeps the t
 growable columns and, per poll, reads the rows past the ones it holds (format 2 stores them as whole
 batches: only the new batches' blobs are read), the strings and lines with higher ids, and the meta; it
 returns the whole recording as the Trace `load_recording` would return, at a cost proportional to what was
-added. The stream keeps its newest `stream_tail` rows, as a load does. The live TUI reads its recording
+added. The stream keeps its newest `stream_tail` rows and none that the recorder has folded into aggregates
+(brrrtui.record.fold; the aggregate tables only grow), as a load does. The live TUI reads its recording
 through one (brrrtui.tui.live.Source).
 """
 
@@ -25,6 +26,7 @@ from brrrtui.recording.store import (
     STREAM_TAIL,
     TABLES,
     Tables,
+    folded_stream_rows,
     make_trace,
     open_readonly,
     read_meta,
@@ -97,19 +99,19 @@ class Follower:
             if total > growing.n:
                 new[name] = source.read(name, growing.n, total)
         stream_total = source.total("stream")
+        # the first row a load keeps: the newest stream_tail, none the recorder folded into stream_agg
+        first = min(max(folded_stream_rows(source), stream_total - self.stream_tail), stream_total)
         if stream_total > self.stream_total:
-            new["stream"] = source.read(
-                "stream", max(self.stream_total, stream_total - self.stream_tail), stream_total
-            )
+            new["stream"] = source.read("stream", max(self.stream_total, first), stream_total)
         for name, rows in new.items():  # only once every read succeeded: a failed poll changes nothing
             if name != "stream":
                 self.tables[name].append(rows)
-            elif self.stream_tail:
-                keep = self.stream_tail
-                self.stream = Table(
-                    {c: np.concatenate((self.stream[c], v))[-keep:] for c, v in rows.columns.items()}
-                )
-        self.stream_total = max(self.stream_total, stream_total)
+        held = new.get("stream")
+        held = self.stream if held is None else Table.concat([self.stream, held], TABLES["stream"])
+        total = max(self.stream_total, stream_total)
+        drop = max(0, first - (total - len(held)))  # rows held that were folded since, or fell off the tail
+        self.stream = held.take(np.arange(drop, len(held))) if drop else held
+        self.stream_total = total
         return new
 
     def _read_names(self, db: sqlite3.Connection) -> None:
