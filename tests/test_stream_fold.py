@@ -9,6 +9,8 @@ from stream_fold_fixture import record
 from analyzers.analyze import analyze
 from analyzers.stream import stream_figures, stream_view, templates
 from analyzers.stream_align import TemplateNames, align, align_from
+from brrrtui.present.report import render_text, to_json
+from brrrtui.present.snapshot import build_snapshot
 from brrrtui.record.fold import StreamFolder
 from brrrtui.recording.store import load_recording
 
@@ -112,3 +114,18 @@ def test_vectorised_alignment_is_the_greedy_one_chunk_by_chunk(seed):
         p, expect = align_from(stream[lo:hi], t, expect)
         parts.append(p)
     assert np.concatenate(parts).tolist() == want
+
+
+def test_the_reports_stream_section_is_the_same_folded_or_raw(pair):
+    (_, raw_analysis, _), (_, analysis, fig) = pair
+    raw, folded = to_json(raw_analysis)["stream"], to_json(analysis)["stream"]
+    assert folded.pop("folded") == fig.folded > 0 and raw.pop("folded") == 0
+    assert folded == raw and folded["rows_analysed"] == folded["records"]
+    assert f"({fig.folded:,} folded into aggregates)" in render_text(analysis)
+
+
+def test_the_line_details_count_the_folded_kernels(pair):
+    _, (_, analysis, fig) = pair
+    snap = build_snapshot(analysis)
+    assert snap.stream_lines == {s.line: (s.kernels, s.gpu_ns) for s in fig.lines}
+    assert sum(k for k, _ in snap.stream_lines.values()) > len(analysis.trace.stream)

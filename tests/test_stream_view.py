@@ -102,7 +102,7 @@ def test_report_has_a_stream_section_only_with_stream_rows(gpt, tmp_path):
     assert lines and lines == sorted(lines, key=lambda x: -x["gpu_ns"])
     view = stream_view(analysis)
     assert sum(x["kernels"] for x in lines) <= view.matched
-    assert set(lines[0]) == {"file", "line", "function", "gpu_ns", "kernels"}
+    assert set(lines[0]) == {"file", "line", "function", "gpu_ns", "kernels", "idle_ns"}
     assert "kernel stream" in render_text(analysis)
 
     from tui_fakes import h200_recording

@@ -29,9 +29,10 @@ JSON schema 4 (`brrrtui report --json`; the README documents it, with what chang
                   "library_line": LINE|null, "user_line": LINE|null}]},      # present/module_report.py
                   # LINE = {"file": str, "line": int, "function": str, "display": "transformers/x.py:66"}
       "library_lines": [...],       # as "lines", for model-library lines (GPU time only; idle stays with lines)
-      "stream": {"records": int, "rows_analysed": int, "gpu_ns": int,     # only when the trace has a
-                 "matched_fraction": float, "confirmed_fraction": float, #   kernel stream
-                 "lines": [{"file": str, "line": int, "function": str, "gpu_ns": int, "kernels": int}]},
+      "stream": {"records": int, "rows_analysed": int, "folded": int, "gpu_ns": int, "idle_ns": int,
+                 "matched_fraction": float, "confirmed_fraction": float,   # only with a kernel stream
+                 "lines": [{"file": str, "line": int, "function": str, "gpu_ns": int, "kernels": int,
+                            "idle_ns": int}]},                             # present/stream_report.py
       "phase": "steady" | "warmup" | "setup" | "unknown", "windows": [int],      # what was analysed
       "phases": {...}, "other_phases": {...}             # present/phase_report.py
     }
@@ -41,10 +42,11 @@ findings by saving_ns, all descending; `top` truncates lines and kernels (findin
 
 "stream" describes the GPU activity recorded continuously between the windows (kernels, copies, memsets with
 no CPU side), whose lines and regimes are inferred from the windows (analyzers.stream): `records` rows in the
-recording, of which the newest `rows_analysed` were analysed (`gpu_ns`: their summed GPU time);
-`matched_fraction` of those matched a kernel of a window's step, `confirmed_fraction` of those were matched
-and the next window agrees. `lines`: the inferred GPU time and kernel count per source line, by gpu_ns
-descending (truncated by `top`). It never changes the verdicts above.
+recording, of which `rows_analysed` were analysed (every row when the recorder folded the older ones into
+aggregates, `folded` of them; else the newest); `gpu_ns`: their summed GPU time, `idle_ns` the GPU idle
+between them; `matched_fraction` of those matched a kernel of a window's step, `confirmed_fraction` of those
+were matched and the next window agrees. `lines`: the inferred GPU time, kernel count and idle before its
+kernels per source line, by gpu_ns descending (truncated by `top`). It never changes the verdicts above.
 """
 
 from __future__ import annotations
@@ -54,17 +56,15 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from analyzers.gemm_shapes import narrow_load_bytes
 from analyzers.phases import Phase
 from analyzers.results import GAP_CAUSE_CODES, Analysis, Finding, GapCause, KernelStat, LineStat, Regime
-from analyzers.stream import StreamView, stream_view
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.comm_report import comm_json, comm_text
 from brrrtui.present.module_report import finding_place_lines, modules_json, modules_text, place_json
 from brrrtui.present.paths import readable_path, readable_text
 from brrrtui.present.phase_report import phase_json, phase_line, phase_sections
+from brrrtui.present.stream_report import stream_json, stream_text
 
 SCHEMA = 4
 
@@ -117,7 +117,7 @@ def to_json(
         ],
     } | phase_json(a, others or {})
     if len(a.trace.stream):
-        doc["stream"] = _stream_json(a, stream_view(a), top)
+        doc["stream"] = stream_json(a, top)
     return doc
 
 
@@ -170,42 +170,6 @@ def _finding_json(f: Finding, cwd: str | None = None) -> dict[str, Any]:
     } | place_json(f.place)
 
 
-def _stream_lines(a: Analysis, view: StreamView) -> list[tuple[int, int, int]]:
-    """(line id, GPU ns, kernels) per inferred line, by GPU time descending."""
-    known = view.line >= 0
-    if not known.any():
-        return []
-    ids, inv, counts = np.unique(view.line[known], return_inverse=True, return_counts=True)
-    ns = np.bincount(inv.ravel(), weights=view.stream.dur_ns[known], minlength=len(ids))
-    out = [
-        (int(i), int(t), int(c)) for i, t, c in zip(ids.tolist(), ns.tolist(), counts.tolist(), strict=True)
-    ]
-    return sorted(out, key=lambda x: -x[1])
-
-
-def _stream_json(a: Analysis, view: StreamView, top: int | None) -> dict[str, Any]:
-    n = len(view.stream)
-    lines = _stream_lines(a, view)
-    tr = a.trace
-    return {
-        "records": int(max(view.total_rows, n)),
-        "rows_analysed": n,
-        "gpu_ns": int(view.stream.dur_ns.sum()),
-        "matched_fraction": view.matched / n,
-        "confirmed_fraction": int(view.confirmed.sum()) / n,
-        "lines": [
-            {
-                "file": tr.lines[i].file,
-                "line": int(tr.lines[i].line),
-                "function": tr.lines[i].function,
-                "gpu_ns": ns,
-                "kernels": k,
-            }
-            for i, ns, k in (lines if top is None else lines[:top])
-        ],
-    }
-
-
 def short_kernel_name(name: str, width: int = 70) -> str:
     """Demangled kernel names run to hundreds of characters; keep the recognisable head."""
     s = name.removeprefix("void ").replace("(anonymous namespace)::", "").replace("at::native::", "")
@@ -252,7 +216,7 @@ def render_text(analysis: Analysis, top: int = 15, others: Mapping[Phase, Analys
         out.append("findings: none (the verdicts and advice need GPU activity)")
     if len(t.stream):
         out.append("")
-        out.extend(_stream_text(a, stream_view(a), min(top, 10)))
+        out.extend(stream_text(a, min(top, 10)))
     out += phase_sections(others or {}, _line_text)
     for n in a.notes:
         out.append(f"note: {n}")
@@ -351,18 +315,3 @@ def _kernel_text(k: KernelStat) -> str:
         f"  {k.calls:>6} {fmt_ns(k.gpu_ns):>10}  {regime:<8} {fmt_flops(k.achieved_flops_per_s):>12}"
         f" {fmt_bw(k.achieved_bytes_per_s):>11} {fmt_pct(k.roof_fraction):>5}  {short_kernel_name(k.name)}"
     )
-
-
-def _stream_text(a: Analysis, view: StreamView, top: int) -> list[str]:
-    n = len(view.stream)
-    total = max(view.total_rows, n)
-    held = f"{total:,} recorded" + (f", the newest {n:,} analysed" if n < total else "")
-    out = [
-        "kernel stream (GPU activity between windows; lines inferred from the windows)",
-        f"  {held} · {fmt_ns(float(view.stream.dur_ns.sum()))} GPU · {fmt_pct(view.matched / n)} matched to a"
-        f" window's kernel · {fmt_pct(int(view.confirmed.sum()) / n)} confirmed by the next window",
-    ]
-    for i, ns, k in _stream_lines(a, view)[:top]:
-        ln = a.trace.lines[i]
-        out.append(f"  {str(ln) + ' ' + ln.function:<40} gpu {fmt_ns(ns)}  {k:,} kernels (inferred)")
-    return out
