@@ -2,6 +2,8 @@
 read + analysis + snapshot, against the full re-read and re-analysis live mode did before (the baseline).
 
     python benchmarks/bench_live_windows.py --windows 100
+    python benchmarks/bench_live_windows.py --windows 100 --app
+
 
 Writes the synthetic run of benchmarks/synthetic_run.py (windows of `--steps-per-window` steps of 1,000
 kernels, ~6 events per kernel: 4 steps make a window of ~24 k events, the size brrrtui sizes its windows to)
@@ -13,6 +15,11 @@ lead phase, cut out by the WindowIndex, and the snapshot. The baseline, the whol
 10th, 50th and last windows only (it is what grows). CPU times of this process (time.process_time). The
 batch handed to the Sink is columns already; the recorder's conversion of a message's row tuples to columns
 is not timed. A benchmark, not a test.
+
+With --app, the live app itself runs headless (120x40) on the recording: per window, the CPU time of this
+whole process from the WindowAdded event until the app has shown the new snapshot (the worker's read,
+analysis and snapshot, and the UI thread applying it), with the app's live path, then, in the same run, with
+the app reading and analysing as before (its Source in view mode: load_recording + analyse_trace per window).
 """
 
 from __future__ import annotations
@@ -47,21 +54,17 @@ def window_batches(trace: Trace):
     for row in np.argsort(trace.windows.window, kind="stable").tolist():
         win = int(trace.windows.window[row])
         upto = int(np.searchsorted(ends, trace.windows.end_ns[row], side="right"))
-        batch = {n: getattr(trace, n).take(np.nonzero(getattr(trace, n).window == win)[0]) for n in ROW_TABLES}
+        batch = {
+            n: getattr(trace, n).take(np.nonzero(getattr(trace, n).window == win)[0]) for n in ROW_TABLES
+        }
         batch["windows"] = trace.windows.take(np.array([row]))
         batch["steps"] = steps.take(np.arange(done, upto))
         done = max(done, upto)
         yield win, batch
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--windows", type=int, default=100)
-    p.add_argument("--steps-per-window", type=int, default=4)
-    ns = p.parse_args()
-    synthetic_run.STEPS_PER_WINDOW = ns.steps_per_window
-    trace = generate(ns.windows * ns.steps_per_window * synthetic_run.KERNELS_PER_STEP)
-    path = os.path.join(tempfile.mkdtemp(prefix="brrr-live-"), "live.brrr")
+def open_sink(trace: Trace, path: str) -> Sink:
+    """A fresh recording at `path`, locked and written as the recorder does: meta, then the names."""
     sink = Sink(path, on_failure=lambda text: print(text, file=sys.stderr))
     sink.open()
     sink.set_meta(status="running", device={"name": trace.device.name, "num_sms": trace.device.num_sms})
@@ -71,6 +74,27 @@ def main() -> int:
             "lines": [(i, ln.file, ln.line, ln.function) for i, ln in enumerate(trace.lines)],
         }
     )
+    return sink
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--windows", type=int, default=100)
+    p.add_argument("--steps-per-window", type=int, default=4)
+    p.add_argument("--app", action="store_true", help="time the live app headless, and as it was")
+    ns = p.parse_args()
+    synthetic_run.STEPS_PER_WINDOW = ns.steps_per_window
+    trace = generate(ns.windows * ns.steps_per_window * synthetic_run.KERNELS_PER_STEP)
+    folder = tempfile.mkdtemp(prefix="brrr-live-")
+    if ns.app:
+        import asyncio
+
+        live = asyncio.run(app_costs(trace, os.path.join(folder, "live.brrr"), baseline=False))
+        base = asyncio.run(app_costs(trace, os.path.join(folder, "base.brrr"), baseline=True))
+        report_app(live, base)
+        return 0
+    path = os.path.join(folder, "live.brrr")
+    sink = open_sink(trace, path)
     source = Source(path, follow=True)
     n_windows = len(trace.windows)
     sampled = sorted({1, min(10, n_windows), min(50, n_windows), n_windows})
@@ -86,7 +110,7 @@ def main() -> int:
             _, full_s = cpu(analyse_trace, full, None, k)
             row["baseline"] = load_s + full_s
         rows.append(row)
-    sink.writer.close() if sink.writer else None
+    sink.close()
     report(rows, sampled)
     os.remove(path)
     return 0
@@ -112,8 +136,12 @@ def report(rows: list[dict[str, float]], sampled: list[int]) -> None:
     def base(r: dict[str, float]) -> float:
         return r["write"] + r["baseline"]
 
-    print(f"last / first window: live {live(last) / live(first):.2f}, baseline {base(last) / base(first):.2f}")
-    print(f"last / 10th window:  live {live(last) / live(tenth):.2f}, baseline {base(last) / base(tenth):.2f}")
+    print(
+        f"last / first window: live {live(last) / live(first):.2f}, baseline {base(last) / base(first):.2f}"
+    )
+    print(
+        f"last / 10th window:  live {live(last) / live(tenth):.2f}, baseline {base(last) / base(tenth):.2f}"
+    )
     for c in ("write", "read", "analyse"):
         v = [r[c] for r in rows]
         print(
@@ -121,6 +149,51 @@ def report(rows: list[dict[str, float]], sampled: list[int]) -> None:
             f"{1e3 * np.median(v[9:14]):.1f} / {1e3 * np.median(v[-5:]):.1f} ms"
         )
     print(f"baseline at the last window / live at the last window: {base(last) / live(last):.1f}x")
+
+
+async def app_costs(trace: Trace, path: str, baseline: bool) -> list[float]:
+    """CPU seconds of this process per window, from its WindowAdded until the app shows the snapshot."""
+    from brrrtui.record.feed import Feed, WindowAdded
+    from brrrtui.tui.app import make_app
+
+    sink, batches = open_sink(trace, path), window_batches(trace)
+    sink.append(next(batches)[1])
+    feed = Feed()
+    app = make_app(path, feed, "train.py", poll_s=0.05)
+    if baseline:  # the app as it was: the whole recording read and every window of the phase analysed
+        app._source = Source(path, follow=False, script="train.py")
+    costs: list[float] = []
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.analyses >= 1)
+        for k, (win, batch) in enumerate(batches, 2):
+            t0 = time.process_time()
+            sink.append(batch)
+            feed.put(WindowAdded(win, len(batch["gpu"]), len(batch["ops"])))
+            await until(pilot, lambda k=k: app.analyses >= k)
+            costs.append(time.process_time() - t0)
+        assert app.state.error is None, app.state.error
+    sink.close()
+    os.remove(path)
+    return costs
+
+
+async def until(pilot, predicate) -> None:  # noqa: ANN001 - a Textual pilot
+    while not predicate():
+        await pilot.pause(0.01)
+
+
+def report_app(live: list[float], base: list[float]) -> None:
+    print("the live app, headless: CPU s of the process per window (write, read, analysis, snapshot, UI)")
+    print(f"{'window':>7} {'live app':>10} {'as it was':>10} {'ratio':>7}")
+    n = len(live) + 1
+    for k in sorted({2, min(10, n), min(50, n), n}):
+        print(f"{k:>7} {live[k - 2]:>10.3f} {base[k - 2]:>10.3f} {base[k - 2] / live[k - 2]:>7.1f}")
+    for name, v in (("live app", live), ("as it was", base)):
+        first, mid, last = np.median(v[:5]), np.median(v[8:13]), np.median(v[-5:])
+        print(
+            f"{name}, median of windows 2-6 / 10-14 / the last 5: {first:.3f} / {mid:.3f} / {last:.3f} s;"
+            f" last / first {last / first:.2f}, last / 10th {last / mid:.2f}"
+        )
 
 
 if __name__ == "__main__":
