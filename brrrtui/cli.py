@@ -32,6 +32,7 @@ memory bandwidth or overhead.
   brrrtui record -o run.brrr train.py   headless capture (SSH, batch jobs, CI)
   brrrtui torchrun --nproc_per_node=8 train.py   every rank of a torchrun job, headless: run.brrr and
                                         run.rank<N>.brrr (also: brrrtui record -o run.brrr torchrun ...)
+  brrrtui spawn train.py                every rank a script starts itself (torch.multiprocessing.spawn)
   brrrtui merge -o all.brrr n0/run.brrr n1/run.brrr   one run of every host's ranks
   brrrtui view run.brrr                 browse a recording or a torch.profiler trace (.json/.json.gz)
   brrrtui report run.brrr [--json]      the verdicts as text or JSON (--sarif: findings for editors and CI)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 DIR_ENV = "BRRRTUI_DIST_DIR"  # the recorder's folder: the socket and the window plan
 PYTHONPATH_ENV = "BRRRTUI_DIST_PYTHONPATH"  # PYTHONPATH as it was before brrrtui prepended its hook folder
 CLAIMED_ENV = "BRRRTUI_RANK_PID"  # set by a traced rank: its own subprocesses (data loaders) are not ranks
+SPAWN_ENV = "BRRRTUI_SPAWN"  # "1": the script starts its own ranks (mp.spawn): a rank is a process that calls
+#                              torch.distributed.init_process_group
 SOCKET_NAME = "s"
 PLAN_NAME = "plan"
 RANK_ENVS = ("RANK", "LOCAL_RANK", "WORLD_SIZE")

@@ -1,5 +1,7 @@
 """Recording a distributed run: `brrrtui torchrun ARGS` / `brrrtui record -o run.brrr -m torch.distributed.run
-ARGS`. The launcher runs untraced; every worker rank is traced and gets a recording of its own.
+ARGS`, or `brrrtui spawn train.py ARGS` for a script that starts its own ranks (torch.multiprocessing.spawn,
+multiprocessing.Process). The launcher (torchrun, or the script's own first process) runs untraced; every
+worker rank is traced and gets a recording of its own.
 
     brrrtui (this process)                              torchrun launcher (untraced, PYTHONPATH += rank_hook)
       DistRecorder: run.brrr (the run: argv, status,        │ starts  python -u train.py  per rank
@@ -30,31 +32,42 @@ from typing import Any
 
 from analyzers.errors import InputError
 from brrrtui.contract.protocol import read_frames
-from brrrtui.contract.ranks import DIR_ENV, PYTHONPATH_ENV, SOCKET_NAME, Handshake, rank_path
+from brrrtui.contract.ranks import DIR_ENV, PYTHONPATH_ENV, SOCKET_NAME, SPAWN_ENV, Handshake, rank_path
 from brrrtui.record.feed import Feed
 from brrrtui.record.recorder import Recorder, RunSpec
 from brrrtui.record.targets import check_target
 from brrrtui.record.telemetry import TelemetrySampler
 
 LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch")
+SPAWN = ":spawn"  # target[0] of `brrrtui spawn SCRIPT ARGS`: the script is the launcher of its own ranks
 RANK_HOOK = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "capture", "rank_hook")
 JOIN_S = 30.0  # how long a rank's connection may stay open after the launcher exited
 
 
 def is_distributed(target: list[str]) -> bool:
-    return len(target) >= 2 and target[0] == "-m" and target[1] in LAUNCHERS
+    return len(target) >= 2 and ((target[0] == "-m" and target[1] in LAUNCHERS) or target[0] == SPAWN)
+
+
+def launcher_argv(target: list[str]) -> list[str]:
+    """What the launcher process runs: the target, less the spawn mark."""
+    return target[1:] if target[:1] == [SPAWN] else target
 
 
 def torchrun_target(target: list[str]) -> list[str]:
     """`torchrun ARGS` as a target is `-m torch.distributed.run ARGS` (what the torchrun command runs), unless
-    a script file named `torchrun` is there."""
+    a script file named `torchrun` is there; `spawn SCRIPT ARGS` (no file named `spawn` there) is the script
+    as the launcher of its own ranks."""
     if target and target[0] == "torchrun" and not os.path.isfile("torchrun"):
         return ["-m", "torch.distributed.run", *target[1:]]
+    if len(target) >= 2 and target[0] == "spawn" and not os.path.isfile("spawn"):
+        return [SPAWN, *target[1:]]
     return target
 
 
 def naming_target(target: list[str]) -> list[str]:
     """What names the default output: a launcher's training script (its first `.py`), else the target."""
+    if target[:1] == [SPAWN]:
+        return target[1:]
     scripts = [a for a in target[2:] if a.endswith(".py")] if is_distributed(target) else []
     return scripts[:1] or target
 
@@ -118,7 +131,8 @@ class DistRecorder(Recorder):
         self.world_size: int | None = None
 
     def start(self) -> None:
-        check_target(self.spec.target)
+        argv = launcher_argv(self.spec.target)
+        check_target(argv)
         self.folder = tempfile.mkdtemp(prefix="brrrtui-dist-")
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -136,12 +150,12 @@ class DistRecorder(Recorder):
             self._cleanup()
             raise
         try:
-            self.child = subprocess.Popen([self.spec.python, *self.spec.target], env=self._launcher_env())
+            self.child = subprocess.Popen([self.spec.python, *argv], env=self._launcher_env())
         except OSError as e:
             self._cleanup()
             self.sink.close()
             raise InputError(f"cannot start {self.spec.python}: {e.strerror}") from None
-        self._write_meta(pid=self.child.pid, dist={"launcher": self.spec.target[1], "ranks": []})
+        self._write_meta(pid=self.child.pid, dist={"launcher": self._launcher(), "ranks": []})
         threading.Thread(target=self._accept, name="brrrtui-accept", daemon=True).start()
         self.sampler = TelemetrySampler(self._on_telemetry)
         if self.sampler.available:
@@ -150,9 +164,15 @@ class DistRecorder(Recorder):
         else:
             self._write_meta(telemetry=f"unavailable: {self.sampler.reason}")
 
+    def _launcher(self) -> str:
+        """`torch.distributed.run`, or `spawn` (the script starts its own ranks)."""
+        return "spawn" if self.spec.target[0] == SPAWN else self.spec.target[1]
+
     def _launcher_env(self) -> dict[str, str]:
         env = dict(os.environ)
         env[DIR_ENV] = self.folder
+        if self.spec.target[0] == SPAWN:
+            env[SPAWN_ENV] = "1"
         env["BRRRTUI_CONFIG"] = json.dumps(dataclasses.asdict(self.spec.window))
         env["BRRRTUI_CALIBRATE"] = "1" if self.spec.calibrate else "0"
         before = env.get("PYTHONPATH", "")
@@ -240,9 +260,7 @@ class DistRecorder(Recorder):
             self.windows += r.windows
             self.steps += r.steps
             self.kernels += r.kernels
-        self._write_meta(
-            dist={"launcher": self.spec.target[1], "world_size": self.world_size, "ranks": entries}
-        )
+        self._write_meta(dist={"launcher": self._launcher(), "world_size": self.world_size, "ranks": entries})
         if not entries:
             self._note(
                 "no worker rank connected: nothing was traced (is the script run by the launcher Python?)"

@@ -1,6 +1,7 @@
-"""brrrtui's hook in the processes a distributed launcher (torchrun) starts; this folder is first on their
-PYTHONPATH. A worker rank gets the capture agent (brrrtui.capture.worker); every process then runs the
-`sitecustomize` it would have run without brrrtui, if there is one. Nothing here may fail the process."""
+"""brrrtui's hook in the processes a distributed launcher (torchrun, or a script that starts its own ranks with
+torch.multiprocessing.spawn) starts; this folder is first on their PYTHONPATH. A worker rank gets the capture
+agent (brrrtui.capture.worker); every process then runs the `sitecustomize` it would have run without brrrtui,
+if there is one. Nothing here may fail the process."""
 
 import os
 import sys
@@ -9,7 +10,8 @@ import sys
 def _brrrtui() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]  # invisible to the script
-    if not os.environ.get("BRRRTUI_DIST_DIR") or "RANK" not in os.environ:
+    spawned = os.environ.get("BRRRTUI_SPAWN") == "1"  # ranks found when they join a process group
+    if not os.environ.get("BRRRTUI_DIST_DIR") or ("RANK" not in os.environ and not spawned):
         return
     root = os.path.dirname(os.path.dirname(os.path.dirname(here)))
     sys.path.insert(0, root)
