@@ -134,7 +134,7 @@ STREAM_AGG_SCHEMA = (
 """Streamed rows folded into aggregates (the recorder keeps only the newest stream rows raw). One row per
 (after_window, template_window, pos, name, kind, device, stream, bucket): `pos` is the position in
 `template_window`'s template (STREAM_TEMPLATE_SCHEMA) the rows were aligned to (NONE: unmatched, by name);
-bucket: start_ns // bucket_ns. count, dur_ns (summed), dur_min_ns, dur_max_ns, hist0..7 (STREAM_HIST_EDGES_NS);
+bucket: start_ns // bucket_ns (60 s by default: a fold's rows mostly share one). count, dur_ns (summed), dur_min_ns, dur_max_ns, hist0..7 (STREAM_HIST_EDGES_NS);
 gap_ns / gap_max_ns / gaps: the device-wide GPU idle before each row within its segment (summed, longest, rows
 with any); bytes: summed copy/memset bytes (NONE for kernels)."""
 
@@ -151,6 +151,19 @@ STREAM_FOLD_SCHEMA = {
 """One row per fold and (segment, device): `rows` folded, their span (first start, last end = the running
 latest end the idle gaps continue from), and where the alignment of the segment continues (next_pos: the
 template position expected next; last_correlation: the last folded launch)."""
+
+STREAM_BUSY_SCHEMA = {
+    "after_window": i32,
+    "device": i32,
+    "stream": i32,
+    "bucket": i64,
+    "bucket_ns": i64,
+    "count": i64,
+    "dur_ns": i64,
+    "gap_ns": i64,
+}
+"""The folded rows' time profile, for the timeline: per (segment, device, stream, bucket of bucket_ns, 200 ms
+by default): rows starting in it, their summed duration, and the device-wide idle before them."""
 
 STREAM_TEMPLATE_SCHEMA = {"window": i32, "pos": i32, "name": i32, "correlation": i64}
 """The template each window gives the stream: the kernels of its last step in launch order (analyzers.stream)."""
