@@ -159,3 +159,18 @@ def ranks_json(
         ],
         "notes": notes,
     }
+
+
+def rank_choices(meta: dict[str, Any]) -> tuple[list[tuple[int, str]], int | None]:
+    """The rank picker's rows for a trace of a distributed run (meta `rank_set`): (rank, `rank 1 ·
+    run.rank1.brrr`) by rank, and the rank on screen; ([], None) for any other trace."""
+    rank_set = meta.get("rank_set")
+    files = rank_set.get("files") if isinstance(rank_set, dict) else None
+    if not isinstance(rank_set, dict) or not isinstance(files, dict) or len(files) < 2:
+        return [], None
+    shown = rank_set.get("shown")
+    rows = [
+        (r, f"rank {r} · {os.path.basename(str(p))}" + ("  (on screen)" if r == shown else ""))
+        for r, p in sorted(files.items())
+    ]
+    return rows, shown if isinstance(shown, int) else None

@@ -14,7 +14,6 @@
   re-infers their lines against the analysis it has and rebuilds the stream pages only). A full analysis
   resets the reader to where its load ended; a stream update started before it is dropped (the reader re-reads
   those rows).
-
 - Phases: an analysis covers one phase's windows (brrrtui.tui.phase_choice): the one the run leads with (the
   steady state once it has a window: live, the view moves there by itself), or the one picked with `P`, which
   stays on screen across reloads. `P` re-analyses the trace already loaded, in the same worker.
@@ -51,6 +50,7 @@ from brrrtui.tui import live
 from brrrtui.tui.keymap import bindings
 from brrrtui.tui.messages import AnalysisFailed, SnapshotReady, StreamReady
 from brrrtui.tui.phase_choice import PhaseChoice
+from brrrtui.tui.rank_switch import RankSwitch
 from brrrtui.tui.screens.confirm_quit import ConfirmQuit
 from brrrtui.tui.screens.help import HelpScreen
 from brrrtui.tui.screens.main import MainScreen
@@ -78,7 +78,7 @@ THEME_VARIABLES = {
 }
 
 
-class BrrrApp(App):
+class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distributed run
     CSS_PATH = "app.tcss"
     TITLE = "brrrtui"
     BINDINGS = bindings("app")

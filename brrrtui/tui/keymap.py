@@ -32,6 +32,7 @@ KEYMAP: dict[str, tuple[Key, ...]] = {
         Key("question_mark", "help", "Help", show=True, display="?"),
         Key("p", "toggle_pause", "Pause", show=True),
         Key("P", "cycle_phase", "Phase shown: steady ⇄ warm-up ⇄ set-up (each its own windows)"),
+        Key("r", "pick_rank", "Rank shown (a distributed run): the whole view switches to the rank picked"),
     ),
     "main": (
         Key("M", "modules", "Module tree: time and regime per nn.Module", show=True, display="M"),
@@ -92,6 +93,10 @@ KEYMAP: dict[str, tuple[Key, ...]] = {
         Key("down", "focus_results", "To the results"),
     ),
     "help": (Key("escape,question_mark,q", "dismiss_help", "Close help", show=True),),
+    "rank picker": (
+        Key("escape,q,r", "cancel", "Keep the rank on screen", show=True),
+        Key("enter", "", "Show it"),
+    ),
     "modules": (
         Key("escape,M", "close", "Back to the main screen", show=True),
         Key("s", "source", "Source of its library line", show=True),
@@ -110,6 +115,7 @@ HELP_SECTIONS = (
     ("hot lines", "hot lines"),
     ("quit dialog", "quit dialog"),
     ("module tree", "modules"),
+    ("rank picker", "rank picker"),
 )
 
 
