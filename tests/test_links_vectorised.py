@@ -65,3 +65,31 @@ def test_backward_node_takes_the_line_of_its_creator_the_last_op_with_its_sequen
     b.window(0, 3_000)
     links = link(b.build())
     assert links.kernel_line.tolist() == [l88]
+
+
+def enclosing_walk(start, end, tid, q_time, q_tid):
+    """innermost_enclosing as a loop: per point, the last interval of its thread starting at or before it,
+    then up its parents while they end before the point."""
+    order, parent = nesting_parents(start, end, tid)
+    s, e, t = start[order], end[order], tid[order]
+    out = []
+    for qt, qd in zip(q_time.tolist(), q_tid.tolist(), strict=True):
+        k = max((i for i in range(len(order)) if t[i] == qd and s[i] <= qt), default=NONE)
+        while k != NONE and e[k] < qt:
+            k = int(parent[k])
+        out.append(int(order[k]) if k != NONE else NONE)
+    return out
+
+
+def test_innermost_enclosing_matches_the_walk_per_point():
+    from analyzers.links import innermost_enclosing
+
+    rng = np.random.default_rng(4)
+    for _ in range(200):
+        n, m = int(rng.integers(0, 40)), int(rng.integers(0, 30))
+        s = rng.integers(0, 200, n)
+        e = s + rng.integers(0, 60, n)
+        t = rng.integers(0, 3, n)
+        qt, qd = rng.integers(-10, 260, m), rng.integers(0, 4, m)
+        got = innermost_enclosing(s, e, t, qt, qd).tolist()
+        assert got == enclosing_walk(s, e, t, qt, qd)
