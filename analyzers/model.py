@@ -26,6 +26,7 @@ from brrrtui.contract.schema import (  # the columns are the recording's contrac
     SPAN_SCHEMA as SPAN_SCHEMA,
     STEP_SCHEMA as STEP_SCHEMA,
     STREAM_AGG_SCHEMA as STREAM_AGG_SCHEMA,
+    STREAM_BUSY_SCHEMA as STREAM_BUSY_SCHEMA,
     STREAM_FOLD_SCHEMA as STREAM_FOLD_SCHEMA,
     STREAM_SCHEMA as STREAM_SCHEMA,
     STREAM_TEMPLATE_SCHEMA as STREAM_TEMPLATE_SCHEMA,
@@ -150,6 +151,7 @@ class Trace:
     # the stream's older rows folded into aggregates by the recorder (analyzers.stream), and the templates
     stream_agg: Table = field(default_factory=lambda: empty_table(STREAM_AGG_SCHEMA))
     stream_folds: Table = field(default_factory=lambda: empty_table(STREAM_FOLD_SCHEMA))
+    stream_busy: Table = field(default_factory=lambda: empty_table(STREAM_BUSY_SCHEMA))
     stream_templates: Table = field(default_factory=lambda: empty_table(STREAM_TEMPLATE_SCHEMA))
     _ids: dict[str, int] | None = field(default=None, repr=False)
 

@@ -65,6 +65,7 @@ class Segment:
     end_ns: int
     busy_ns: int  # GPU time of its kernels (summed; overlapping streams counted once each)
     agg: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # its stream_agg rows
+    busy: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # its stream_busy rows
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class StreamView:
     total_rows: int = 0  # rows in the recording, folded ones included (the view may hold only the newest)
     gap_ns: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))  # idle before each row
     agg: Table | None = None  # the folded rows' aggregates (stream_agg), None: nothing folded
+    busy: Table | None = None  # the folded rows' time profile (stream_busy)
     agg_template_row: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     agg_line: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     agg_regime: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int8))
@@ -160,21 +162,23 @@ def _continue_from(trace: Trace) -> dict[int, tuple[int, int, dict[int, int]]]:
     return out
 
 
-def _segment(stream: Table, rows: np.ndarray, after: int, agg: Table | None, folds: Table) -> Segment:
+def _segment(stream: Table, rows: np.ndarray, after: int, agg: Table | None, trace: Trace) -> Segment:
     lo, hi, busy = [], [], 0
     if len(rows):
         lo.append(int(stream.start_ns[rows].min()))
         hi.append(int((stream.start_ns[rows] + stream.dur_ns[rows]).max()))
         busy += int(stream.dur_ns[rows].sum())
-    agg_rows = np.empty(0, dtype=np.int64)
+    agg_rows = busy_rows = np.empty(0, dtype=np.int64)
+    folds = trace.stream_folds
     if agg is not None:
         agg_rows = np.nonzero(agg.after_window == after)[0]
+        busy_rows = np.nonzero(trace.stream_busy.after_window == after)[0]
         busy += int(agg.dur_ns[agg_rows].sum())
         mine = folds.after_window == after
         if mine.any():
             lo.append(int(folds.first_ns[mine].min()))
             hi.append(int(folds.last_ns[mine].max()))
-    return Segment(after, rows, min(lo), max(hi), busy, agg_rows)
+    return Segment(after, rows, min(lo), max(hi), busy, agg_rows, busy_rows)
 
 
 def stream_view(analysis: Analysis, stream: Table | None = None, total_rows: int | None = None) -> StreamView:
@@ -204,7 +208,7 @@ def stream_view(analysis: Analysis, stream: Table | None = None, total_rows: int
         if t is not None and len(rows):
             pos, _ = align_from(stream.name[rows].astype(np.int64), t.key, expect)
             _match(rows, pos, t, tmpl.get(next_template(after, chosen, order)), template_row, confirmed)
-        segments.append(_segment(stream, rows, after, agg, trace.stream_folds))
+        segments.append(_segment(stream, rows, after, agg, trace))
     line, regime = _line_regime(analysis, template_row)
     total = trace.stream_total if total_rows is None else total_rows
     view = StreamView(stream, template_row, line, regime, confirmed, segments, total, gap)
@@ -243,6 +247,13 @@ def _line_regime(analysis: Analysis, template_row: np.ndarray) -> tuple[np.ndarr
     return line, regime
 
 
+def _groups(key: np.ndarray) -> list[np.ndarray]:
+    """Row indices per distinct key, in key order."""
+    order = np.argsort(key, kind="stable")
+    cuts = np.nonzero(np.diff(key[order]))[0] + 1
+    return np.split(order, cuts) if len(order) else []
+
+
 def _with_agg(
     analysis: Analysis, view: StreamView, tmpl: dict[int, Template], order: list[int]
 ) -> StreamView:
@@ -250,12 +261,12 @@ def _with_agg(
     agg = analysis.trace.stream_agg
     template_row = np.full(len(agg), NONE, dtype=np.int64)
     confirmed = np.zeros(len(agg), dtype=bool)
-    keys = np.stack([agg.after_window.astype(np.int64), agg.template_window.astype(np.int64)])
-    for after, chosen in {(int(a), int(c)) for a, c in keys.T.tolist()}:
+    after_all, chosen_all = agg.after_window.astype(np.int64), agg.template_window.astype(np.int64)
+    for sel in _groups((after_all + 1) << 32 | (chosen_all + 1)):
+        after, chosen = int(after_all[sel[0]]), int(chosen_all[sel[0]])
         t = tmpl.get(chosen)
         if t is None:
             continue
-        sel = np.nonzero((agg.after_window == after) & (agg.template_window == chosen))[0]
         pos = agg.pos[sel].astype(np.int64)
         ok = (pos >= 0) & (pos < len(t.names))
         ok[ok] = t.names[pos[ok]] == agg.name[sel][ok]
@@ -267,8 +278,9 @@ def _with_agg(
             confirmed[rows[known]] = _agrees(pos[known], t, nxt)
     line, regime = _line_regime(analysis, template_row)
     return StreamView(
-        **{f: getattr(view, f) for f in view.__dataclass_fields__ if not f.startswith("agg")},
+        **{f: getattr(view, f) for f in view.__dataclass_fields__ if not f.startswith("agg") and f != "busy"},
         agg=agg,
+        busy=analysis.trace.stream_busy,
         agg_template_row=template_row,
         agg_line=line,
         agg_regime=regime,
@@ -321,9 +333,10 @@ def stream_figures(view: StreamView) -> StreamFigures:
     out: list[StreamLine] = []
     if known.any():
         ids, inv = np.unique(lid[known], return_inverse=True)
-        sums = [np.zeros(len(ids), dtype=np.int64) for _ in range(3)]
-        for acc, v in zip(sums, (c, d, g), strict=True):
-            np.add.at(acc, inv.ravel(), v[known])
+        # float sums of integers stay exact below 2**53 ns (104 days of GPU time)
+        sums = [
+            np.bincount(inv.ravel(), weights=v[known], minlength=len(ids)).astype(np.int64) for v in (c, d, g)
+        ]
         out = [
             StreamLine(int(i), int(ns), int(k), int(idle)) for i, k, ns, idle in zip(ids, *sums, strict=True)
         ]

@@ -16,12 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.model import NONE, STREAM_AGG_SCHEMA, STREAM_FOLD_SCHEMA, Table
+from analyzers.model import NONE, STREAM_AGG_SCHEMA, STREAM_BUSY_SCHEMA, STREAM_FOLD_SCHEMA, Table
 from analyzers.stream_align import TemplateNames, align_from, idle_before
 from brrrtui.contract.schema import STREAM_HIST_EDGES_NS
 
-BUCKET_NS = 1_000_000_000
-"""The time bucket of the aggregates: a page of the timeline between two windows (~35 s) shows ~35 of them."""
+BUCKET_NS = 60_000_000_000
+"""The time bucket of the per-position aggregates. A fold takes ~10 s of GPT-2's stream, so most folds' rows
+share one bucket: a fold gives about one aggregate per template position (a bucket of 1 s: ten)."""
+BUSY_BUCKET_NS = 200_000_000
+"""The time bucket of the folded rows' time profile (stream_busy), which the timeline draws."""
 
 _KEY = ("pos", "name", "kind", "device", "stream", "bucket")
 _EDGES = np.asarray(STREAM_HIST_EDGES_NS, dtype=np.int64)
@@ -41,6 +44,7 @@ class FoldState:
 class Folded:
     agg: dict[str, np.ndarray]  # STREAM_AGG_SCHEMA columns
     folds: dict[str, np.ndarray]  # STREAM_FOLD_SCHEMA columns
+    busy: dict[str, np.ndarray]  # STREAM_BUSY_SCHEMA columns
 
 
 def _empty(schema: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -49,9 +53,9 @@ def _empty(schema: Mapping[str, Any]) -> dict[str, np.ndarray]:
 
 def fold_segment(
     rows: Table, template: TemplateNames | None, state: FoldState, bucket_ns: int = BUCKET_NS
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Aggregate the rows of one segment (any order; aligned in correlation order) and advance `state`.
-    Returns (aggregate columns, fold columns: one row per device)."""
+    Returns (aggregate columns, fold columns: one row per device, time-profile columns)."""
     order = np.argsort(rows.correlation, kind="stable")
     names = rows.name[order].astype(np.int64)
     pos = np.full(len(order), NONE, dtype=np.int64)
@@ -85,7 +89,30 @@ def fold_segment(
         "next_pos": np.full(len(devs), state.next_pos, dtype=np.int64),
         "last_correlation": np.full(len(devs), state.last_correlation, dtype=np.int64),
     }
-    return agg, folds
+    return agg, folds, _busy(int(rows.after_window[0]), cols, dur, gaps, start)
+
+
+def _busy(
+    after: int, cols: dict[str, np.ndarray], dur: np.ndarray, gaps: np.ndarray, start: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Rows, summed duration and idle per (device, stream, BUSY_BUCKET_NS bucket)."""
+    keys = [cols["device"], cols["stream"], start // BUSY_BUCKET_NS]
+    order = np.lexsort(keys[::-1])
+    k = np.stack([c[order] for c in keys])
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (k[:, 1:] != k[:, :-1]).any(axis=0)
+    starts = np.nonzero(new)[0]
+    n = len(starts)
+    return {
+        "after_window": np.full(n, after, dtype=np.int64),
+        "device": k[0][starts],
+        "stream": k[1][starts],
+        "bucket": k[2][starts],
+        "bucket_ns": np.full(n, BUSY_BUCKET_NS, dtype=np.int64),
+        "count": np.diff(np.append(starts, len(order))),
+        "dur_ns": np.add.reduceat(dur[order].astype(np.int64), starts),
+        "gap_ns": np.add.reduceat(gaps[order], starts),
+    }
 
 
 def _aggregate(
@@ -129,17 +156,20 @@ def fold(
 ) -> Folded:
     """Fold a chunk of stream rows, segment by segment (`template_for`: segment -> its template window, for
     segments not folded before; `states` carries each segment's alignment and idle across chunks)."""
-    aggs, folds = [], []
+    aggs, folds, busy = [], [], []
     for after in np.unique(rows.after_window).tolist():
         seg = rows.take(np.nonzero(rows.after_window == after)[0])
         state = states.get(after)
         if state is None:
             state = states[after] = FoldState(template_for.get(after, NONE))
-        agg, fl = fold_segment(seg, templates.get(state.template_window), state, bucket_ns)
+        agg, fl, bz = fold_segment(seg, templates.get(state.template_window), state, bucket_ns)
         aggs.append(agg)
         folds.append(fl)
-    agg_cols, fold_cols = _empty(STREAM_AGG_SCHEMA), _empty(STREAM_FOLD_SCHEMA)
-    if aggs:
-        agg_cols = {c: np.concatenate([a[c] for a in aggs]) for c in STREAM_AGG_SCHEMA}
-        fold_cols = {c: np.concatenate([f[c] for f in folds]) for c in STREAM_FOLD_SCHEMA}
-    return Folded(agg_cols, fold_cols)
+        busy.append(bz)
+    return Folded(
+        _join(aggs, STREAM_AGG_SCHEMA), _join(folds, STREAM_FOLD_SCHEMA), _join(busy, STREAM_BUSY_SCHEMA)
+    )
+
+
+def _join(parts: list[dict[str, np.ndarray]], schema: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    return {c: np.concatenate([p[c] for p in parts]) for c in schema} if parts else _empty(schema)

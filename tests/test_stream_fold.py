@@ -44,6 +44,10 @@ def test_the_folded_recording_holds_aggregates_and_only_the_newest_rows_raw(pair
     tail = raw_trace.stream.take(np.arange(len(raw_trace.stream) - len(trace.stream), len(raw_trace.stream)))
     assert (tail.start_ns == trace.stream.start_ns).all() and (tail.name == trace.stream.name).all()
     assert trace.meta["stream_fold"]["folded_rows"] == fig.folded
+    # the time profile holds the same rows, time and idle as the aggregates, in 200 ms buckets
+    busy, agg = trace.stream_busy, trace.stream_agg
+    assert int(busy["count"].sum()) == fig.folded and (busy.bucket_ns == 200_000_000).all()
+    assert int(busy.dur_ns.sum()) == int(agg.dur_ns.sum()) and int(busy.gap_ns.sum()) == int(agg.gap_ns.sum())
 
 
 def test_per_line_figures_of_the_whole_run_are_the_same_folded_or_raw(pair):

@@ -134,8 +134,8 @@ STREAM_AGG_SCHEMA = (
 """Streamed rows folded into aggregates (the recorder keeps only the newest stream rows raw). One row per
 (after_window, template_window, pos, name, kind, device, stream, bucket): `pos` is the position in
 `template_window`'s template (STREAM_TEMPLATE_SCHEMA) the rows were aligned to (NONE: unmatched, by name);
-bucket: start_ns // bucket_ns (60 s by default: a fold's rows mostly share one). count, dur_ns (summed), dur_min_ns, dur_max_ns, hist0..7 (STREAM_HIST_EDGES_NS);
-gap_ns / gap_max_ns / gaps: the device-wide GPU idle before each row within its segment (summed, longest, rows
+bucket: start_ns // bucket_ns (60 s by default: a fold's rows mostly share one). count, dur_ns (summed),
+dur_min_ns, dur_max_ns, hist0..7 (STREAM_HIST_EDGES_NS); gap_ns / gap_max_ns / gaps: the device-wide GPU idle before each row within its segment (summed, longest, rows
 with any); bytes: summed copy/memset bytes (NONE for kernels)."""
 
 STREAM_FOLD_SCHEMA = {

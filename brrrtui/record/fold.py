@@ -6,6 +6,7 @@ nothing). Once more than `keep_rows + chunk_rows` rows are raw, the oldest whole
 
     read their rows back -> align each segment to its window's template, measure the idle before each row
     -> stream_agg (analyzers.stream_fold) + stream_folds (where each segment's alignment and idle continue)
+       + stream_busy (their time profile, for the timeline)
     -> the folded batches keep their row count and lose their values (NULL columns), so row numbers stay
        put for readers following the file; SQLite reuses the freed pages
 
@@ -36,6 +37,7 @@ from brrrtui.contract.schema import (
     GPU_SCHEMA,
     RUNTIME_SCHEMA,
     STREAM_AGG_SCHEMA,
+    STREAM_BUSY_SCHEMA,
     STREAM_FOLD_SCHEMA,
     STREAM_SCHEMA,
     STREAM_TEMPLATE_SCHEMA,
@@ -44,8 +46,9 @@ from brrrtui.contract.schema import (
 from brrrtui.recording import columns
 from brrrtui.recording.store import RecordingWriter
 
-KEEP_ROWS = 200_000  # the newest stream rows kept raw (~10 s of GPT-2 small on an H200)
-CHUNK_ROWS = 100_000  # the least a fold takes
+KEEP_ROWS = 150_000  # the newest stream rows kept raw (~7 s of GPT-2 small on an H200)
+CHUNK_ROWS = 200_000  # the least a fold takes: raw rows stay under KEEP_ROWS + CHUNK_ROWS + a batch, which a
+# load holds whole (recording.store.STREAM_TAIL), so the analysis sees every row, raw or folded
 DEFER_ROWS = 1_000_000  # raw rows waiting for a template before they are folded unmatched
 STEPS_KEPT = 20_000  # step end times remembered for windows whose batch comes after their steps'
 
@@ -193,14 +196,14 @@ class StreamFolder:
         rows = columns.read_table(
             db, writer.path, "stream", STREAM_SCHEMA, self.first_raw, self.first_raw + n
         )
-        saved = copy.deepcopy(self.states)
+        saved = copy.deepcopy(self.states), list(self.unwritten), dict(self.correlations)
         try:
             order = sorted(self.templates)
             template_for = {a: segment_template(a, order) for a in np.unique(rows.after_window).tolist()}
             folded = fold(rows, self.templates, template_for, self.states, self.bucket_ns)
-            self._commit(db, folded.agg, folded.folds, ids[0][0], ids[-1][0])
+            self._commit(db, folded.agg, folded.folds, folded.busy, ids[0][0], ids[-1][0])
         except BaseException:
-            self.states = saved
+            self.states, self.unwritten, self.correlations = saved
             raise
         for _ in range(take):
             self.batches.popleft()
@@ -216,6 +219,7 @@ class StreamFolder:
         db: sqlite3.Connection,
         agg: dict[str, np.ndarray],
         folds: dict[str, np.ndarray],
+        busy: dict[str, np.ndarray],
         lo: int,
         hi: int,
     ) -> None:
@@ -227,6 +231,7 @@ class StreamFolder:
                 columns.insert(db, "stream_templates", STREAM_TEMPLATE_SCHEMA, templates)
             columns.insert(db, "stream_agg", STREAM_AGG_SCHEMA, agg)
             columns.insert(db, "stream_folds", STREAM_FOLD_SCHEMA, folds)
+            columns.insert(db, "stream_busy", STREAM_BUSY_SCHEMA, busy)
             db.execute(f"UPDATE stream SET {nulls} WHERE rowid BETWEEN ? AND ?", (lo, hi))
             db.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('stream_fold', ?)",

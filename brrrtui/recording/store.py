@@ -11,7 +11,7 @@ Tables (times are Unix-epoch nanoseconds; -1 means unknown; names are ids into `
     strings(id, s)          interned kernel/op names and shape strings
     lines(id, file, line, function)
     windows, steps, gpu, runtime, ops, spans, telemetry, capture_costs, line_samples, stream, stream_agg,
-    stream_folds, stream_templates: the columns of
+    stream_folds, stream_busy, stream_templates: the columns of
                             brrrtui.contract.schema's *_SCHEMA, one row per committed batch holding each
                             column as a typed array (format 2: brrrtui.recording.columns). Format 1 files
                             (one SQL row per record) are still read (brrrtui.recording.rows_v1).
@@ -39,6 +39,7 @@ from brrrtui.contract.schema import (
     SPAN_SCHEMA,
     STEP_SCHEMA,
     STREAM_AGG_SCHEMA,
+    STREAM_BUSY_SCHEMA,
     STREAM_FOLD_SCHEMA,
     STREAM_SCHEMA,
     STREAM_TEMPLATE_SCHEMA,
@@ -76,6 +77,7 @@ TABLES: dict[str, dict[str, Any]] = {
     "stream": STREAM_SCHEMA,
     "stream_agg": STREAM_AGG_SCHEMA,
     "stream_folds": STREAM_FOLD_SCHEMA,
+    "stream_busy": STREAM_BUSY_SCHEMA,
     "stream_templates": STREAM_TEMPLATE_SCHEMA,
 }
 STREAM_TAIL = 400_000
