@@ -180,6 +180,7 @@ def test_report_text_and_json_carry_the_communication_figures():
     assert sum(parts.values()) == doc["span_ns"]
     c = doc["communication"]
     assert (c["kernel_ns"], c["exposed_ns"], c["hidden_ns"], c["ranks"]) == (52 * MS, 30 * MS, 22 * MS, 2)
+    assert c["steps"] == 1
     ar = c["collectives"][0]
     assert (ar["kind"], ar["side"], ar["calls"], ar["time_ns"], ar["exposed_ns"]) == (
         "all_reduce",

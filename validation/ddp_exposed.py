@@ -6,10 +6,17 @@ all-reduce (DDP's `no_sync()`).
 
 Three runs of examples/train_gpt_ddp.py under torchrun: plain (A), plain with `--no-sync` (B), and A under
 `brrrtui record` (C). Measured exposed all-reduce per step = mean step of A - mean step of B (the all-reduce
-time the backward did not hide, plus the wait for the slowest rank). brrrtui's figure: rank 0's
-`exposed_comm_ns_per_step` in C's report (NCCL kernel time no other kernel overlaps; absent without NCCL
-kernels, as on the CPU). Prints both and their ratio; writes ddp_exposed.json to --out ($OUT, else
-./bench_out). Step times under brrrtui include its windows, so C's own mean step is printed as well.
+time the backward did not hide, plus the wait for the slowest rank). brrrtui's figures, from C's report:
+
+- the ranks table: every rank's `exposed_comm_ns_per_step` (NCCL kernel time no other kernel overlaps), and
+  the least of them (the transfer itself, not the wait for a later rank);
+- rank 0's breakdown: its communication component per step (NCCL time with no compute or memory kernel
+  beside it), the hidden part, and the all-reduce's message size and bus bandwidth; the exposed-communication
+  finding, if any.
+
+Without NCCL kernels (the CPU, gloo) the GPU figures are absent and gloo's all-reduce time is printed
+instead. Prints the measured and brrrtui's figures and their ratios; writes ddp_exposed.json to --out ($OUT,
+else ./bench_out). Step times under brrrtui include its windows, so C's own mean step is printed as well.
 """
 
 from __future__ import annotations
@@ -51,14 +58,17 @@ def main() -> int:
     traced = result([sys.executable, "-m", "brrrtui", "record", "-o", rec, *launch], env)
     report = subprocess.run([sys.executable, "-m", "brrrtui", "report", "--json", rec], env=env, capture_output=True,
                             text=True, cwd=ROOT, check=True)  # fmt: skip
-    ranks = json.loads(report.stdout)["ranks"]
+    full = json.loads(report.stdout)
+    ranks = full["ranks"]
     brrrtui_ns = ranks["ranks"][0]["exposed_comm_ns_per_step"]
     measured_ms = plain["mean_step_ms"] - no_sync["mean_step_ms"]
     doc = {
         "command": sys.argv, "script_args": args, "plain_mean_step_ms": plain["mean_step_ms"],
         "no_sync_mean_step_ms": no_sync["mean_step_ms"], "brrrtui_run_mean_step_ms": traced["mean_step_ms"],
         "measured_exposed_ms": measured_ms, "brrrtui_exposed_ms": None if brrrtui_ns is None else brrrtui_ns / 1e6,
-        "brrrtui_comm_ms": [r["comm_ns_per_step"] and r["comm_ns_per_step"] / 1e6 for r in ranks["ranks"]],
+        "brrrtui_exposed_ms_by_rank": [ms(r["exposed_comm_ns_per_step"]) for r in ranks["ranks"]],
+        "brrrtui_comm_ms": [ms(r["comm_ns_per_step"]) for r in ranks["ranks"]],
+        "rank0": rank0_figures(full),
     }  # fmt: skip
     with open(os.path.join(ns.out, "ddp_exposed.json"), "w") as f:
         json.dump(doc, f, indent=1)
@@ -71,7 +81,58 @@ def main() -> int:
     else:
         print(f"exposed all-reduce measured {measured_ms:.2f} ms/step, brrrtui {brrrtui_ns / 1e6:.2f} ms/step "
               f"(ratio {brrrtui_ns / 1e6 / measured_ms:.2f})")  # fmt: skip
+        least = min(v for v in doc["brrrtui_exposed_ms_by_rank"] if v is not None)
+        print(
+            f"  per rank {doc['brrrtui_exposed_ms_by_rank']} ms/step; the least {least:.2f} (ratio "
+            f"{least / measured_ms:.2f})"
+        )
+    r0 = doc["rank0"]
+    if r0["exposed_ms"] is not None:
+        print(
+            f"rank 0's breakdown: communication (exposed) {r0['exposed_ms']:.2f} ms/step (ratio "
+            f"{r0['exposed_ms'] / measured_ms:.2f}), hidden under compute {r0['hidden_ms']:.2f} ms/step"
+        )
+    for c in r0["collectives"]:
+        print(
+            f"  {c['kind']} ({c['side']}): {c['time_ms']:.2f} ms/step, {c['bytes_per_call']} bytes/call, "
+            f"busbw {c['busbw_gb_s']} GB/s"
+        )
+    if r0["finding"]:
+        print(f"finding: {r0['finding']}")
     return 0
+
+
+def ms(ns: float | None) -> float | None:
+    return None if ns is None else ns / 1e6
+
+
+def rank0_figures(doc: dict) -> dict:
+    """Rank 0's communication in its own analysis (report --json schema 4): per step where steps are known."""
+    comm = doc.get("communication")
+    if not comm:
+        return {"exposed_ms": None, "hidden_ms": None, "collectives": [], "finding": None}
+    per = comm["steps"] or 1
+    gpu = comm["kernel_ns"] > 0
+    finding = next((f["message"] for f in doc["findings"] if f["kind"] == "communication"), None)
+    return {
+        "steps": comm["steps"],
+        "exposed_ms": comm["exposed_ns"] / per / 1e6 if gpu else None,
+        "hidden_ms": comm["hidden_ns"] / per / 1e6 if gpu else None,
+        "collectives": [
+            {
+                "kind": c["kind"],
+                "side": c["side"],
+                "time_ms": c["time_ns"] / per / 1e6,
+                "exposed_ms": ms(c["exposed_ns"] and c["exposed_ns"] / per),
+                "bytes_per_call": c["bytes"] / c["sized_calls"] if c["bytes"] is not None else None,
+                "busbw_gb_s": None
+                if c["busbw_bytes_per_s"] is None
+                else round(c["busbw_bytes_per_s"] / 1e9, 3),
+            }
+            for c in comm["collectives"]
+        ],
+        "finding": finding,
+    }
 
 
 if __name__ == "__main__":

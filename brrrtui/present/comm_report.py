@@ -26,11 +26,13 @@ def _num(x: float | int | None) -> float | int | None:
     return float(x) if math.isfinite(x) else None
 
 
-def comm_json(c: Communication | None) -> dict[str, Any] | None:
-    """The JSON member `communication` (null without collectives)."""
+def comm_json(c: Communication | None, steps: int = 0) -> dict[str, Any] | None:
+    """The JSON member `communication` (null without collectives); its times are totals over the analysed
+    windows, which hold `steps` optimizer steps (0: time-based windows)."""
     if c is None:
         return None
     return {
+        "steps": int(steps),
         "kernel_ns": int(c.kernel_ns),
         "exposed_ns": int(c.exposed_ns),
         "hidden_ns": int(c.hidden_ns),

@@ -101,7 +101,7 @@ def to_json(
             "communication": int(b.communication_ns),
             "overhead": int(b.overhead_ns),
         },
-        "communication": comm_json(a.communication),
+        "communication": comm_json(a.communication, a.steps_analysed),
         "overhead": {
             "raw_fraction": _num(o.raw_overhead_fraction),
             "corrected_fraction": _num(o.corrected_overhead_fraction),
