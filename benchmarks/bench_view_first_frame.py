@@ -1,6 +1,7 @@
 """`brrrtui view` on a big torch.profiler trace: how long until the first frame, and until the first analysis?
 
     python benchmarks/bench_view_first_frame.py [--events 2000000] [--keep DIR] [--repeat 1]
+    python benchmarks/bench_view_first_frame.py --kernels 1000000 [--baseline DIR] [--keep DIR] [--repeat 3]
 
 The trace is the one-step ResNet-50 H200 trace of the tests (tests/fixtures/resnet50_h200_tui.json.gz, 10k
 events) laid end to end until it holds `--events` events (ids and correlations offset per copy, one profiler
@@ -11,6 +12,10 @@ span over all of it), written as .json.gz. Each measurement runs in a fresh proc
   (`load_trace`), then the app read it again in its worker before its first analysis;
 - "read once": what `view` does now on a terminal: the app starts at once and reads the file in its worker,
   its progress in the header.
+
+With --kernels N the file is instead the synthetic training run of benchmarks/synthetic_run.py written as a
+recording (format 2), and `view` reads it once; --baseline DIR runs the same on another checkout's code (a git
+worktree), interleaved, for a ratio measured in the same run.
 
 For each: the first frame (run_test hands over the app once it is ready, its first screen drawn; what the
 header says then), and the first analysis on screen. Ratios are read once / read twice, both measured in the same run. A benchmark, not a test: nothing is
@@ -23,6 +28,7 @@ import argparse
 import gzip
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -98,8 +104,8 @@ asyncio.run(main())
 """
 
 
-def measure(path: str, mode: str) -> dict:
-    p = subprocess.run([sys.executable, "-c", CHILD, ROOT, path, mode], capture_output=True, text=True)
+def measure(path: str, mode: str, root: str = ROOT) -> dict:
+    p = subprocess.run([sys.executable, "-c", CHILD, root, path, mode], capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"{mode}: exit {p.returncode}: {p.stderr.strip()[-600:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -110,9 +116,16 @@ def main() -> int:
     ap.add_argument("--events", type=int, default=2_000_000, help="events in the trace (default 2,000,000)")
     ap.add_argument("--keep", metavar="DIR", help="write the trace here and keep it (reused if there)")
     ap.add_argument("--repeat", type=int, default=1, help="measurements of each (default 1)")
+    ap.add_argument("--kernels", type=int, help="a synthetic recording of this many kernels instead")
+    ap.add_argument("--baseline", metavar="DIR", help="with --kernels: a checkout to compare with")
     ns = ap.parse_args()
     work = ns.keep or tempfile.mkdtemp(prefix="brrrtui-bench-")
     os.makedirs(work, exist_ok=True)
+    if ns.kernels:
+        recording(work, ns.kernels, ns.baseline, ns.repeat)
+        if not ns.keep:
+            shutil.rmtree(work)
+        return 0
     path = os.path.join(work, f"resnet_x{ns.events}.json.gz")
     if not os.path.exists(path):
         t = time.perf_counter()
@@ -138,6 +151,34 @@ def main() -> int:
     if not ns.keep:
         os.remove(path)
     return 0
+
+
+def recording(work: str, kernels: int, baseline: str | None, repeat: int) -> None:
+    """`view` of a synthetic recording: first frame and first analysis, today's code and the baseline's."""
+    path = os.path.join(work, f"run{kernels}.v2.brrr")
+    if not os.path.exists(path):
+        sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+        from synthetic_run import generate, write_recording
+
+        write_recording(generate(kernels), path)
+    commit = subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    print(f"{path}: {os.path.getsize(path) / 1e6:.0f} MB; today: {ROOT} at {commit.stdout.strip()}")
+    roots = {"today": ROOT, **({"baseline": baseline} if baseline else {})}
+    runs: dict[str, list[dict]] = {k: [] for k in roots}
+    for _ in range(repeat):
+        for name, root in roots.items():  # interleaved
+            runs[name].append(measure(path, "once", root))
+    print(f"{'':10} {'first frame':>12} {'first analysis':>15}   (fastest of {repeat})")
+    best = {}
+    for name, rs in runs.items():
+        best[name] = {k: min(r[k] for r in rs) for k in ("first_frame_s", "analysed_s")}
+        print(f"{name:10} {best[name]['first_frame_s']:>10.2f} s {best[name]['analysed_s']:>13.2f} s")
+        print(f"           header at the first frame: {rs[0]['header']!r}")
+    if "baseline" in best:
+        for k, label in (("first_frame_s", "first frame"), ("analysed_s", "first analysis")):
+            print(f"ratio baseline / today, {label}: {best['baseline'][k] / best['today'][k]:.2f}")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyzers.arrays import window_rows
 from analyzers.model import Trace
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Analysis, GapCause, Regime
 from analyzers.stream import Segment, StreamView
@@ -94,17 +95,21 @@ def window_ids(trace: Trace) -> list[int]:
     return sorted(int(w) for w in ids)
 
 
-def window_bounds(trace: Trace, window: int) -> tuple[int, int]:
-    """The window's recorded span, widened to cover the GPU work it launched (the GPU runs behind)."""
+def window_bounds(
+    trace: Trace, window: int, rows: tuple[np.ndarray, np.ndarray] | None = None
+) -> tuple[int, int]:
+    """The window's recorded span, widened to cover the GPU work it launched (the GPU runs behind). `rows`:
+    the window's gpu and op rows, when the caller has them."""
     lo, hi = [], []
     w = trace.windows
-    rows = np.nonzero(w.window == window)[0]
-    if len(rows):
-        lo.append(int(w.start_ns[rows].min()))
-        hi.append(int(w.end_ns[rows].max()))
-    for table in (trace.gpu, trace.ops):
-        m = table.window == window
-        if m.any():
+    mine = np.nonzero(w.window == window)[0]
+    if len(mine):
+        lo.append(int(w.start_ns[mine].min()))
+        hi.append(int(w.end_ns[mine].max()))
+    if rows is None:
+        rows = (_window_rows(trace.gpu.window, window), _window_rows(trace.ops.window, window))
+    for table, m in zip((trace.gpu, trace.ops), rows, strict=True):
+        if len(m):
             lo.append(int(table.start_ns[m].min()))
             hi.append(int((table.start_ns[m] + table.dur_ns[m]).max()))
     if not lo:
@@ -112,15 +117,26 @@ def window_bounds(trace: Trace, window: int) -> tuple[int, int]:
     return min(lo), max(hi)
 
 
+def _window_rows(column: np.ndarray, window: int) -> np.ndarray:
+    """The rows of one window, in table order (a stretch found by bisection in a table sorted by window)."""
+    rows = window_rows(column, np.array([window], dtype=np.int64))
+    return np.arange(rows.start, rows.stop) if isinstance(rows, slice) else rows
+
+
 def _top_level(op_parent: np.ndarray) -> np.ndarray:
     top = np.arange(len(op_parent), dtype=np.int64)
+    climbing = np.nonzero(op_parent >= 0)[0]  # the ops whose top is not reached yet
     for _ in range(256):
-        p = op_parent[top]
-        up = p >= 0
-        if not up.any():
+        if not len(climbing):
             break
-        top[up] = p[up]
+        top[climbing] = op_parent[top[climbing]]
+        climbing = climbing[op_parent[top[climbing]] >= 0]
     return top
+
+
+def op_sync(analysis: Analysis) -> np.ndarray:
+    """Boolean per op row: a top-level op that waited for the GPU (for every window's CPU lanes at once)."""
+    return _sync_ops(analysis.trace, analysis.links.launch_op, _top_level(analysis.links.op_parent))
 
 
 def _sync_ops(trace: Trace, launch_op: np.ndarray, op_top: np.ndarray) -> np.ndarray:
@@ -138,20 +154,17 @@ def _sync_ops(trace: Trace, launch_op: np.ndarray, op_top: np.ndarray) -> np.nda
     return out
 
 
-def build_lanes(analysis: Analysis, window: int) -> WindowLanes:
+def build_lanes(analysis: Analysis, window: int, sync: np.ndarray | None = None) -> WindowLanes:
+    """The window's lanes; `sync`: op_sync(analysis), when the caller builds several windows."""
     trace, links, gaps = analysis.trace, analysis.links, analysis.gaps
-    w0, w1 = window_bounds(trace, window)
+    gpu, ops = trace.gpu, trace.ops
+    gmask, omask = _window_rows(gpu.window, window), _window_rows(ops.window, window)
+    w0, w1 = window_bounds(trace, window, (gmask, omask))
     lanes: list[Lane] = []
 
-    gpu = trace.gpu
-    gmask = np.nonzero(gpu.window == window)[0]
     gap_rows = np.nonzero(gaps.window == window)[0] if len(gaps) else np.empty(0, dtype=np.int64)
-    keys = sorted(
-        {
-            (int(d), int(s))
-            for d, s in zip(gpu.device[gmask].tolist(), gpu.stream[gmask].tolist(), strict=True)
-        }
-    )
+    pairs = np.unique(np.stack([gpu.device[gmask], gpu.stream[gmask]], axis=1).astype(np.int64), axis=0)
+    keys = [(int(d), int(s)) for d, s in pairs.tolist()]  # sorted
     for device, stream in keys:
         rows = gmask[(gpu.device[gmask] == device) & (gpu.stream[gmask] == stream)]
         items = IntervalIndex.build(
@@ -170,12 +183,10 @@ def build_lanes(analysis: Analysis, window: int) -> WindowLanes:
         label = f"GPU{device} s{stream}" if len(keys) < 10 else f"{device}:{stream}"
         lanes.append(Lane(f"gpu:{device}:{stream}", label, Kind.KERNEL, items, gap_index))
 
-    ops = trace.ops
-    omask = ops.window == window
-    if omask.any():
-        op_top = _top_level(links.op_parent)
-        sync = _sync_ops(trace, links.launch_op, op_top)
-        top_rows = np.nonzero(omask & (links.op_parent < 0))[0]
+    if len(omask):
+        if sync is None:
+            sync = op_sync(analysis)
+        top_rows = omask[links.op_parent[omask] < 0]
         # the thread with most operators first (the training loop), autograd's thread after it
         tids = sorted(
             np.unique(ops.tid[top_rows]).tolist(), key=lambda t: -int((ops.tid[top_rows] == t).sum())
