@@ -15,7 +15,7 @@ import numpy as np
 
 from analyzers.model import SourceLine, Table, Trace
 from analyzers.results import Analysis, Finding, KernelStat, LineStat
-from analyzers.stream import StreamView, stream_view
+from analyzers.stream import StreamView, stream_figures, stream_view
 from brrrtui.contract.userfiles import is_user_file
 from brrrtui.present.lanes import PageKey, WindowLanes, build_lanes, build_stream_lanes, op_sync, window_ids
 
@@ -164,15 +164,8 @@ def with_stream(
     view = stream_view(snap.analysis, rows, total_rows)
     stream_lanes = {seg.after_window: build_stream_lanes(view, seg) for seg in view.segments}
     pages = sorted([PageKey(w) for w in snap.windows] + [PageKey(w, True) for w in stream_lanes])
-    known = view.line >= 0
-    stream_lines: dict[int, tuple[int, int]] = {}
-    if known.any():
-        ids, inv, counts = np.unique(view.line[known], return_inverse=True, return_counts=True)
-        ns = np.bincount(inv.ravel(), weights=rows.dur_ns[known], minlength=len(ids))
-        stream_lines = {
-            int(i): (int(c), int(t))
-            for i, c, t in zip(ids.tolist(), counts.tolist(), ns.tolist(), strict=True)
-        }
+    # per line, the rows held raw and the folded aggregates (the whole run when the recorder folded)
+    stream_lines = {s.line: (s.kernels, s.gpu_ns) for s in stream_figures(view).lines}
     return dataclasses.replace(
         snap,
         stream=view,
