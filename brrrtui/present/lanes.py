@@ -213,20 +213,46 @@ def stream_classes(view: StreamView, rows: np.ndarray) -> np.ndarray:
 
 
 def build_stream_lanes(view: StreamView, segment: Segment) -> WindowLanes:
-    """A stream page: one lane per GPU stream, items are rows of `view.stream`."""
+    """A stream page: one lane per GPU stream; items are rows of `view.stream`, and where the recorder folded
+    the rows, 200 ms buckets of the folded time profile (row NONE: not an item one can select), each as long as
+    its kernels' summed time and classed by the regime that holds most of that lane's folded time."""
     st, rows = view.stream, segment.rows
     w0 = segment.start_ns
     lanes: list[Lane] = []
     dev, sid = st.device[rows], st.stream[rows]
-    keys = sorted({(int(d), int(s)) for d, s in zip(dev.tolist(), sid.tolist(), strict=True)})
-    for device, stream in keys:
+    keys = {(int(d), int(s)) for d, s in zip(dev.tolist(), sid.tolist(), strict=True)}
+    busy = view.busy if view.busy is not None else None
+    if busy is not None and len(segment.busy):
+        keys |= set(zip(busy.device[segment.busy].tolist(), busy.stream[segment.busy].tolist(), strict=True))
+    for device, stream in sorted(keys):
         r = rows[(dev == device) & (sid == stream)]
-        items = IntervalIndex.build(
-            st.start_ns[r], st.start_ns[r] + st.dur_ns[r], stream_classes(view, r), r, w0
-        )
+        start, end, cls = st.start_ns[r], st.start_ns[r] + st.dur_ns[r], stream_classes(view, r)
+        ids = r
+        if busy is not None and len(segment.busy):
+            f = segment.busy[(busy.device[segment.busy] == device) & (busy.stream[segment.busy] == stream)]
+            b0 = np.maximum(busy.bucket[f] * busy.bucket_ns[f], w0)  # a bucket may begin before the page
+            start = np.concatenate([b0, start])
+            end = np.concatenate([b0 + np.minimum(busy.dur_ns[f], busy.bucket_ns[f]), end])
+            cls = np.concatenate([np.full(len(f), _folded_class(view, segment, device, stream)), cls])
+            ids = np.concatenate([np.full(len(f), -1), r])
+        items = IntervalIndex.build(start, end, cls, ids, w0)
         label = f"GPU{device} s{stream}" if len(keys) < 10 else f"{device}:{stream}"
         lanes.append(Lane(f"gpu:{device}:{stream}", label, Kind.STREAMED, items, IntervalIndex.empty(w0)))
     return WindowLanes(segment.after_window, w0, max(segment.end_ns, w0 + 1), tuple(lanes), stream=True)
+
+
+def _folded_class(view: StreamView, segment: Segment, device: int, stream: int) -> int:
+    """INFERRED + the regime holding most of a lane's folded time (STREAMED when none was inferred)."""
+    agg = view.agg
+    if agg is None or not len(segment.agg):
+        return STREAMED
+    a = segment.agg[(agg.device[segment.agg] == device) & (agg.stream[segment.agg] == stream)]
+    regime = view.agg_regime[a].astype(np.int64)
+    known = regime >= 0
+    if not known.any():
+        return STREAMED
+    ns = np.bincount(regime[known], weights=agg.dur_ns[a][known])
+    return INFERRED + int(np.argmax(ns))
 
 
 def locate(wl: WindowLanes, kind: Kind, row: int, start_ns: int) -> tuple[int, int] | None:

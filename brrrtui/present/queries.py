@@ -122,7 +122,7 @@ def item_at(lane: Lane, view: View) -> Selection | None:
     a, b = view.cell_range(view.cursor)
     k = pick(lane.items, a, b, view.cursor_t)
     if k is not None:
-        return _selection(lane.holds, lane.items, k)
+        return _selection(lane.holds, lane.items, k) if lane.items.rows[k] >= 0 else None  # <0: folded
     k = pick(lane.gaps, a, b, view.cursor_t)
     return _selection(Kind.GAP, lane.gaps, k) if k is not None else None
 
@@ -131,7 +131,7 @@ def next_item(lane: Lane, t: float, direction: int) -> Selection | None:
     """The nearest item or gap of a lane starting after (direction > 0) or before (< 0) page time t."""
     cands = []
     k = neighbour(lane.items, t, direction)
-    if k is not None:
+    if k is not None and lane.items.rows[k] >= 0:  # a folded stream's time profile is not an item
         cands.append(_selection(lane.holds, lane.items, k))
     k = neighbour(lane.gaps, t, direction)
     if k is not None:

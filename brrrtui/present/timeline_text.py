@@ -41,14 +41,28 @@ def stream_page_title(snap: Snapshot, wl: WindowLanes) -> str:
         where = f"after window {snap.windows.index(wl.window) + 1}"
     else:
         where = "before the first window" if wl.window < 0 else f"after window {wl.window + 1}"
-    count = sum(len(lane.items) for lane in wl.lanes)
+    held = [lane.items.rows[lane.items.rows >= 0] for lane in wl.lanes]  # < 0: folded time profile
+    raw = sum(len(r) for r in held)
     view = snap.stream
     matched = 0
-    if view is not None and count:
-        matched = sum(int((view.template_row[lane.items.rows] >= 0).sum()) for lane in wl.lanes)
+    if view is not None and raw:
+        matched = sum(int((view.template_row[r] >= 0).sum()) for r in held)
+    folded, folded_matched = _folded(snap, wl.window)
+    count, matched = raw + folded, matched + folded_matched
     share = 100 * matched / count if count else None
     pct = "–" if share is None else f"{share:.0f}%" if share < 99.5 or matched == count else f"{share:.1f}%"
-    return f"stream {where} · {count:,} kernels · lines inferred ({pct} matched)"
+    kernels = f"{raw:,} kernels" + (f" + {folded:,} folded" if folded else "")
+    return f"stream {where} · {kernels} · lines inferred ({pct} matched)"
+
+
+def _folded(snap: Snapshot, after: int) -> tuple[int, int]:
+    """Rows of a stream page that the recorder folded, and how many of them matched a window's kernel."""
+    view = snap.stream
+    if view is None or view.agg is None:
+        return 0, 0
+    mine = view.agg.after_window == after
+    counts = view.agg["count"]
+    return int(counts[mine].sum()), int(counts[mine & (view.agg_template_row >= 0)].sum())
 
 
 def selection_text(snap: Snapshot | None, s: Selection | None, cursor_t: float) -> str:
