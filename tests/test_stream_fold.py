@@ -93,6 +93,8 @@ def test_a_recording_read_while_it_is_folded_loads_what_was_committed(tmp_path):
         fold(writer)
         trace = load_recording(writer.path)
         seen.append((trace.stream_total, len(trace.stream), int(trace.stream_agg["count"].sum())))
+        if seen[-1][2]:  # the meta lands with its fold
+            assert trace.meta["stream_fold"]["folded_rows"] == seen[-1][2]
 
     folder.fold = fold_and_load
     record(str(tmp_path / "live.brrr"), NAMES[0], tmp_path, folder)

@@ -197,21 +197,23 @@ class StreamFolder:
             db, writer.path, "stream", STREAM_SCHEMA, self.first_raw, self.first_raw + n
         )
         saved = copy.deepcopy(self.states), list(self.unwritten), dict(self.correlations)
+        counts = self.first_raw, self.folds, self.agg_rows
         try:
             order = sorted(self.templates)
             template_for = {a: segment_template(a, order) for a in np.unique(rows.after_window).tolist()}
             folded = fold(rows, self.templates, template_for, self.states, self.bucket_ns)
+            # what the meta written with the fold says: the fold included
+            self.first_raw, self.folds = self.first_raw + n, self.folds + 1
+            self.agg_rows += len(folded.agg["count"])
             self._commit(db, folded.agg, folded.folds, folded.busy, ids[0][0], ids[-1][0])
         except BaseException:
             self.states, self.unwritten, self.correlations = saved
+            self.first_raw, self.folds, self.agg_rows = counts
             raise
         for _ in range(take):
             self.batches.popleft()
         self.raw_rows -= n
-        self.first_raw += n
         self.last_rowid = ids[-1][0]
-        self.folds += 1
-        self.agg_rows += len(folded.agg["count"])
         self.fold_ms_max = max(self.fold_ms_max, (time.perf_counter() - t0) * 1e3)
 
     def _commit(
