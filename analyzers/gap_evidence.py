@@ -44,7 +44,7 @@ class Intervals:
 
     def __init__(self, start: np.ndarray, end: np.ndarray):
         order = np.argsort(start, kind="stable")
-        s, e = start[order].astype(np.int64), end[order].astype(np.int64)
+        s, e = start[order].astype(np.int64, copy=False), end[order].astype(np.int64, copy=False)
         if len(s):
             run_end = np.maximum.accumulate(e)
             new = np.concatenate(([True], s[1:] > run_end[:-1]))
@@ -56,11 +56,11 @@ class Intervals:
 
     def _covered_until(self, t: np.ndarray) -> np.ndarray:
         i = np.searchsorted(self.s, t, "right")  # intervals starting at or before t
-        full = self.cum[np.maximum(i - 1, 0)]
-        last_s = self.s[np.maximum(i - 1, 0)] if len(self.s) else np.zeros_like(t)
-        last_e = self.e[np.maximum(i - 1, 0)] if len(self.s) else np.zeros_like(t)
-        part = np.clip(np.minimum(t, last_e) - last_s, 0, None)
-        return np.where(i > 0, full + part, 0)
+        last = np.maximum(i - 1, 0)
+        full = self.cum[last]
+        if len(self.s):
+            full += np.maximum(np.minimum(t, self.e[last]) - self.s[last], 0)
+        return np.where(i > 0, full, 0)
 
     def covered(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if not len(self.s):
