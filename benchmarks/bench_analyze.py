@@ -14,7 +14,7 @@ what brrrtui wrote before). Then, each in a fresh process:
 - load_recording + analyze of today's code on the format 2 file, timed apart (where the time goes).
 
 With --repeat N each command runs N times, interleaved, and the fastest run is reported (the machine is
-shared: a busy spell slows whichever command it falls on). Wall time is the whole command (interpreter start, imports, load, analysis, JSON to /dev/null). Peak RSS is
+shared: a busy spell slows whichever command it falls on). Wall time is the whole command (interpreter start, imports, load, analysis, JSON to /dev/null); CPU time is the command's user + system time (`os.wait4`), which other sessions' load on the shared cores inflates less than the wall time. Peak RSS is
 measured from outside: a small launcher process starts each command and reads its `ru_maxrss` with
 `os.wait4`. The launcher matters: Linux carries the peak RSS of the process that forked across `exec`, so
 this script (which holds the generated run, hundreds of MB) must not be the parent of the measured command,
@@ -44,7 +44,8 @@ with open(os.devnull, "w") as null:
     err = p.stderr.read()
     _, status, usage = os.wait4(p.pid, 0)
     p.returncode = 0
-print(json.dumps({"wall_s": time.perf_counter() - t0, "peak_rss_mb": usage.ru_maxrss / 1024,
+print(json.dumps({"wall_s": time.perf_counter() - t0, "cpu_s": usage.ru_utime + usage.ru_stime,
+                  "peak_rss_mb": usage.ru_maxrss / 1024,
                   "status": status, "stderr": err.decode(errors="replace")[-400:]}))
 """
 
@@ -86,7 +87,7 @@ def split(root: str, path: str) -> dict[str, float] | str:
 
 
 def one_size(
-    n: int, work: str, baseline: str | None, repeat: int
+    n: int, work: str, baseline: str | None, repeat: int, baseline_v2: bool = False
 ) -> list[tuple[str, str, float, dict[str, float] | str]]:
     t = time.perf_counter()
     trace = generate(n)
@@ -109,6 +110,8 @@ def one_size(
     ]
     if baseline:
         commands.insert(0, ("baseline", "1", v1, lambda: measure(baseline, [*report, v1])))
+        if baseline_v2:  # the baseline's code reads format 2 too: the same file, only the code differs
+            commands.insert(1, ("baseline", "2", v2, lambda: measure(baseline, [*report, v2])))
     results: list[list[dict[str, float] | str]] = [[] for _ in commands]
     for _ in range(repeat):  # interleaved, so that a busy spell of the machine hits every command alike
         for i, (*_, command) in enumerate(commands):
@@ -128,6 +131,7 @@ def main() -> int:
     p.add_argument("--baseline", metavar="DIR", help="a checkout of the code to compare with (git worktree)")
     p.add_argument("--keep", metavar="DIR", help="write the files here and keep them")
     p.add_argument("--repeat", type=int, default=1, help="run each command N times, report the fastest")
+    p.add_argument("--baseline-v2", action="store_true", help="also the baseline's code on the format 2 file")
     p.add_argument("--child", metavar="PATH", help=argparse.SUPPRESS)
     ns = p.parse_args()
     if ns.child:
@@ -149,8 +153,8 @@ def main() -> int:
           f"baseline: {ns.baseline or '-'} at {base.stdout.strip() if base else '-'}")  # fmt: skip
     table = []
     for n in (int(k) for k in ns.kernels.split(",")):
-        table += [(n, *r) for r in one_size(n, work, ns.baseline, ns.repeat)]
-    print(f"\n{'kernels':>9} {'code':<19} {'format':>6} {'file MB':>8} {'wall s':>7} {'peak RSS MB':>12}"
+        table += [(n, *r) for r in one_size(n, work, ns.baseline, ns.repeat, ns.baseline_v2)]
+    print(f"\n{'kernels':>9} {'code':<19} {'format':>6} {'file MB':>8} {'wall s':>7} {'CPU s':>6} {'peak RSS MB':>12}"
           f" {'RSS/file':>9}  split")  # fmt: skip
     for n, code, fmt, mb, r in table:
         if isinstance(r, str):
@@ -161,14 +165,17 @@ def main() -> int:
             if "load_s" in r
             else ""
         )
-        print(f"{n:>9,} {code:<19} {fmt:>6} {mb:>8.0f} {r['wall_s']:>7.2f} {r['peak_rss_mb']:>12.0f}"
+        print(f"{n:>9,} {code:<19} {fmt:>6} {mb:>8.0f} {r['wall_s']:>7.2f} {r['cpu_s']:>6.2f} {r['peak_rss_mb']:>12.0f}"
               f" {r['peak_rss_mb'] / mb:>9.2f} {extra}")  # fmt: skip
     for n in sorted({row[0] for row in table}):
         got = {(code, fmt): r for k, code, fmt, _, r in table if k == n and isinstance(r, dict)}
-        before, after = got.get(("baseline", "1")), got.get(("today", "2"))
-        if before and after:
-            print(f"{n:>9,} kernels: report --json baseline / today = {before['wall_s'] / after['wall_s']:.2f}x"
-                  f" wall, {before['peak_rss_mb'] / after['peak_rss_mb']:.2f}x peak RSS")  # fmt: skip
+        after = got.get(("today", "2"))
+        for fmt in ("2", "1"):
+            before = got.get(("baseline", fmt))
+            if before and after:
+                print(f"{n:>9,} kernels: report --json baseline (format {fmt}) / today (format 2) ="
+                      f" {before['wall_s'] / after['wall_s']:.2f}x wall, {before['cpu_s'] / after['cpu_s']:.2f}x CPU,"
+                      f" {before['peak_rss_mb'] / after['peak_rss_mb']:.2f}x peak RSS")  # fmt: skip
     if not ns.keep:
         for f in os.listdir(work):
             os.remove(os.path.join(work, f))

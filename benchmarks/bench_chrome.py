@@ -125,18 +125,20 @@ def main() -> int:
             print(f"  {mode}: {r if isinstance(r, str) else round(r['wall_s'], 2)}", flush=True)
     rows = [(mode, best(rs)) for mode, rs in results.items()]
     print(
-        f"\n{'reader':<10} {'wall s':>7} {'load s':>7} {'analyze s':>10} {'peak RSS MB':>12} {'RSS/file':>9}"
+        f"\n{'reader':<10} {'wall s':>7} {'CPU s':>7} {'load s':>7} {'analyze s':>10} {'peak RSS MB':>12} {'RSS/file':>9}"
     )
     for mode, r in rows:
         if isinstance(r, str):
             print(f"{mode:<10} failed: {r}")
         else:
-            print(f"{mode:<10} {r['wall_s']:>7.2f} {r['load_s']:>7.2f} {r['analyze_s']:>10.2f}"
+            print(f"{mode:<10} {r['wall_s']:>7.2f} {r['cpu_s']:>7.2f} {r['load_s']:>7.2f} {r['analyze_s']:>10.2f}"
                   f" {r['peak_rss_mb']:>12.0f} {r['peak_rss_mb'] / mb:>9.2f}")  # fmt: skip
     bulk = dict(rows).get("bulk")
     for mode, r in rows:
         if mode != "bulk" and isinstance(r, dict) and isinstance(bulk, dict):
-            print(f"{mode} / bulk: wall {r['wall_s'] / bulk['wall_s']:.1f}x, load {r['load_s'] / bulk['load_s']:.1f}x,"
+            print(f"{mode} / bulk: wall {r['wall_s'] / bulk['wall_s']:.1f}x, CPU {r['cpu_s'] / bulk['cpu_s']:.1f}x,"
+                  f" load {r['load_s'] / bulk['load_s']:.1f}x,"
+                  f" analysis {r['analyze_s'] / max(bulk['analyze_s'], 1e-9):.1f}x,"
                   f" peak RSS {r['peak_rss_mb'] / bulk['peak_rss_mb']:.1f}x")  # fmt: skip
     if not ns.keep:
         shutil.rmtree(work)
