@@ -253,3 +253,28 @@ def test_the_capture_reads_an_nccl_kernel_size_from_kineto_metadata():
     assert collective_bytes(_NcclEvent(None, '{"In msg nelems": 3, "dtype": "Long"}')) == 24
     assert collective_bytes(_NcclEvent({}, "not json")) == -1
     assert collective_bytes(_NcclEvent({"In msg nelems": "8", "dtype": "Mystery"})) == -1
+
+
+def test_chrome_traces_give_nccl_kernels_their_message_size(tmp_path, monkeypatch):
+    """A torch.profiler trace's NCCL kernel carries "In msg nelems" and "dtype" (Kineto's collective metadata):
+    both readers, the bulk one and json's, put the size in the row's bytes; other kernels keep none."""
+    from test_chrome_fast import both, events, kernel, write
+
+    from brrrtui.contract.collectives import message_bytes
+    from brrrtui.recording import chrome_fast
+
+    monkeypatch.setattr(chrome_fast, "BLOCK", 700)
+    evs = events(20)
+    evs.insert(3, kernel(100, ALLREDUCE, **{"In msg nelems": 1048576, "dtype": "BFloat16", "Group size": 2}))
+    evs.insert(9, kernel(101, ALLGATHER, **{"In msg nelems": "10", "dtype": "Float"}))
+    evs.insert(12, kernel(102, ALLGATHER, **{"In msg nelems": 10, "dtype": "Mystery"}))
+    for trace in both(write(str(tmp_path / "nccl.json"), evs)):
+        names = [trace.strings[i] for i in trace.gpu.name.tolist()]
+        sizes = dict(zip(trace.gpu.correlation.tolist(), trace.gpu.bytes.tolist(), strict=True))
+        assert (sizes[100], sizes[101], sizes[102]) == (2 * 1048576, 40, -1)
+        assert {s for n, s in zip(names, trace.gpu.bytes.tolist(), strict=True) if n == "sm90_gemm"} == {-1}
+    assert (
+        message_bytes(True, "Float") == -1
+        and message_bytes(-3, "Float") == -1
+        and message_bytes(2, None) == -1
+    )

@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from brrrtui.capture.ids import IdTable
+from brrrtui.contract.collectives import DTYPE_KEY, NELEMS_KEY, message_bytes
 from brrrtui.contract.schema import GpuKind
 
 
@@ -37,13 +38,6 @@ _GPU_KINDS = {
 }
 _RUNTIME_KINDS = {"cuda_runtime", "cuda_driver"}
 _NAN = float("nan")
-# bytes per element by c10's ScalarType names, as Kineto writes a collective's "dtype"
-_SCALAR_BYTES = {
-    **dict.fromkeys(("Byte", "Char", "Bool", "Float8_e4m3fn", "Float8_e5m2"), 1),
-    **dict.fromkeys(("Short", "Half", "BFloat16"), 2),
-    **dict.fromkeys(("Int", "Float"), 4),
-    **dict.fromkeys(("Long", "Double"), 8),
-}
 
 
 def activity_kind(e: Any) -> str:
@@ -79,13 +73,9 @@ def collective_bytes(e: Any) -> int:
             meta = dict(read() or {})
         except (AttributeError, RuntimeError, TypeError, ValueError):
             continue
-        if "In msg nelems" in meta:
+        if NELEMS_KEY in meta:
             break
-    try:
-        nelems, width = int(meta["In msg nelems"]), _SCALAR_BYTES[str(meta["dtype"])]
-    except (KeyError, TypeError, ValueError):
-        return -1
-    return nelems * width if nelems >= 0 else -1
+    return message_bytes(meta.get(NELEMS_KEY), meta.get(DTYPE_KEY))
 
 
 def _metadata(text: str) -> Any:

@@ -32,6 +32,7 @@ import msgspec
 import numpy as np
 
 from analyzers.model import Table, table_from_rows
+from brrrtui.contract.collectives import DTYPE_KEY, NELEMS_KEY, message_bytes
 from brrrtui.contract.schema import NONE, GpuKind
 from brrrtui.recording.checks import TIME_LIMIT
 from brrrtui.recording.chrome_rows import SCHEMAS, Parsed, Rows, int_field, shape_text, tid_of
@@ -56,6 +57,8 @@ class _Args(msgspec.Struct, gc=False):
     seq: int = msgspec.field(default=_MISSING, name="Sequence number")
     fwd: int = msgspec.field(default=_MISSING, name="Fwd thread id")
     flops: float = math.nan
+    nelems: msgspec.Raw = msgspec.field(default=_NULL, name=NELEMS_KEY)  # an NCCL kernel's message
+    dtype: msgspec.Raw = msgspec.field(default=_NULL, name=DTYPE_KEY)
 
 
 class _Event(msgspec.Struct, gc=False):
@@ -102,6 +105,18 @@ def _col(objects: Any, field: str, dtype: Any, memo: _Memo | None = None, raw: b
     if memo is not None:
         values = map(memo.__getitem__, values)
     return np.fromiter(values, dtype, len(objects))
+
+
+def _message_bytes(args: Any, nbytes: np.ndarray) -> np.ndarray:
+    """`nbytes`, with an NCCL kernel's message size ("In msg nelems" x dtype) where it has none (a Python
+    step only for the rows that carry one: the collectives)."""
+    nelems = _col(args, "nelems", object, raw=True)
+    for k in np.flatnonzero((nelems != b"null") & (nbytes < 0)).tolist():
+        try:
+            nbytes[k] = message_bytes(json.loads(nelems[k]), json.loads(bytes(args[k].dtype)))
+        except ValueError:
+            pass
+    return nbytes
 
 
 def _ints(objects: Any, field: str, default: int, limit: int = 2**62) -> np.ndarray:
@@ -247,7 +262,7 @@ class _Columns:
                     "correlation": _ints(a, "correlation", NONE),
                     "grid": _col(a, "grid", np.int64, self.shape, raw=True),
                     "block": _col(a, "block", np.int64, self.shape, raw=True),
-                    "bytes": _ints(a, "bytes", NONE),
+                    "bytes": _message_bytes(a, _ints(a, "bytes", NONE)),
                 }
             elif table == "runtime":
                 cols |= {"tid": tid[mask], "correlation": _ints(a, "correlation", NONE)}

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from analyzers.model import SourceLine, StringTable, Table, table_from_rows
+from brrrtui.contract.collectives import DTYPE_KEY, NELEMS_KEY, message_bytes
 from brrrtui.contract.schema import (
     GPU_SCHEMA,
     NONE,
@@ -150,9 +151,17 @@ class Rows:
                 int_field(args.get("correlation")),
                 self.strings(grid) if grid else NONE,
                 self.strings(block) if block else NONE,
-                int_field(args.get("bytes")),
+                self._bytes(kind, args),
             )
         )
+
+    @staticmethod
+    def _bytes(kind: int, args: dict[str, Any]) -> int:
+        """A copy's bytes; an NCCL kernel's message size ("In msg nelems" x dtype), else NONE."""
+        nbytes = int_field(args.get("bytes"))
+        if nbytes < 0 and kind == GpuKind.KERNEL and NELEMS_KEY in args:
+            nbytes = message_bytes(args.get(NELEMS_KEY), args.get(DTYPE_KEY))
+        return nbytes
 
     def _op(self, name: str, start: int, dur: int, tid: int, args: dict[str, Any]) -> None:
         self.ops.append(
