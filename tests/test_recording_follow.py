@@ -123,3 +123,31 @@ def test_stream_rows_the_recorder_folds_leave_the_followed_stream_as_they_leave_
     fresh = Follower(path, stream_tail=10).poll()  # one that starts after the fold never reads the NULLs
     assert_same_trace(load_recording(path, stream_tail=10), fresh)
     w.close()
+
+
+def test_a_format_1_recording_is_followed_as_it_loads(tmp_path):
+    """Format 1 files (rows, not batches) are counted whole: the same trace, poll after poll."""
+    for name in ("h200_bert", "h200_gpt_stream"):
+        path = h200_recording(name, tmp_path)
+        follower = Follower(path)
+        assert_same_trace(load_recording(path), follower.poll())
+        assert_same_trace(load_recording(path), follower.poll())
+
+
+def test_a_poll_reads_the_batch_list_from_the_last_batch_read_on(tmp_path, monkeypatch):
+    path = str(tmp_path / "b.brrr")
+    make_v2(path, stream_batches=(3, 5, 4))
+    follower = Follower(path)
+    follower.poll()
+    asked = []
+    real = columns.batch_sizes
+    monkeypatch.setattr(
+        columns, "batch_sizes", lambda db, p, t, after=0: asked.append((t, after)) or real(db, p, t, after)
+    )
+    w = RecordingWriter(path)
+    w.append({"stream": [(0, 0, 0, T0 + 10**8, 100, 0, 7, 13, -1, -1, -1)]})
+    got = follower.poll()
+    assert dict(asked)["stream"] == 3 and dict(asked)["gpu"] == 1  # past the batches read before, not from 0
+    assert got.stream.correlation.tolist()[-1] == 13
+    assert_same_trace(load_recording(path), got)
+    w.close()

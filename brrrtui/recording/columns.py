@@ -112,9 +112,10 @@ def insert(db: sqlite3.Connection, table: str, schema: Mapping[str, Any], rows: 
     )
 
 
-def batch_sizes(db: sqlite3.Connection, path: str, table: str) -> list[tuple[int, int]]:
-    """(rowid, row count) of every batch of `table`, in append order."""
-    out = db.execute(f"SELECT rowid, {COUNT} FROM {quoted(table)} ORDER BY rowid").fetchall()
+def batch_sizes(db: sqlite3.Connection, path: str, table: str, after_rowid: int = 0) -> list[tuple[int, int]]:
+    """(rowid, row count) of every batch of `table` (past `after_rowid`), in append order."""
+    query = f"SELECT rowid, {COUNT} FROM {quoted(table)} WHERE rowid > ? ORDER BY rowid"
+    out = db.execute(query, (after_rowid,)).fetchall()
     for _, n in out:
         if not (isinstance(n, int) and 0 <= n < _MAX_ROWS):
             raise RecordingError(f"{path} is damaged: a batch of {table} holds {n!r:.40} rows")
@@ -160,10 +161,12 @@ def read_table(
     schema: Mapping[str, Any],
     lo: int = 0,
     hi: int | None = None,
+    sizes: list[tuple[int, int]] | None = None,
 ) -> Table:
-    """Rows [lo, hi) of `table` in append order (all by default), as the schema's dtypes, checked."""
+    """Rows [lo, hi) of `table` in append order (all by default), as the schema's dtypes, checked. `sizes`:
+    the batches to count rows over, as batch_sizes gives them (default: every batch of the table)."""
     present = {r[1] for r in db.execute(f"PRAGMA table_info({quoted(table)})")}
-    sizes = batch_sizes(db, path, table)
+    sizes = batch_sizes(db, path, table) if sizes is None else sizes
     total = sum(n for _, n in sizes)
     hi = total if hi is None else min(hi, total)
     lo = max(0, min(lo, hi))

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from analyzers.model import SourceLine, Table, Trace
+from brrrtui.recording import columns
 from brrrtui.recording.checks import RecordingError, check_format, check_ids
 from brrrtui.recording.safe import safe_text
 from brrrtui.recording.store import (
@@ -26,7 +27,6 @@ from brrrtui.recording.store import (
     STREAM_TAIL,
     TABLES,
     Tables,
-    folded_stream_rows,
     make_trace,
     open_readonly,
     read_meta,
@@ -67,6 +67,9 @@ class Follower:
         self.tables = {t: _Growing(s) for t, s in TABLES.items() if t != "stream"}
         self.stream = Table({c: np.empty(0, dtype=d) for c, d in TABLES["stream"].items()})
         self.stream_total = 0
+        self.rows = dict.fromkeys(TABLES, 0)  # per table: rows in the batches read (held or not)
+        self.rowids = dict.fromkeys(TABLES, 0)  # per table: the last batch read (format 2)
+        self.folded = (0, 0)  # the last stream batch seen folded (rowid), and the rows up to it
         self.strings: list[str | None] = []  # None: an id not committed yet
         self.lines: list[SourceLine | None] = []
 
@@ -92,20 +95,28 @@ class Follower:
         return make_trace(self.path, self.path, meta, strings, lines, tables, self.stream_total)
 
     def _read_tables(self, source: Tables) -> dict[str, Table]:
-        """Append each table's rows past those held; keep the stream's newest rows. Returns the new rows."""
+        """Append each table's rows past those held; keep the stream's newest rows. Returns the new rows. Only
+        the batches past the last one read are counted, so a poll costs what was added, not the file's length
+        in batches (an hour of steps, telemetry and stream is ~15 k batches)."""
+        extents = {t: self._extent(source, t) for t in TABLES}
         new: dict[str, Table] = {}
-        for name, growing in self.tables.items():
-            total = source.total(name)
-            if total > growing.n:
-                new[name] = source.read(name, growing.n, total)
-        stream_total = source.total("stream")
+        for name in self.tables:
+            sizes, total = extents[name]
+            if total > self.rows[name]:
+                new[name] = self._read(source, name, sizes, self.rows[name], total)
+        sizes, stream_total = extents["stream"]
+        folded = self._folded(source)
         # the first row a load keeps: the newest stream_tail, none the recorder folded into stream_agg
-        first = min(max(folded_stream_rows(source), stream_total - self.stream_tail), stream_total)
+        first = min(max(folded[1], stream_total - self.stream_tail), stream_total)
         if stream_total > self.stream_total:
-            new["stream"] = source.read("stream", max(self.stream_total, first), stream_total)
+            new["stream"] = self._read(source, "stream", sizes, max(self.stream_total, first), stream_total)
         for name, rows in new.items():  # only once every read succeeded: a failed poll changes nothing
             if name != "stream":
                 self.tables[name].append(rows)
+        for name, (sizes, total) in extents.items():
+            self.rowids[name] = sizes[-1][0] if sizes else self.rowids[name]
+            self.rows[name] = max(self.rows[name], total)
+        self.folded = folded
         held = new.get("stream")
         held = self.stream if held is None else Table.concat([self.stream, held], TABLES["stream"])
         total = max(self.stream_total, stream_total)
@@ -113,6 +124,43 @@ class Follower:
         self.stream = held.take(np.arange(drop, len(held))) if drop else held
         self.stream_total = total
         return new
+
+    def _extent(self, source: Tables, name: str) -> tuple[list[tuple[int, int]] | None, int]:
+        """The batches of `name` past the last one read (None: a format 1 file, whose rows are counted
+        whole), and the rows of `name` now."""
+        if not source.columnar:
+            return None, source.total(name)
+        if name not in source.names:
+            return [], self.rows[name]
+        sizes = columns.batch_sizes(source.db, self.path, name, self.rowids[name])
+        return sizes, self.rows[name] + sum(n for _, n in sizes)
+
+    def _read(
+        self, source: Tables, name: str, sizes: list[tuple[int, int]] | None, lo: int, hi: int
+    ) -> Table:
+        """Rows [lo, hi) of `name`, lo at or past the rows of the batches read before."""
+        if sizes is None:
+            return source.read(name, lo, hi)
+        base = self.rows[name]
+        return columns.read_table(source.db, self.path, name, TABLES[name], lo - base, hi - base, sizes)
+
+    def _folded(self, source: Tables) -> tuple[int, int]:
+        """The last stream batch the recorder has folded (its columns NULL; brrrtui.record.fold folds the
+        oldest batches, whole, in order) and the stream rows up to it: store.folded_stream_rows, counted from
+        the last folded batch seen on (past it: the raw batches, which folding keeps few)."""
+        rowid, rows = self.folded
+        if not source.columnar or "stream" not in source.names:
+            return self.folded
+        query = (
+            'SELECT rowid FROM stream WHERE rowid > ? AND "after_window" IS NULL ORDER BY rowid DESC LIMIT 1'
+        )
+        last = source.db.execute(query, (rowid,)).fetchone()
+        if last is None:
+            return self.folded
+        n = source.db.execute(
+            "SELECT sum(batch_rows) FROM stream WHERE rowid > ? AND rowid <= ?", (rowid, last[0])
+        )
+        return last[0], rows + int(n.fetchone()[0] or 0)
 
     def _read_names(self, db: sqlite3.Connection) -> None:
         """Strings and lines from the first id not yet read on (ids are never rewritten; a batch may commit
