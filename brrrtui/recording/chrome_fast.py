@@ -23,6 +23,7 @@ import gzip
 import itertools
 import json
 import math
+import operator
 import re
 from collections.abc import Callable, Iterator
 from operator import attrgetter
@@ -110,10 +111,11 @@ def _col(objects: Any, field: str, dtype: Any, memo: _Memo | None = None, raw: b
 def _message_bytes(args: Any, nbytes: np.ndarray) -> np.ndarray:
     """`nbytes`, with an NCCL kernel's message size ("In msg nelems" x dtype) where it has none (a Python
     step only for the rows that carry one: the collectives)."""
-    nelems = _col(args, "nelems", object, raw=True)
-    for k in np.flatnonzero((nelems != b"null") & (nbytes < 0)).tolist():
+    missing = map(attrgetter("nelems"), args)  # a field the event lacks is the default object itself
+    carried = np.fromiter(map(operator.is_not, missing, itertools.repeat(_NULL)), bool, len(args))
+    for k in np.flatnonzero(carried & (nbytes < 0)).tolist():
         try:
-            nbytes[k] = message_bytes(json.loads(nelems[k]), json.loads(bytes(args[k].dtype)))
+            nbytes[k] = message_bytes(json.loads(bytes(args[k].nelems)), json.loads(bytes(args[k].dtype)))
         except ValueError:
             pass
     return nbytes
