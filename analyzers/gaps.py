@@ -185,8 +185,10 @@ def _mark_sync(
     returns = ok & (ev.sync_end[ic] <= g1) & (ev.sync_start[ic] < g1)
     # with no launch ending the gap, a sync only explains it if syncs fill most of it (a trailing gap
     # after a synchronize is usually the profiler stopping, not the CPU refilling the GPU)
-    filled = ev.sync_union.covered(g0, g1) >= COVER_SHARE * dur
-    hit = ~v.decided & returns & (has_launch | filled)
+    hit = ~v.decided & returns
+    filled = hit & ~has_launch  # only these need the syncs' cover
+    filled[filled] = ev.sync_union.covered(g0[filled], g1[filled]) >= COVER_SHARE * dur[filled]
+    hit &= has_launch | filled
     # several syncs can return in one gap (.item() inside cudaStreamSynchronize): prefer a known line
     v.mark(hit, GapCause.SYNC, _first_known_line(ev.sync_end, ev.sync_line, ic, g1, hit)[hit])
 
@@ -206,7 +208,8 @@ def _mark_host(
     has_launch = launch >= 0
     launch_start = np.where(has_launch, rt.start_ns[np.maximum(launch, 0)] if len(rt) else 0, 0)
     late = has_launch & (launch_start >= g0 - SYNC_TOLERANCE_NS)
-    busy_cpu = ~has_launch & (ev.cpu.covered(g0, g1) >= COVER_SHARE * dur)
+    busy_cpu = ~has_launch  # gaps no launch ends (a window's trailing one): was the CPU busy through them?
+    busy_cpu[busy_cpu] = ev.cpu.covered(g0[busy_cpu], g1[busy_cpu]) >= COVER_SHARE * dur[busy_cpu]
     host = ~v.decided & (late | busy_cpu)
     v.cause[host] = GAP_CAUSE_CODES[GapCause.HOST]
     rest = ~v.decided
