@@ -4,17 +4,18 @@ read + analysis + snapshot, against the full re-read and re-analysis live mode d
     python benchmarks/bench_live_windows.py --windows 100
     python benchmarks/bench_live_windows.py --windows 100 --app
 
-
 Writes the synthetic run of benchmarks/synthetic_run.py (windows of `--steps-per-window` steps of 1,000
 kernels, ~6 events per kernel: 4 steps make a window of ~24 k events, the size brrrtui sizes its windows to)
-into a recording one window at a time through the recorder's Sink (one transaction per window, as the
-recorder's writer thread does), and after each window runs, in this process, what the live TUI's analysis
-worker runs (brrrtui.tui.live.Source): a Follower poll, the analysis of the newest LIVE_WINDOWS windows of the
-lead phase, cut out by the WindowIndex, and the snapshot. The baseline, the whole recording read
-(`load_recording`) and analysed (`analyse_trace`, every window of the lead phase) is timed after the 1st,
-10th, 50th and last windows only (it is what grows). CPU times of this process (time.process_time). The
-batch handed to the Sink is columns already; the recorder's conversion of a message's row tuples to columns
-is not timed. A benchmark, not a test.
+into a recording one window at a time through the recorder's Sink, as its writer thread does: before each
+window `--between` small batches of steps and telemetry (the recorder commits them about once a second: 36
+at one window every ~36 s, so 100 windows are an hour), then the window's batch, one transaction each. After
+each window it runs, in this process, what the live TUI's analysis worker runs (brrrtui.tui.live.Source): a
+Follower poll, the analysis of the newest LIVE_WINDOWS windows of the lead phase, cut out by the
+WindowIndex, and the snapshot. The baseline, the whole recording read (`load_recording`) and analysed
+(`analyse_trace`, every window of the lead phase), is timed after the 1st, 10th, 50th and last windows only
+(it is what grows). CPU times of this process (time.process_time); "write" is every batch of the window.
+The batches handed to the Sink are columns already; the recorder's conversion of a message's row tuples to
+columns is not timed. A benchmark, not a test.
 
 With --app, the live app itself runs headless (120x40) on the recording: per window, the CPU time of this
 whole process from the WindowAdded event until the app has shown the new snapshot (the worker's read,
@@ -47,8 +48,10 @@ def cpu(fn, *args, **kw):  # noqa: ANN001, ANN201 - a timer
     return out, time.process_time() - t0
 
 
-def window_batches(trace: Trace):
-    """(window, batch) in window order: its row tables, its windows row, the steps up to its end."""
+def window_batches(trace: Trace, between: int = 0):
+    """(window, batches) in window order: `between` small batches (the steps up to the window's end in as
+    many parts, each with 10 telemetry rows: the recorder commits steps and telemetry about once a second),
+    then the window's batch: its row tables and windows row (and the steps, when `between` is 0)."""
     steps, done = trace.steps, 0
     ends = np.sort(steps.t_ns)
     for row in np.argsort(trace.windows.window, kind="stable").tolist():
@@ -58,9 +61,17 @@ def window_batches(trace: Trace):
             n: getattr(trace, n).take(np.nonzero(getattr(trace, n).window == win)[0]) for n in ROW_TABLES
         }
         batch["windows"] = trace.windows.take(np.array([row]))
-        batch["steps"] = steps.take(np.arange(done, upto))
+        parts = np.array_split(np.arange(done, upto), between) if between else []
+        small = [{"steps": steps.take(part), "telemetry": telemetry(int(ends[done]))} for part in parts]
+        if not between:
+            batch["steps"] = steps.take(np.arange(done, upto))
         done = max(done, upto)
-        yield win, batch
+        yield win, [*small, batch]
+
+
+def telemetry(t_ns: int) -> list[tuple[int, float, float, float, float]]:
+    """A second of NVML samples (10 Hz), as the recorder's sampler commits them."""
+    return [(t_ns + i * 100_000_000, 50.0, 1e10, 300.0, 1980.0) for i in range(10)]
 
 
 def open_sink(trace: Trace, path: str) -> Sink:
@@ -81,6 +92,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--windows", type=int, default=100)
     p.add_argument("--steps-per-window", type=int, default=4)
+    p.add_argument(
+        "--between", type=int, default=36, help="steps+telemetry batches before each window (36: ~36 s apart)"
+    )
     p.add_argument("--app", action="store_true", help="time the live app headless, and as it was")
     ns = p.parse_args()
     synthetic_run.STEPS_PER_WINDOW = ns.steps_per_window
@@ -89,8 +103,8 @@ def main() -> int:
     if ns.app:
         import asyncio
 
-        live = asyncio.run(app_costs(trace, os.path.join(folder, "live.brrr"), baseline=False))
-        base = asyncio.run(app_costs(trace, os.path.join(folder, "base.brrr"), baseline=True))
+        live = asyncio.run(app_costs(trace, os.path.join(folder, "live.brrr"), False, ns.between))
+        base = asyncio.run(app_costs(trace, os.path.join(folder, "base.brrr"), True, ns.between))
         report_app(live, base)
         return 0
     path = os.path.join(folder, "live.brrr")
@@ -99,8 +113,8 @@ def main() -> int:
     n_windows = len(trace.windows)
     sampled = sorted({1, min(10, n_windows), min(50, n_windows), n_windows})
     rows: list[dict[str, float]] = []
-    for k, (_, batch) in enumerate(window_batches(trace), 1):
-        _, write_s = cpu(sink.append, batch)
+    for k, (_, batches) in enumerate(window_batches(trace, ns.between), 1):
+        write_s = sum(cpu(sink.append, batch)[1] for batch in batches)
         whole, read_s = cpu(source.read)
         snap, analyse_s = cpu(source.analyse, whole, k, running=True)
         row = {"window": k, "kernels": len(whole.gpu), "write": write_s, "read": read_s, "analyse": analyse_s}
@@ -151,13 +165,14 @@ def report(rows: list[dict[str, float]], sampled: list[int]) -> None:
     print(f"baseline at the last window / live at the last window: {base(last) / live(last):.1f}x")
 
 
-async def app_costs(trace: Trace, path: str, baseline: bool) -> list[float]:
+async def app_costs(trace: Trace, path: str, baseline: bool, between: int) -> list[float]:
     """CPU seconds of this process per window, from its WindowAdded until the app shows the snapshot."""
     from brrrtui.record.feed import Feed, WindowAdded
     from brrrtui.tui.app import make_app
 
-    sink, batches = open_sink(trace, path), window_batches(trace)
-    sink.append(next(batches)[1])
+    sink, windows = open_sink(trace, path), window_batches(trace, between)
+    for batch in next(windows)[1]:
+        sink.append(batch)
     feed = Feed()
     app = make_app(path, feed, "train.py", poll_s=0.05)
     if baseline:  # the app as it was: the whole recording read and every window of the phase analysed
@@ -165,10 +180,11 @@ async def app_costs(trace: Trace, path: str, baseline: bool) -> list[float]:
     costs: list[float] = []
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: app.analyses >= 1)
-        for k, (win, batch) in enumerate(batches, 2):
+        for k, (win, batches) in enumerate(windows, 2):
             t0 = time.process_time()
-            sink.append(batch)
-            feed.put(WindowAdded(win, len(batch["gpu"]), len(batch["ops"])))
+            for batch in batches:
+                sink.append(batch)
+            feed.put(WindowAdded(win, len(batches[-1]["gpu"]), len(batches[-1]["ops"])))
             await until(pilot, lambda k=k: app.analyses >= k)
             costs.append(time.process_time() - t0)
         assert app.state.error is None, app.state.error
