@@ -17,7 +17,9 @@ def summary(snap: Snapshot) -> Detail:
     where = f"{len(snap.windows)} window(s), {a.steps_analysed} step(s) analysed, {fmt_ns(b.span_ns)} of wall time"
     d.add((dev, "label"), (f"  ·  {where}", ""))
     spans: list[tuple[str, str]] = []
-    for r in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD):
+    for r in (Regime.COMPUTE, Regime.MEMORY, Regime.COMMUNICATION, Regime.OVERHEAD):
+        if r is Regime.COMMUNICATION and not (b.communication_ns or b.communication_hidden_ns):
+            continue  # a run without collectives
         spans += [(f"  {r.value} " if spans else f"{r.value} ", r.value), (fmt_pct(b.fraction(r)), r.value)]
     d.add(*spans)
     oc = a.overhead
