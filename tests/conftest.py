@@ -30,3 +30,12 @@ def line_of(path: str, marker: str) -> int:
             if f"# L:{marker}" in text:
                 return number
     raise LookupError(f"no '# L:{marker}' in {path}")
+
+
+@pytest.fixture(autouse=True)
+def _snapshots_without_links(request, monkeypatch):
+    """SVG snapshots are drawn with terminal hyperlinks off: an SVG does not show them, and a link's random id
+    makes Rich split or merge the runs around it differently from run to run (tests/test_tui_paths.py checks
+    the links)."""
+    if "snap_compare" in request.fixturenames:
+        monkeypatch.setenv("BRRRTUI_LINKS", "0")

@@ -143,6 +143,13 @@ def test_h200_gpt_small_80x24(snap_compare, tmp_path, at_root):
     assert snap_compare(app, terminal_size=(80, 24), run_before=ready)
 
 
+def test_h200_gpt_small_60x24(snap_compare, tmp_path, at_root):
+    """60 columns: the hot lines keep each line's file name and line (`…/train_gpt.py:43`), dropping their
+    figures first; the source title cuts the folders, not the line number."""
+    app = make_app(h200_recording("h200_gpt_small", tmp_path), None, None)
+    assert snap_compare(app, terminal_size=(60, 24), run_before=ready)
+
+
 def test_h200_bert_line_ops_160x48(snap_compare, tmp_path, at_root):
     async def run_before(pilot):
         await ready(pilot)

@@ -10,13 +10,14 @@ modules (GPU + idle time per step, folded by module; 12 blocks are one `h.*` row
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from analyzers.model import SourceLine
 from analyzers.modules import ModuleNode, ModuleTree
 from analyzers.results import Analysis, Finding, Place
 from brrrtui.contract.units import fmt_ns, fmt_pct
-from brrrtui.present.paths import readable_path
+from brrrtui.present.paths import Phrase, readable_path
 
 MIN_SHARE = 0.01  # nodes holding less of the step are left out of the text (the JSON keeps them all)
 MAX_DEPTH = 6
@@ -138,8 +139,9 @@ def node_label(n: ModuleNode, tree: ModuleTree, width: int = 0) -> str:
     return f"{name:<{width}}  {fmt_ns(tree.per_step(n.gpu_ns + n.idle_ns)):>9}  {fmt_pct(share):>5}  {n.regime.value}"
 
 
-def node_details(n: ModuleNode, a: Analysis) -> list[str]:
-    """The details under the TUI's module tree for the highlighted module."""
+def node_details(n: ModuleNode, a: Analysis, locate: Callable[[SourceLine], str] = library_path) -> list[str]:
+    """The details under the TUI's module tree for the highlighted module; its lines are written by `locate`
+    (the TUI's give Locations, which it draws as links) and kept as parts (`paths.Phrase`)."""
     tree = a.modules
     assert tree is not None
     per = tree.per_step
@@ -153,9 +155,9 @@ def node_details(n: ModuleNode, a: Analysis) -> list[str]:
         "by regime: " + " · ".join(f"{reg.value} {fmt_ns(per(ns))}" for reg, ns in r.items()),
     ]
     if n.lib_line:
-        out.append(f"library line: {library_path(n.lib_line)} ({n.lib_line.function})")
+        out.append(Phrase("library line: ", locate(n.lib_line), f" ({n.lib_line.function})"))
     if n.user_line:
-        out.append(f"called from: {n.user_line}")
+        out.append(Phrase("called from: ", locate(n.user_line)))
     for f in a.findings:
         if f.place is not None and (f.place.module == n.label or f.place.module.startswith(n.path + ".")):
             saving = f" ~{fmt_ns(f.saving_ns)}" if f.saving_ns else ""

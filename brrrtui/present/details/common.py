@@ -10,6 +10,7 @@ import numpy as np
 
 from analyzers.model import SourceLine
 from analyzers.results import GAP_CAUSE_CODES, Finding, GapCause
+from brrrtui.present.paths import Location, location, locations_in
 from brrrtui.present.selection import Kind, Node
 from brrrtui.present.snapshot import Snapshot
 
@@ -34,14 +35,26 @@ class Detail:
         self.children.append((label, Node(kind, key)))
 
 
-def display_path(snap: Snapshot, line: SourceLine) -> str:
-    """`file:line` as a terminal can open it: relative to the cwd when the file is below it, else absolute,
-    else as recorded (the file is not on this machine)."""
-    path = snap.resolve(line.file)
-    if path is None:
-        return f"{line.file}:{line.line}"
-    rel = os.path.relpath(path)
-    return f"{rel if not rel.startswith('..') else os.path.abspath(path)}:{line.line}"
+def display_path(snap: Snapshot, line: SourceLine) -> Location:
+    """`file:line` as people read it (`present.paths.readable_path`), with the file on this machine it opens
+    (the UI makes it a hyperlink; none when the file is not here)."""
+    found = snap.resolve(line.file)
+    return location(line.file, line.line, os.path.abspath(found) if found else None, _run_cwd(snap))
+
+
+def message_parts(snap: Snapshot, text: str) -> list[str]:
+    """A finding's message in parts: every absolute `.py` path in it a Location (readable, and opening)."""
+
+    def locate(file: str, line: int | None) -> Location:
+        found = snap.resolve(file)
+        return location(file, line, os.path.abspath(found) if found else None, _run_cwd(snap))
+
+    return locations_in(text, locate)
+
+
+def _run_cwd(snap: Snapshot) -> str | None:
+    cwd = snap.trace.meta.get("cwd")
+    return cwd if isinstance(cwd, str) else None
 
 
 def cause_of(code: int) -> GapCause:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from brrrtui.contract.units import fmt_ns
 from brrrtui.present.details.common import Detail, cause_of, display_path
+from brrrtui.present.paths import Phrase
 from brrrtui.present.selection import Kind
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.verdicts import FINDING_KINDS_BY_CAUSE, GAP_ADVICE, GAP_VERDICT
@@ -34,5 +35,5 @@ def gap(snap: Snapshot, row: int) -> Detail:
     if not matched:
         d.add(("advice: ", "label"), (GAP_ADVICE[cause], "advice"))
     if s is not None:
-        d.link(f"line {display_path(snap, s.line)}", Kind.LINE, s.line_id)
+        d.link(Phrase("line ", display_path(snap, s.line)), Kind.LINE, s.line_id)
     return d

@@ -10,6 +10,7 @@ from analyzers.results import REGIMES_BY_CODE, KernelStat, Regime
 from brrrtui.contract.units import NA, fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.details.common import Detail, cause_of, display_path, rate, rel_start, short
 from brrrtui.present.details.line import op_kernel_rows
+from brrrtui.present.paths import Phrase
 from brrrtui.present.selection import Kind
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.verdicts import finite, kernel_verdict
@@ -164,7 +165,7 @@ def _kernel_context(snap: Snapshot, row: int, ks: KernelStat | None, d: Detail) 
     s = snap.line_of_kernel(row)
     if s is not None:
         d.add(("line ", "label"), (display_path(snap, s.line), "path"))
-        d.link(f"line {display_path(snap, s.line)}", Kind.LINE, s.line_id)
+        d.link(Phrase("line ", display_path(snap, s.line)), Kind.LINE, s.line_id)
     d.add((snap.kernel_name(row), "muted"))
     if ks is not None:
         d.link(f"all {ks.calls} calls of this kernel", Kind.KERNEL_NAME, int(tr.gpu.name[row]))

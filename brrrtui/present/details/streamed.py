@@ -5,6 +5,7 @@ from __future__ import annotations
 from analyzers.results import REGIMES_BY_CODE
 from brrrtui.contract.units import fmt_bytes, fmt_ns
 from brrrtui.present.details.common import Detail, display_path, short
+from brrrtui.present.paths import Phrase
 from brrrtui.present.selection import Kind
 from brrrtui.present.snapshot import Snapshot
 
@@ -67,6 +68,6 @@ def _inferred_line(snap: Snapshot, row: int, d: Detail) -> None:
     if line is not None:
         d.add(("line ", "label"), (display_path(snap, line), "path"), (" (inferred)", "muted"))
         if stat is not None:
-            d.link(f"line {display_path(snap, line)} (inferred)", Kind.LINE, lid)
+            d.link(Phrase("line ", display_path(snap, line), " (inferred)"), Kind.LINE, lid)
     elif int(snap.stream.template_row[row]) >= 0:
         d.add(("line: ", "label"), ("the matched window kernel has no line", "muted"))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from analyzers.results import Finding, LineStat, Regime
 from brrrtui.contract.units import fmt_bw, fmt_flops, fmt_ns, fmt_pct
-from brrrtui.present.details.common import Detail, display_path, per, short
+from brrrtui.present.details.common import Detail, display_path, message_parts, per, short
+from brrrtui.present.paths import Location, Phrase
 from brrrtui.present.selection import Kind
 from brrrtui.present.snapshot import Snapshot
 
@@ -42,7 +43,7 @@ def summary(snap: Snapshot) -> Detail:
     for note in a.notes:
         d.add(("note: " + note, "muted"))
     for i, f in enumerate(snap.findings[:20]):
-        d.link(f"⚑ {_saving(snap, f)} {f.message}", Kind.FINDING, i)
+        d.link(Phrase(f"⚑ {_saving(snap, f)} ", *message_parts(snap, f.message)), Kind.FINDING, i)
     for s in snap.hot_lines[:20]:
         d.link(_line_label(snap, s), Kind.LINE, s.line_id)
     return d
@@ -52,15 +53,20 @@ def _saving(snap: Snapshot, f: Finding) -> str:
     return f"-{fmt_ns(f.saving_ns)}{per(snap)}" if f.saving_ns else ""
 
 
-def _line_label(snap: Snapshot, s: LineStat) -> str:
+def _line_label(snap: Snapshot, s: LineStat) -> Phrase:
     t = s.per_step_gpu_ns if snap.per_step and s.per_step_gpu_ns is not None else s.gpu_ns
-    return f"{fmt_ns(t):>9} {s.regime.value[0].upper()} {display_path(snap, s.line)} {s.line.function}"
+    return Phrase(
+        f"{fmt_ns(t):>9} {s.regime.value[0].upper()} ", display_path(snap, s.line), f" {s.line.function}"
+    )
 
 
 def finding(snap: Snapshot, index: int) -> Detail:
     f = snap.findings[index]
     d = Detail(f"finding: {f.kind}")
-    d.add(("verdict: ", "label"), (f.message, ""))
+    d.add(
+        ("verdict: ", "label"),
+        *((p, "path" if isinstance(p, Location) else "") for p in message_parts(snap, f.message)),
+    )
     d.add(("advice: ", "label"), (f.action, "advice"))
     if f.saving_ns:
         d.add((f"estimated saving {fmt_ns(f.saving_ns)}{per(snap)}", "label"))
@@ -68,7 +74,7 @@ def finding(snap: Snapshot, index: int) -> Detail:
         s = snap.lines_by_source.get(ln)
         d.add(("at ", "muted"), (display_path(snap, ln), "path"))
         if s is not None:
-            d.link(f"line {display_path(snap, ln)}", Kind.LINE, s.line_id)
+            d.link(Phrase("line ", display_path(snap, ln)), Kind.LINE, s.line_id)
     for r in f.kernels[:10]:
         if 0 <= r < len(snap.trace.gpu):
             d.link(f"{fmt_ns(snap.trace.gpu.dur_ns[r]):>9} {short(snap.kernel_name(r), 60)}", Kind.KERNEL, r)

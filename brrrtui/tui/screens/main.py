@@ -10,6 +10,7 @@ from textual.widgets import Footer, OptionList
 
 from analyzers.model import SourceLine
 from brrrtui.present import queries
+from brrrtui.present.details import display_path
 from brrrtui.present.selection import SUMMARY, Kind, Node, Selection
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.status import RunState
@@ -311,7 +312,9 @@ class MainScreen(Screen):
             why = "the analysis is still running" if snap is None else "no kernel ran inside an nn.Module"
             self.notify(f"No module tree: {why}.", timeout=3)
         else:
-            self.app.push_screen(ModuleScreen(snap.analysis), self._show_source)
+            self.app.push_screen(
+                ModuleScreen(snap.analysis, lambda ln: display_path(snap, ln)), self._show_source
+            )
 
     def _show_source(self, line: SourceLine | None) -> None:
         """The line the module tree handed back (`s`): a library file opens with its lines' GPU time."""

@@ -3,6 +3,9 @@ highlighted module's regimes, library line, calling line and the findings placed
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -14,8 +17,10 @@ from analyzers.model import SourceLine
 from analyzers.modules import ModuleNode, ModuleTree
 from analyzers.results import Analysis
 from brrrtui.contract.units import fmt_ns
-from brrrtui.present.module_report import node_details, node_label
+from brrrtui.present.module_report import library_path, node_details, node_label
+from brrrtui.present.paths import Phrase
 from brrrtui.tui.keymap import bindings
+from brrrtui.tui.widgets.links import with_link
 
 OPEN_DEPTH = 2  # levels expanded when the screen opens; below them, the modules holding HOT_SHARE of the step
 HOT_SHARE = 0.2
@@ -27,9 +32,10 @@ class ModuleScreen(Screen[SourceLine | None]):
 
     BINDINGS = bindings("modules")
 
-    def __init__(self, analysis: Analysis) -> None:
+    def __init__(self, analysis: Analysis, locate: Callable[[SourceLine], str] | None = None) -> None:
         super().__init__()
         self.analysis = analysis
+        self.locate = locate or library_path  # the main screen's: Locations of the files on this machine
 
     def compose(self) -> ComposeResult:
         tree = self.analysis.modules
@@ -68,9 +74,12 @@ class ModuleScreen(Screen[SourceLine | None]):
             self._show(event.node.data)
 
     def _show(self, node: ModuleNode) -> None:
-        self.query_one("#module-details-body", Static).update(
-            Text("\n".join(node_details(node, self.analysis)))
-        )
+        text = Text()
+        for k, line in enumerate(node_details(node, self.analysis, self.locate)):
+            text.append("\n" if k else "")
+            for part in line.parts if isinstance(line, Phrase) else (line,):
+                text.append(part, with_link(part, Style()))
+        self.query_one("#module-details-body", Static).update(text)
 
     def action_close(self) -> None:
         self.dismiss(None)

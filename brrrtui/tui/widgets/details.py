@@ -9,6 +9,7 @@ is taller than the pane, and the mouse wheel scrolls it too.
 
 from __future__ import annotations
 
+from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
@@ -19,10 +20,20 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from brrrtui.present.details import Detail, describe
+from brrrtui.present.paths import Location, Phrase
 from brrrtui.present.selection import SUMMARY, Node
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.tui.keymap import bindings
 from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
+from brrrtui.tui.widgets.links import FitRow, with_link
+
+
+def _label(label: str) -> Text | FitRow:
+    """A drill row: one that names a location keeps its file name and line at any width."""
+    parts = label.parts if isinstance(label, Phrase) else (label,)
+    if any(isinstance(p, Location) for p in parts):
+        return FitRow([(p, Style()) for p in parts])
+    return Text(label, no_wrap=True, overflow="ellipsis")
 
 
 class DrillList(OptionList):
@@ -174,13 +185,10 @@ class Details(RoleStyles, VerticalScroll, can_focus=False):
             if k:
                 text.append("\n")
             for chunk, role in line:
-                text.append(chunk, self.role_style(role))
+                text.append(chunk, with_link(chunk, self.role_style(role)))
         body.update(text)
         children.clear_options()
-        options = [
-            Option(Text(label, no_wrap=True, overflow="ellipsis"), id=str(k))
-            for k, (label, _) in enumerate(d.children)
-        ]
+        options = [Option(_label(label), id=str(k)) for k, (label, _) in enumerate(d.children)]
         children.add_options(options)
         if d.children:
             children.highlighted = 0

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
@@ -12,6 +11,7 @@ from brrrtui.present.details import display_path
 from brrrtui.present.gutter import BADGES, line_time_ns
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
+from brrrtui.tui.widgets.links import FitRow
 
 MAX_LINES = 200
 
@@ -29,9 +29,9 @@ class HotLines(RoleStyles, OptionList):
         keep = self.highlighted_line_id()
         self.snapshot = snap
         self.clear_options()
-        self.add_options(
-            [Option(self._prompt(snap, s), id=str(s.line_id)) for s in snap.hot_lines[:MAX_LINES]]
-        )
+        rows = snap.hot_lines[:MAX_LINES]
+        need = max((display_path(snap, s.line).least for s in rows), default=0)
+        self.add_options([Option(self._prompt(snap, s, need), id=str(s.line_id)) for s in rows])
         self.border_title = f"hot lines ({len(snap.hot_lines)})"
         self.border_subtitle = (
             "CPU time (no GPU work)"
@@ -43,30 +43,25 @@ class HotLines(RoleStyles, OptionList):
         if keep is not None:
             self.select_line_id(keep)
 
-    def _prompt(self, snap: Snapshot, s: LineStat) -> Text:
+    def _prompt(self, snap: Snapshot, s: LineStat, need: int) -> FitRow:
+        """Time, idle, share, regime, fusion, `path:line`, function; a narrow pane drops idle and share
+        before it cuts the path's folders (links.FitRow)."""
+        where = [(display_path(snap, s.line), "path"), (f" {s.line.function}", "muted")]
+        if snap.cpu_only:
+            return self._row([(f"CPU {fmt_ns(s.cpu_ns):>8} ", "gutter-time"), *where], need=need)
         share = s.gpu_ns / snap.total_gpu_ns if snap.total_gpu_ns else 0.0
         fused = " F" if s.line in snap.fused_lines else "  "
-        if snap.cpu_only:
-            return self.spans_text(
-                [
-                    (f"CPU {fmt_ns(s.cpu_ns):>8} ", "gutter-time"),
-                    (display_path(snap, s.line), "path"),
-                    (f" {s.line.function}", "muted"),
-                ]
-            )
         steps = max(snap.analysis.steps_analysed, 1) if snap.per_step else 1
         idle = f"+{fmt_ns(s.idle_ns / steps)}" if s.idle_ns else ""
-        return self.spans_text(
-            [
-                (f"{fmt_ns(line_time_ns(s, snap.per_step)):>8} ", "gutter-time"),
-                (f"{idle:>9} ", "gap-label" if idle else "muted"),
-                (f"{100 * share:>3.0f}% ", "share"),
-                (BADGES[s.regime], s.regime.value),
-                (fused + " ", "fusion"),
-                (display_path(snap, s.line), "path"),
-                (f" {s.line.function}", "muted"),
-            ]
-        )
+        time = (f"{fmt_ns(line_time_ns(s, snap.per_step)):>8} ", "gutter-time")
+        badge = [(BADGES[s.regime], s.regime.value), (fused + " ", "fusion")]
+        figures = [(f"{idle:>9} ", "gap-label" if idle else "muted"), (f"{100 * share:>3.0f}% ", "share")]
+        least = [(BADGES[s.regime], s.regime.value), ("F " if fused.strip() else "  ", "fusion")]
+        time7 = (f"{fmt_ns(line_time_ns(s, snap.per_step)):>7} ", "gutter-time")
+        return self._row([time, *figures, *badge, *where], [time7, *least, *where], least + where, need=need)
+
+    def _row(self, *variants: list[tuple[str, str]], need: int) -> FitRow:
+        return FitRow(*([(t, self.role_style(r)) for t, r in v] for v in variants), need=need)
 
     def highlighted_line_id(self) -> int | None:
         if self.highlighted is None or self.option_count == 0:

@@ -11,6 +11,7 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.style import Style as TextualStyle
 
 from analyzers.model import SourceLine
 from analyzers.results import LineStat
@@ -22,6 +23,7 @@ from brrrtui.present.source import read_highlighted
 from brrrtui.tui.keymap import bindings
 from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
 from brrrtui.tui.widgets.drill import Drill
+from brrrtui.tui.widgets.links import link_target
 
 Span = tuple[str, str]
 COMPACT_BELOW = 90  # columns: drop the share bar from the gutter
@@ -187,7 +189,9 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
             self.border_title = "source"
         else:
             where = display_path(snap, SourceLine(self.file, self.current_lineno(), ""))
-            self.border_title = Content(f"source · {where}")
+            where = where.fit(self.outer_size.width - len("╭─ source · ") - len(" ─╮"))
+            uri = link_target(where)
+            self.border_title = Content.assemble("source · ", (where, TextualStyle(link=uri) if uri else ""))
         per = "step" if snap is not None and snap.per_step else "window"
         self.border_subtitle = f"GPU/{per} · share · C/M/O regime · F fusion"
         self.refresh()
