@@ -26,6 +26,7 @@ templates come from the analysed windows, as before.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -48,11 +49,15 @@ class Template:
     window: int
     rows: np.ndarray  # gpu rows of the analysed trace per position (NONE: the window was not analysed)
     names: np.ndarray  # their name ids
-    positions: dict[int, list[int]]  # name id -> template positions holding it, ascending
+
+    @cached_property
+    def key(self) -> TemplateNames:
+        return TemplateNames(self.window, self.names)
 
     @property
-    def key(self) -> TemplateNames:
-        return TemplateNames(self.window, self.names, self.positions)
+    def positions(self) -> dict[int, list[int]]:
+        """name id -> template positions holding it, ascending."""
+        return self.key.positions
 
 
 @dataclass(frozen=True)
@@ -105,46 +110,51 @@ def _window_template(trace: Trace, rows: np.ndarray, first: int, last: int) -> n
     return out
 
 
-def templates(analysis: Analysis) -> dict[int, Template]:
-    """Each analysed window's template, computed from its rows (what the recorder stores as it records)."""
+def templates(analysis: Analysis, skip: frozenset[int] = frozenset()) -> dict[int, Template]:
+    """Each analysed window's template (but those in `skip`), computed from its rows (what the recorder stores
+    as it records)."""
     trace = analysis.trace
     out: dict[int, Template] = {}
     w = trace.windows
     for i, win in enumerate(w.window.tolist()):
+        if win in skip:
+            continue
         rows = np.nonzero(trace.gpu.window == win)[0]
         if not len(rows):
             continue
         rows = _window_template(trace, rows, int(w.first_step[i]), int(w.last_step[i]))
-        names = trace.gpu.name[rows].astype(np.int64)
-        out[int(win)] = Template(int(win), rows, names, TemplateNames.of(int(win), names).positions)
+        out[int(win)] = Template(int(win), rows, trace.gpu.name[rows].astype(np.int64))
     return out
 
 
 def _stored_templates(analysis: Analysis) -> dict[int, Template]:
     """The recording's templates (every window's, whichever phase it is in), each position mapped to the
     analysed trace's gpu row by (window, correlation); a window that was not analysed borrows the rows of the
-    nearest analysed window whose template has the same kernels in the same order (else its rows are NONE)."""
+    nearest analysed window whose template has the same kernels in the same order (else its rows are NONE).
+    An analysed window the recording has no template for (a recorder that stopped early) gets its own."""
     trace, st = analysis.trace, analysis.trace.stream_templates
     g = trace.gpu
     gkey = g.window.astype(np.int64) << 40 | g.correlation
     order = np.argsort(gkey, kind="stable")
-    computed = templates(analysis)
-    out = dict(computed)
-    for win in np.unique(st.window).tolist():
-        sel = np.nonzero(st.window == win)[0]
+    skey = gkey[order]
+    out: dict[int, Template] = {}
+    for sel in _groups(st.window.astype(np.int64)):
+        win = int(st.window[sel[0]])
         sel = sel[np.argsort(st.pos[sel], kind="stable")]
-        names = st.name[sel].astype(np.int64)
         rows = np.full(len(sel), NONE, dtype=np.int64)
         if len(order):
-            key = int(win) << 40 | st.correlation[sel]
-            at = np.minimum(np.searchsorted(gkey[order], key), len(order) - 1)
-            hit = gkey[order][at] == key
+            key = win << 40 | st.correlation[sel]
+            at = np.minimum(np.searchsorted(skey, key), len(order) - 1)
+            hit = skey[at] == key
             rows[hit] = order[at[hit]]
-        if not (rows >= 0).any():
-            same = [w for w, t in computed.items() if np.array_equal(t.names, names)]
+        out[win] = Template(win, rows, st.name[sel].astype(np.int64))
+    out |= templates(analysis, frozenset(out))
+    analysed = [t for t in out.values() if (t.rows >= 0).any()]
+    for win, t in list(out.items()):
+        if not (t.rows >= 0).any():
+            same = [a for a in analysed if np.array_equal(a.names, t.names)]
             if same:
-                rows = computed[min(same, key=lambda w: abs(w - int(win)))].rows
-        out[int(win)] = Template(int(win), rows, names, TemplateNames.of(int(win), names).positions)
+                out[win] = Template(win, min(same, key=lambda a: abs(a.window - win)).rows, t.names)
     return out
 
 
@@ -313,41 +323,33 @@ class StreamFigures:
 def stream_figures(view: StreamView) -> StreamFigures:
     """Per-line GPU time, kernels and idle of every row held: the raw rows and the folded aggregates alike."""
     raw = view.stream
-    line = [view.line]
-    count = [np.ones(len(raw), dtype=np.int64)]
-    dur = [raw.dur_ns.astype(np.int64)]
-    gap = [view.gap_ns if len(view.gap_ns) == len(raw) else np.zeros(len(raw), dtype=np.int64)]
-    matched = (
-        view.matched + int(view.agg["count"][view.agg_template_row >= 0].sum()) if view.agg else view.matched
-    )
-    confirmed = int(view.confirmed.sum())
+    gap = view.gap_ns if len(view.gap_ns) == len(raw) else np.zeros(len(raw), dtype=np.int64)
+    parts = [(view.line, np.ones(len(raw), dtype=np.int64), raw.dur_ns, gap)]
+    matched, confirmed = view.matched, int(view.confirmed.sum())
     if view.agg is not None:
         a = view.agg
-        line.append(view.agg_line)
-        count.append(a["count"].astype(np.int64))
-        dur.append(a.dur_ns.astype(np.int64))
-        gap.append(a.gap_ns.astype(np.int64))
+        parts.append((view.agg_line, a["count"], a.dur_ns, a.gap_ns))
+        matched += int(a["count"][view.agg_template_row >= 0].sum())
         confirmed += int(a["count"][view.agg_confirmed].sum())
-    lid, c, d, g = (np.concatenate(x) for x in (line, count, dur, gap))
-    known = lid >= 0
-    out: list[StreamLine] = []
-    if known.any():
-        ids, inv = np.unique(lid[known], return_inverse=True)
-        # float sums of integers stay exact below 2**53 ns (104 days of GPU time)
-        sums = [
-            np.bincount(inv.ravel(), weights=v[known], minlength=len(ids)).astype(np.int64) for v in (c, d, g)
-        ]
-        out = [
-            StreamLine(int(i), int(ns), int(k), int(idle)) for i, k, ns, idle in zip(ids, *sums, strict=True)
-        ]
-        out.sort(key=lambda s: (-s.gpu_ns, s.line))
+    size = max((int(p[0].max()) + 1 for p in parts if len(p[0])), default=0)
+    sums = np.zeros((3, max(size, 0)), dtype=np.int64)
+    for lid, *values in parts:
+        known = lid >= 0
+        for k, v in enumerate(values):
+            # float sums of integers stay exact below 2**53 ns (104 days of GPU time)
+            sums[k] += np.bincount(lid[known], weights=v[known], minlength=size).astype(np.int64)
+    ids = np.nonzero(sums[0])[0]
+    out = [StreamLine(int(i), int(sums[1, i]), int(sums[0, i]), int(sums[2, i])) for i in ids.tolist()]
+    out.sort(key=lambda s: (-s.gpu_ns, s.line))
+    d = sum(int(p[2].sum()) for p in parts)
+    g = sum(int(p[3].sum()) for p in parts)
     folded = view.folded_rows
     return StreamFigures(
         records=max(view.total_rows, len(raw) + folded),
         analysed=len(raw) + folded,
         folded=folded,
-        gpu_ns=int(d.sum()),
-        idle_ns=int(g.sum()),
+        gpu_ns=d,
+        idle_ns=g,
         matched=matched,
         confirmed=confirmed,
         lines=out,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -23,18 +24,23 @@ _SLOW_ROWS = 64  # rows aligned one by one after a mismatch before the vectorise
 
 @dataclass(frozen=True)
 class TemplateNames:
-    """A window's template as the alignment needs it: kernel names in launch order, positions per name."""
+    """A window's template as the alignment needs it: kernel names in launch order, positions per name (built
+    when first needed: an hour holds ~100 templates, and only those the raw rows follow are aligned to)."""
 
     window: int
     names: np.ndarray  # name id per position
-    positions: dict[int, list[int]]  # name id -> positions holding it, ascending
 
     @staticmethod
     def of(window: int, names: np.ndarray) -> TemplateNames:
+        return TemplateNames(window, np.asarray(names, dtype=np.int64))
+
+    @cached_property
+    def positions(self) -> dict[int, list[int]]:
+        """name id -> the positions holding it, ascending."""
         positions: dict[int, list[int]] = {}
-        for pos, name in enumerate(names.tolist()):
+        for pos, name in enumerate(self.names.tolist()):
             positions.setdefault(int(name), []).append(pos)
-        return TemplateNames(window, np.asarray(names, dtype=np.int64), positions)
+        return positions
 
 
 def launch_times(correlation: np.ndarray, rt_correlation: np.ndarray, rt_start: np.ndarray) -> np.ndarray:

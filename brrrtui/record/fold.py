@@ -88,6 +88,7 @@ class StreamFolder:
         self.folds = 0
         self.agg_rows = 0
         self.fold_ms_max = 0.0
+        self.fold_ms_total = 0.0  # the writer thread's time in folds (the reader keeps draining the pipe)
         self.broken = ""  # why folding stopped, if it did
 
     # ------------------------------------------------------------------ what arrives
@@ -214,7 +215,8 @@ class StreamFolder:
             self.batches.popleft()
         self.raw_rows -= n
         self.last_rowid = ids[-1][0]
-        self.fold_ms_max = max(self.fold_ms_max, (time.perf_counter() - t0) * 1e3)
+        ms = (time.perf_counter() - t0) * 1e3
+        self.fold_ms_max, self.fold_ms_total = max(self.fold_ms_max, ms), self.fold_ms_total + ms
 
     def _commit(
         self,
@@ -259,5 +261,6 @@ class StreamFolder:
             "folds": self.folds,
             "agg_rows": self.agg_rows,
             "fold_ms_max": round(self.fold_ms_max, 1),
+            "fold_ms_total": round(self.fold_ms_total, 1),
             "error": self.broken,
         }
