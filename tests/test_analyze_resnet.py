@@ -103,7 +103,8 @@ def test_lines_and_findings(a):
 def test_report_round_trips(a):
     doc = to_json(a)
     again = json.loads(json.dumps(doc))
-    assert again["breakdown_ns"] == {"compute": 4_269_074, "memory": 23_685_177, "overhead": 25_947_288}
+    parts = {"compute": 4_269_074, "memory": 23_685_177, "communication": 0, "overhead": 25_947_288}
+    assert again["breakdown_ns"] == parts
     assert sum(again["breakdown_ns"].values()) == again["span_ns"]
     text = render_text(a, top=5)
     assert "resnet_train.py:12" in text and "findings" in text
