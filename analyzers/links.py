@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.arrays import lexsort
+from analyzers.arrays import distinct, lexsort
 from analyzers.compiled import CompiledLines, compiled_lines, fill_op_lines
 from analyzers.model import NONE, Trace
 
@@ -106,11 +106,11 @@ def innermost_enclosing(
     s, e, t = start[order], end[order], tid[order]
     # Candidate: the last interval on the same thread starting at or before the point; if it ended before the
     # point, walk up its parents (depth is small: tens of levels at most).
-    key_t = np.unique(t, return_counts=True)[0]  # sorting: numpy 2's hashing unique is slow on big arrays
-    for thread in key_t:
+    for thread in distinct(t).tolist():  # t is sorted
         lo, hi = np.searchsorted(t, thread, "left"), np.searchsorted(t, thread, "right")
-        q = np.nonzero(q_tid == thread)[0]
-        if len(q) == 0:
+        mine = q_tid == thread
+        q: np.ndarray | slice = slice(None) if mine.all() else np.nonzero(mine)[0]  # one thread: no copies
+        if isinstance(q, np.ndarray) and not len(q):
             continue
         qt = q_time[q]
         cand = np.searchsorted(s[lo:hi], qt, "right") - 1 + lo

@@ -39,6 +39,9 @@ from brrrtui.contract.schema import (  # the columns are the recording's contrac
 
 def flag_of(flags: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """flags[ids] per row (flags from Trace.string_flags); False where the id is NONE."""
+    if not len(ids) or int(ids.min()) >= NONE:  # one gather: NONE (-1) reads the False appended
+        out: np.ndarray = np.append(flags, False)[ids]
+        return out
     ok = ids >= 0
     out = np.zeros(len(ids), dtype=bool)
     out[ok] = flags[ids[ok]]
