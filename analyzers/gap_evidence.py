@@ -78,6 +78,16 @@ def _last_starting_before(start: np.ndarray, end: np.ndarray, g0: np.ndarray, g1
     return np.where(ok, i, NONE)
 
 
+def _touching(start: np.ndarray, end: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+    """Per interval [start, end): it overlaps some [g0, g1) (by more than a point)."""
+    o = np.argsort(g0, kind="stable")
+    first, reach = g0[o], np.maximum.accumulate(g1[o])  # reach[j]: the latest end of the gaps up to j
+    j = np.searchsorted(first, end, "left") - 1  # the gaps starting before the interval ends: 0..j
+    hit = j >= 0
+    hit[hit] = reach[j[hit]] > start[hit]
+    return hit
+
+
 def main_thread(trace: Trace) -> int | None:
     """The CPU thread issuing the user's work: most spans, else most ops."""
     for tids in (trace.spans.tid, trace.ops.tid):
@@ -147,9 +157,21 @@ class GapEvidence:
         # CPU work: operators (aten::, autograd::) and runtime calls, not record_function scopes that merely
         # enclose (an `Optimizer.step#` annotation spanning the profiler's stop is not the CPU issuing work)
         real = flag_of(trace.string_flags(lambda s: "::" in s), ops.name)
-        self.cpu = Intervals(
-            np.concatenate((ops.start_ns[real], rt.start_ns)), np.concatenate((op_end[real], rt_end))
-        )
+        self._cpu = ((ops.start_ns, op_end, real), (rt.start_ns, rt_end, None))
         self.main_tid = main_thread(trace)
         lazy = flag_of(trace.string_flags(lambda s: s == LAZY_LOADING), ops.name)
         self.lazy_start = np.sort(ops.start_ns[lazy])
+
+    def cpu_covered(self, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+        """How much of each [g0, g1) the CPU's operators and runtime calls cover (their union). Only the
+        calls that overlap one of these gaps are merged: the others add nothing to any of them."""
+        if not len(g0):
+            return np.zeros(0, dtype=np.int64)
+        starts, ends = [], []
+        for start, end, keep in self._cpu:
+            hit = _touching(start, end, g0, g1)
+            if keep is not None:
+                hit &= keep
+            starts.append(start[hit])
+            ends.append(end[hit])
+        return Intervals(np.concatenate(starts), np.concatenate(ends)).covered(g0, g1)

@@ -209,7 +209,7 @@ def _mark_host(
     launch_start = np.where(has_launch, rt.start_ns[np.maximum(launch, 0)] if len(rt) else 0, 0)
     late = has_launch & (launch_start >= g0 - SYNC_TOLERANCE_NS)
     busy_cpu = ~has_launch  # gaps no launch ends (a window's trailing one): was the CPU busy through them?
-    busy_cpu[busy_cpu] = ev.cpu.covered(g0[busy_cpu], g1[busy_cpu]) >= COVER_SHARE * dur[busy_cpu]
+    busy_cpu[busy_cpu] = ev.cpu_covered(g0[busy_cpu], g1[busy_cpu]) >= COVER_SHARE * dur[busy_cpu]
     host = ~v.decided & (late | busy_cpu)
     v.cause[host] = GAP_CAUSE_CODES[GapCause.HOST]
     rest = ~v.decided
