@@ -193,16 +193,17 @@ def _message_bytes(trace: Trace, links: Links, gpu_rows: np.ndarray, op_rows: np
     collective; for CPU collectives (op_rows) the op's own inputs."""
     ops = trace.ops
     sized = trace.string_flags(lambda s: s.startswith(SIZED_OP_PREFIXES))
-    memo: dict[int, float] = {}
+    memo: dict[tuple[int, int, bool], float] = {}  # one parse per distinct (shapes, dtypes)
 
     def op_bytes(op: int) -> float:
-        if op not in memo:
-            args = parse_args(trace.name(int(ops.shapes[op])), trace.name(int(ops.dtypes[op]))) or []
-            if trace.name(int(ops.name[op])) == PARAM_COMMS:
+        key = (int(ops.shapes[op]), int(ops.dtypes[op]), trace.name(int(ops.name[op])) == PARAM_COMMS)
+        if key not in memo:
+            args = parse_args(trace.name(key[0]), trace.name(key[1])) or []
+            if key[2]:
                 args = args[:1]  # the input; the output follows it
             known = [a.nbytes for a in args if a is not None]
-            memo[op] = float(sum(known)) if known else np.nan
-        return memo[op]
+            memo[key] = float(sum(known)) if known else np.nan
+        return memo[key]
 
     def from_ops(op: int) -> float:
         for _ in range(64):  # the nesting is shallow; the bound only guards a cycle
