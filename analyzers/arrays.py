@@ -17,6 +17,10 @@ def distinct(values: np.ndarray) -> np.ndarray:
             return values.copy()
         if (values[1:] >= values[:-1]).all():
             return values[np.concatenate(([True], step))]
+        if values.dtype.kind in "iu":  # timsort: a few sorted runs laid end to end are merged, not re-sorted
+            s = np.sort(values, kind="stable")
+            out: np.ndarray = s[np.concatenate(([True], s[1:] != s[:-1]))]
+            return out
     return np.unique(values, return_counts=True)[0]
 
 
