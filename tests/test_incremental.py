@@ -261,3 +261,19 @@ async def test_the_live_app_updates_on_each_window_through_the_follower_and_the_
         final = app.snapshot.analysis
         assert final.windows == analyze(load_recording(path)).windows and len(final.windows) > 2
         assert not any(n.startswith("live: ") for n in final.notes)
+
+
+def test_a_trace_of_another_file_is_analysed_whole_and_leaves_the_index_alone(tmp_path):
+    """The live app analyses a trace it did not follow (a rank's file read for `r`) as view mode does."""
+    path = str(tmp_path / "live.brrr")
+    for _ in write_by_window(many_windows_trace(5), path):
+        pass
+    other = str(tmp_path / "other.brrr")
+    for _ in write_by_window(many_windows_trace(10), other):
+        pass
+    source = Source(path, follow=True, keep=2)
+    source.analysis(source.read(), None, None, running=True)
+    seen = dict(source.index.seen)
+    snap = source.analyse(load_recording(other), 1, running=True)
+    assert snap.analysis.windows == analyze(load_recording(other)).windows and len(snap.analysis.windows) > 2
+    assert source.index.seen == seen

@@ -145,7 +145,7 @@ class Source:
     ) -> Snapshot:
         """A snapshot of `phase` (None: the phase the run leads with); live and `running`: of its newest
         windows only."""
-        if self.follower is None:
+        if self.follower is None or trace.source != self.path:  # view mode, or another file (a rank's)
             return analyse_trace(trace, self.script, version, self.analyze, phase)
         return abandonable(
             lambda: build_snapshot(self.analysis(trace, self.analyze, phase, running), self.script, version)
