@@ -299,7 +299,10 @@ def _group_runs(
     order = np.argsort(row_group, kind="stable")
     bounds = np.searchsorted(row_group[order], np.arange(n_groups + 1))
     first_rows = runs.rows[runs.offsets[keep]]
-    win_pairs = np.unique(np.stack([group, trace.gpu.window[first_rows].astype(np.int64)], axis=1), axis=0)
+    pair_cols = (group.astype(np.int64), trace.gpu.window[first_rows].astype(np.int64))
+    windows_of: dict[int, set[int]] = {}  # each group's windows, added in ascending order
+    for g, w in zip(*(c[unique_rows(pair_cols)[0]].tolist() for c in pair_cols), strict=True):
+        windows_of.setdefault(g, set()).add(w)
 
     chains: list[FusionChain] = []
     for g in range(n_groups):
@@ -319,7 +322,7 @@ def _group_runs(
                 kernel_ns=float(sums["kernel_ns"][g]),
                 saving_ns=float(sums["saving"][g]),
                 all_rows=runs.rows[order[bounds[g] : bounds[g + 1]]].tolist(),
-                windows={int(w) for w in win_pairs[win_pairs[:, 0] == g, 1].tolist()},
+                windows=windows_of.get(g, set()),
                 chain_ops=[_chain_op(trace, o) for o in ops_seq],
             )
         )
