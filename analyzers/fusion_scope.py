@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from analyzers.arrays import unique_rows
 from analyzers.fusion_chain import FusionChain
 from analyzers.links import Links
 from analyzers.model import NONE, Trace
@@ -109,9 +110,10 @@ def function_keys(trace: Trace, links: Links) -> np.ndarray:
     mods = links.kernel_module if len(links.kernel_module) else np.full(len(trace.gpu), NONE)
     ok = (links.kernel_line >= 0) & (mods >= 0)
     if ok.any():
-        pairs = np.unique(np.stack([links.kernel_line[ok], mods[ok]], axis=1), axis=0)
+        cols = (links.kernel_line[ok].astype(np.int64), mods[ok].astype(np.int64))
+        first = unique_rows(cols)[0]  # the distinct (line, module) pairs, in order
         per_line: dict[int, list[tuple[ModuleFrame, ...]]] = {}
-        for ln, m in pairs.tolist():
+        for ln, m in zip(cols[0][first].tolist(), cols[1][first].tolist(), strict=True):
             per_line.setdefault(ln, []).append(_frames(trace.name(m)))
         for ln, chains in per_line.items():
             common = _common(chains)
