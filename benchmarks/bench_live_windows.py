@@ -14,8 +14,8 @@ Follower poll, the analysis of the newest LIVE_WINDOWS windows of the lead phase
 WindowIndex, and the snapshot. The baseline, the whole recording read (`load_recording`) and analysed
 (`analyse_trace`, every window of the lead phase), is timed after the 1st, 10th, 50th and last windows only
 (it is what grows). CPU times of this process (time.process_time); "write" is every batch of the window.
-The batches handed to the Sink are columns already; the recorder's conversion of a message's row tuples to
-columns is not timed. A benchmark, not a test.
+The window's rows reach the Sink as the row tuples a WindowBatch message carries (their conversion to
+columns is timed; unpickling the message is not). A benchmark, not a test.
 
 With --app, the live app itself runs headless (120x40) on the recording: per window, the CPU time of this
 whole process from the WindowAdded event until the app has shown the new snapshot (the worker's read,
@@ -30,13 +30,14 @@ import os
 import sys
 import tempfile
 import time
+from typing import Any
 
 import numpy as np
 import synthetic_run
 from synthetic_run import generate
 
 from analyzers.incremental import LIVE_WINDOWS, ROW_TABLES
-from analyzers.model import Trace
+from analyzers.model import Table, Trace
 from brrrtui.record.sink import Sink
 from brrrtui.recording.store import load_recording
 from brrrtui.tui.live import Source, analyse_trace
@@ -57,16 +58,22 @@ def window_batches(trace: Trace, between: int = 0):
     for row in np.argsort(trace.windows.window, kind="stable").tolist():
         win = int(trace.windows.window[row])
         upto = int(np.searchsorted(ends, trace.windows.end_ns[row], side="right"))
-        batch = {
-            n: getattr(trace, n).take(np.nonzero(getattr(trace, n).window == win)[0]) for n in ROW_TABLES
+        batch: dict[str, Any] = {
+            n: row_tuples(getattr(trace, n).take(np.nonzero(getattr(trace, n).window == win)[0]))
+            for n in ROW_TABLES
         }
-        batch["windows"] = trace.windows.take(np.array([row]))
+        batch["windows"] = row_tuples(trace.windows.take(np.array([row])))
         parts = np.array_split(np.arange(done, upto), between) if between else []
         small = [{"steps": steps.take(part), "telemetry": telemetry(int(ends[done]))} for part in parts]
         if not between:
             batch["steps"] = steps.take(np.arange(done, upto))
         done = max(done, upto)
         yield win, [*small, batch]
+
+
+def row_tuples(table: Table) -> list[tuple[Any, ...]]:
+    """A table as the rows a WindowBatch message carries (the recorder turns them into columns)."""
+    return list(zip(*(v.tolist() for v in table.columns.values()), strict=True))
 
 
 def telemetry(t_ns: int) -> list[tuple[int, float, float, float, float]]:
