@@ -72,11 +72,11 @@ def test_the_report_names_the_slowed_rank_and_sizes_the_all_reduce(spawn_run):
     out, _ = spawn_run
     doc = json.loads(run_brrrtui("report", "--json", str(out)).stdout)
     s = doc["ranks"]["straggler"]
-    assert s["rank"] == 1 and s["line"]["line"] == line_of(SPAWN, "slow") and s["line"]["function"] == "train"
-    assert 15e6 < s["late_ns"] < 45e6  # 30 ms slept; a shared CPU
+    assert s is not None and s["rank"] == 1, doc["ranks"]
+    assert s["line"]["line"] == line_of(SPAWN, "slow") and s["line"]["function"] == "train", s
+    assert 15e6 < s["late_ns"] < 45e6, s  # 30 ms slept; a shared CPU
     by_kind = {c["kind"]: c for c in doc["communication"]["collectives"]}
-    assert set(by_kind) <= {"all_reduce", "barrier", "broadcast"}  # DDP's start: broadcast; the end: barrier
-    ar = by_kind["all_reduce"]
+    ar = by_kind["all_reduce"]  # beside it maybe DDP's set-up (broadcast, all_gather) or the closing barrier
     # gloo's op carries the bucket: the model's 32*64 + 64 + 64 + 1 = 2177 float parameters, once per step
     assert (ar["kind"], ar["side"], ar["exposed_ns"]) == ("all_reduce", "cpu", None)
     assert ar["bytes"] == 2177 * 4 * ar["sized_calls"] and ar["sized_calls"] == ar["calls"] > 0
