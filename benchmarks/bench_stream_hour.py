@@ -269,11 +269,12 @@ def main() -> None:
         with open(ns.result, "w") as f:
             json.dump(out, f)
         return
+    started_at = commit()  # the code measured (HEAD may move while it runs)
     folder = ns.keep or tempfile.mkdtemp(prefix="brrrtui-hour-")
     os.makedirs(folder, exist_ok=True)
     results = {m: run_mode(m, ns, folder) for m in ns.modes.split(",")}
     cmd = "python benchmarks/bench_stream_hour.py " + " ".join(sys.argv[1:])
-    print(f"# {cmd}   (commit {commit()})")
+    print(f"# {cmd}   (commit {started_at})")
     print(
         f"# {ns.minutes:g} simulated minutes at {ns.rate:,.0f} kernels/s, a window every {ns.window_every:g} s"
     )
@@ -295,7 +296,7 @@ def main() -> None:
         )
     os.makedirs(ns.out, exist_ok=True)
     with open(os.path.join(ns.out, "bench_stream_hour.json"), "w") as fh:
-        json.dump({"command": cmd, "commit": commit(), "results": results}, fh, indent=1)
+        json.dump({"command": cmd, "commit": started_at, "results": results}, fh, indent=1)
 
 
 if __name__ == "__main__":
