@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sqlite3
 import time
 from collections import deque
@@ -53,6 +54,15 @@ DEFER_ROWS = 1_000_000  # raw rows waiting for a template before they are folded
 STEPS_KEPT = 20_000  # step end times remembered for windows whose batch comes after their steps'
 
 
+def _env_limits() -> tuple[int, int, int] | None:
+    """BRRRTUI_STREAM_FOLD="keep,chunk,defer" (rows): what a small run needs to fold, for tests."""
+    try:
+        keep, chunk, defer = (int(v) for v in os.environ.get("BRRRTUI_STREAM_FOLD", "").split(","))
+    except ValueError:
+        return None
+    return keep, chunk, defer
+
+
 @dataclass
 class _Pending:
     """A window whose template waits for its last step's time."""
@@ -72,8 +82,11 @@ class StreamFolder:
         bucket_ns: int = BUCKET_NS,
         defer_rows: int = DEFER_ROWS,
     ):
+        limits = _env_limits()
+        if limits is not None:
+            keep_rows, chunk_rows, defer_rows = limits
         self.keep_rows, self.chunk_rows, self.bucket_ns = keep_rows, chunk_rows, bucket_ns
-        self.defer_rows = max(defer_rows, keep_rows + chunk_rows)
+        self.defer_rows = defer_rows
         self.pending: dict[int, _Pending] = {}
         self.templates: dict[int, TemplateNames] = {}
         self.correlations: dict[int, np.ndarray] = {}  # of the templates not yet written
