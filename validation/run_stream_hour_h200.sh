@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A long `--stream` run on the H200, one device call (<= 580 s): GPT-2 small (examples/train_gpt.py, B=16,
-# T=1024, bf16) under `brrrtui record --stream` for up to RECORD_S seconds (default 530, ~8.8 min), then
+# T=1024, bf16) under `brrrtui record --stream` for up to RECORD_S seconds (default 525, ~8.75 min), then
 # `brrrtui report --json` of the recording, timed. Writes to $OUT:
 #   stream_hour.json   recording bytes, seconds recorded, bytes per hour (projected), stream records, raw rows
 #                      and folded rows, aggregates, the time (and peak RSS) of report --json, meta.stream,
@@ -22,7 +22,7 @@ export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/stream_hour_out}
 mkdir -p "$OUT"
-RECORD_S=${RECORD_S:-530}
+RECORD_S=${RECORD_S:-525}
 STEPS=${STEPS:-20000}
 W=$(mktemp -d /tmp/stream_hour.XXXXXX)
 REC=$W/stream_hour.brrr
