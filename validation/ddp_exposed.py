@@ -2,6 +2,7 @@
 all-reduce (DDP's `no_sync()`).
 
     python validation/ddp_exposed.py --nproc 2 -- --steps 300          # 2 GPUs: GPT-2 small DDP (NCCL)
+    python validation/ddp_exposed.py --nproc 2 --accum 4 -- --steps 300   # and the cure: 4 micro-batches/step
     python validation/ddp_exposed.py --nproc 2 --smoke                 # CPU, gloo: runs end to end
 
 Three runs of examples/train_gpt_ddp.py under torchrun: plain (A), plain with `--no-sync` (B), and A under
@@ -13,6 +14,10 @@ time the backward did not hide, plus the wait for the slowest rank). brrrtui's f
 - rank 0's breakdown: its communication component per step (NCCL time with no compute or memory kernel
   beside it), the hidden part, and the all-reduce's message size and bus bandwidth; the exposed-communication
   finding, if any.
+
+With `--accum K`, a fourth run (plain, `--accum K`: K micro-batches per optimizer step, the first K-1 under
+`no_sync()`, the cure the finding names) gives the time per micro-batch, against the plain step and against
+what the measured exposed time predicts: plain step - exposed x (1 - 1/K).
 
 Without NCCL kernels (the CPU, gloo) the GPU figures are absent and gloo's all-reduce time is printed
 instead. Prints the measured and brrrtui's figures and their ratios; writes ddp_exposed.json to --out ($OUT,
@@ -46,6 +51,7 @@ def main() -> int:
     p.add_argument("--nproc", type=int, default=2)
     p.add_argument("--smoke", action="store_true", help="a tiny GPT on the CPU (gloo)")
     p.add_argument("--out", default=os.environ.get("OUT") or os.path.join(ROOT, "bench_out"))
+    p.add_argument("--accum", type=int, default=0, help="also run the cure: K micro-batches per step")
     p.add_argument("script_args", nargs="*", help="after --: arguments for examples/train_gpt_ddp.py")
     ns = p.parse_args()
     args = (SMOKE if ns.smoke else []) + ns.script_args
@@ -70,6 +76,12 @@ def main() -> int:
         "brrrtui_comm_ms": [ms(r["comm_ns_per_step"]) for r in ranks["ranks"]],
         "rank0": rank0_figures(full),
     }  # fmt: skip
+    if ns.accum > 1:
+        cured = result([sys.executable, *launch, "--accum", str(ns.accum)], env)
+        per_micro = cured["mean_step_ms"] / ns.accum
+        predicted = plain["mean_step_ms"] - measured_ms * (1 - 1 / ns.accum)
+        doc["accum"] = {"k": ns.accum, "mean_step_ms": cured["mean_step_ms"], "per_micro_batch_ms": per_micro,
+                        "predicted_per_micro_batch_ms": predicted}  # fmt: skip
     with open(os.path.join(ns.out, "ddp_exposed.json"), "w") as f:
         json.dump(doc, f, indent=1)
     print(f"mean step: plain {plain['mean_step_ms']:.2f} ms, no_sync {no_sync['mean_step_ms']:.2f} ms, "
@@ -99,6 +111,11 @@ def main() -> int:
         )
     if r0["finding"]:
         print(f"finding: {r0['finding']}")
+    if "accum" in doc:
+        a = doc["accum"]
+        print(f"the cure, {a['k']} micro-batches per step: {a['per_micro_batch_ms']:.2f} ms per micro-batch, plain "
+              f"{plain['mean_step_ms']:.2f}, predicted from the measured exposed time "
+              f"{a['predicted_per_micro_batch_ms']:.2f}")  # fmt: skip
     return 0
 
 
