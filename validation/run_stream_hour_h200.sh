@@ -66,11 +66,23 @@ try:
     stream_section = json.load(open(os.path.join(out, "report.json"))).get("stream")
 except (OSError, ValueError):
     stream_section = None
+try:  # the stream's span: from the first folded (or raw) kernel to the last raw one
+    sys.path.insert(0, os.getcwd())
+    from brrrtui.recording.store import load_recording
+    t = load_recording(rec)
+    starts = [int(t.stream_folds.first_ns.min())] if len(t.stream_folds) else []
+    starts += [int(t.stream.start_ns.min())] if len(t.stream) else []
+    ends = [int((t.stream.start_ns + t.stream.dur_ns).max())] if len(t.stream) else []
+    stream_s = (max(ends) - min(starts)) / 1e9 if starts and ends else None
+except Exception as e:  # noqa: BLE001 - the summary still says what it can
+    stream_s = None
+    print(f"stream span unknown: {e!r}")
 res = {
     "command": "bash validation/run_stream_hour_h200.sh", "commit": commit, "record_s_limit": int(record_s),
     "record_rc": int(rc), "report_rc": int(report_rc), "status": meta.get("status"),
     "recording_bytes": size, "seconds_recorded": seconds,
-    "bytes_per_hour": size / seconds * 3600 if seconds else None,
+    "bytes_per_hour": size / seconds * 3600 if seconds else None, "stream_span_s": stream_s,
+    "stream_rows_per_s": rows("stream") / stream_s if stream_s else None,
     "stream_rows_total": rows("stream"), "stream_rows_raw": rows("stream") - folded, "stream_rows_folded": folded,
     "stream_agg_rows": rows("stream_agg"), "stream_busy_rows": rows("stream_busy"),
     "stream_template_rows": rows("stream_templates"), "windows": rows("windows"), "gpu_rows": rows("gpu"),
@@ -84,6 +96,7 @@ lines = [
     f"commit {commit}; record rc {rc} ({meta.get('status')}), report --json rc {report_rc}",
     f"recording {size / 1e6:.1f} MB over {seconds or 0:.0f} s -> {res['bytes_per_hour'] or 0:,.0f} bytes/hour "
     f"({(res['bytes_per_hour'] or 0) / 1e9:.3f} GB/hour)",
+    f"stream span {stream_s or 0:.0f} s, {res['stream_rows_per_s'] or 0:,.0f} rows/s; "
     f"stream rows {res['stream_rows_total']:,}: raw {res['stream_rows_raw']:,}, folded {folded:,} into "
     f"{res['stream_agg_rows']:,} aggregates; records (meta.stream) {(meta.get('stream') or {}).get('records')}",
     f"windows {res['windows']}, steps {res['steps']}, gpu rows {res['gpu_rows']:,}",
