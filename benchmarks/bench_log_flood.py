@@ -1,6 +1,7 @@
 """Does a script that floods stdout starve the live UI? Key-to-handled latency with and without a flood.
 
-    python benchmarks/bench_log_flood.py [--flood-s 10] [--after-s 5] [--every-ms 50]
+    python benchmarks/bench_log_flood.py [--flood-s 10] [--after-s 5] [--every-ms 50] [--repeat N]
+                                         [--baseline DIR]
 
 The live pipeline as `brrrtui SCRIPT` builds it (a Recorder capturing the script's output into a Feed, the app
 draining it), the app headless (Textual's run_test, 120x40), in a fresh process per run. The script writes
@@ -14,6 +15,11 @@ call_after_refresh made in the action). Percentiles are given during the flood a
 it (until the end of the run), with the peak RSS of the process and how many lines the script printed and the
 log pane wrote. Target: p99 under 100 ms during and after the flood. A benchmark, not a test: nothing is
 asserted.
+
+`--repeat N` measures N times; `--baseline DIR` (a checkout of another commit: `git worktree add DIR COMMIT`)
+runs the same flood with that code right after each of this tree's, and a last table gives every run's p99
+during and after the flood for both, with their median and worst. The machine's load changes from run to run:
+compare the two trees within a run.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from statistics import median
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -95,12 +102,12 @@ asyncio.run(main())
 """
 
 
-def run(flood_s: float, after_s: float, every_s: float, work: str) -> dict:
+def run(flood_s: float, after_s: float, every_s: float, work: str, root: str = ROOT) -> dict:
     script = os.path.join(work, "flood.py")
     with open(script, "w") as f:
         f.write(FLOOD)
-    out = os.path.join(work, f"flood{flood_s}.brrr")
-    args = [sys.executable, "-c", CHILD, ROOT, script, out, str(flood_s), str(after_s), str(every_s)]
+    out = os.path.join(work, f"flood{flood_s}-{len(os.listdir(work))}.brrr")
+    args = [sys.executable, "-c", CHILD, root, script, out, str(flood_s), str(after_s), str(every_s)]
     p = subprocess.run(args, capture_output=True, text=True, cwd=work)
     if p.returncode != 0:
         raise SystemExit(f"exit {p.returncode}: {p.stderr.strip()[-800:]}")
@@ -121,34 +128,72 @@ def summary(label: str, keys: list[tuple], col: int) -> tuple[str, float]:
     return text, p99
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--flood-s", type=float, default=10.0)
-    ap.add_argument("--after-s", type=float, default=5.0)
-    ap.add_argument("--every-ms", type=float, default=50.0)
-    ns = ap.parse_args()
-    work = tempfile.mkdtemp(prefix="brrrtui-flood-")
-    every = ns.every_ms / 1e3
-    base = run(0.0, ns.flood_s + ns.after_s, every, work)
-    flood = run(ns.flood_s, ns.after_s, every, work)
-    during = [k for k in flood["keys"] if k[0] < ns.flood_s]
-    after = [k for k in flood["keys"] if k[0] >= ns.flood_s]
+def report(base: dict, flood: dict, flood_s: float, after_s: float) -> None:
+    during = [k for k in flood["keys"] if k[0] < flood_s]
+    after = [k for k in flood["keys"] if k[0] >= flood_s]
     for col, what in ((1, "key sent -> its action ran"), (2, "key sent -> the screen repainted")):
         print(f"\n{what} (ms){'':10} {'keys':>5} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}")
         b, pb = summary("no flood (baseline)", base["keys"], col)
-        d, pd = summary(f"flood, first {ns.flood_s:g} s", during, col)
-        a, pa = summary(f"flood, the {ns.after_s:g} s after", after, col)
+        d, pd = summary(f"flood, first {flood_s:g} s", during, col)
+        a, pa = summary(f"flood, the {after_s:g} s after", after, col)
         print(b, d, a, sep="\n")
         print(f"p99 ratio to the baseline: during {pd / pb:.2f}, after {pa / pb:.2f}")
     print(f"\n{'feed drain (ms, every 0.15 s)':34} {'ticks':>5} {'p50':>8} {'p95':>8} {'p99':>8} {'max':>8}")
     for label, rows in (
         ("no flood (baseline)", base["ticks"]),
-        (f"flood, first {ns.flood_s:g} s", [t for t in flood["ticks"] if t[0] < ns.flood_s]),
-        (f"flood, the {ns.after_s:g} s after", [t for t in flood["ticks"] if t[0] >= ns.flood_s]),
+        (f"flood, first {flood_s:g} s", [t for t in flood["ticks"] if t[0] < flood_s]),
+        (f"flood, the {after_s:g} s after", [t for t in flood["ticks"] if t[0] >= flood_s]),
     ):
         print(summary(label, [(t, d) for t, d in rows], 1)[0])
     print(f"\nthe script printed {flood['printed']:,} lines; the log pane took {flood['log_lines']:,}")
     print(f"peak RSS: flood {flood['peak_rss_mb']:.0f} MB, no flood {base['peak_rss_mb']:.0f} MB")
+
+
+def p99s(flood: dict, flood_s: float) -> tuple[float, float, int]:
+    """Key-to-handled p99 during and after the flood (ms), and the lines the script printed."""
+    during = [k[1] * 1e3 for k in flood["keys"] if k[0] < flood_s and k[1] is not None]
+    after = [k[1] * 1e3 for k in flood["keys"] if k[0] >= flood_s and k[1] is not None]
+    return pct(during, 99), pct(after, 99), flood["printed"]
+
+
+def runs_table(rows: dict[str, list[tuple[float, float, int]]]) -> None:
+    print(f"\n{'key sent -> its action ran, p99 (ms)':40} {'during':>8} {'after':>8} {'printed':>11}")
+    for label, runs in rows.items():
+        for k, (d, a, n) in enumerate(runs, 1):
+            print(f"{label + f', run {k}':40} {d:8.1f} {a:8.1f} {n:11,}")
+    for label, runs in rows.items():
+        d, a = sorted(r[0] for r in runs), sorted(r[1] for r in runs)
+        print(f"{label}: during median {median(d):.1f}, worst {d[-1]:.1f}; after median {median(a):.1f}, "
+              f"worst {a[-1]:.1f} (ms, {len(runs)} runs)")  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--flood-s", type=float, default=10.0)
+    ap.add_argument("--after-s", type=float, default=5.0)
+    ap.add_argument("--every-ms", type=float, default=50.0)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument(
+        "--baseline", help="a checkout of another commit, measured after each of this tree's runs"
+    )
+    ns = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="brrrtui-flood-")
+    every = ns.every_ms / 1e3
+    rows: dict[str, list[tuple[float, float, int]]] = {"this tree": []}
+    if ns.baseline:
+        rows[f"baseline {os.path.basename(os.path.abspath(ns.baseline))}"] = []
+    for k in range(ns.repeat):
+        base = run(0.0, ns.flood_s + ns.after_s, every, work)
+        flood = run(ns.flood_s, ns.after_s, every, work)
+        print(f"\n=== run {k + 1} of {ns.repeat}: this tree")
+        report(base, flood, ns.flood_s, ns.after_s)
+        rows["this tree"].append(p99s(flood, ns.flood_s))
+        if ns.baseline:
+            old = run(ns.flood_s, ns.after_s, every, work, os.path.abspath(ns.baseline))
+            print(f"\n=== run {k + 1} of {ns.repeat}: baseline {ns.baseline}")
+            report(base, old, ns.flood_s, ns.after_s)
+            rows[list(rows)[1]].append(p99s(old, ns.flood_s))
+    runs_table(rows)
     return 0
 
 

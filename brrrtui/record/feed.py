@@ -44,8 +44,14 @@ class TelemetrySample:
 
 @dataclass(frozen=True)
 class LogLine:
+    """A line printed (`text`), or a block of the script's output read from its pipe at once: its last
+    `lines`, in order, after `dropped` lines only counted (`text` is then ""). A flood of output is a few
+    events a poll, not one per line."""
+
     stream: str  # "stdout" | "stderr" | "brrrtui"
     text: str
+    lines: list[str] | None = None
+    dropped: int = 0
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from brrrtui.contract.schema import GPU_SCHEMA, STEP_SCHEMA, WINDOW_SCHEMA, GpuK
 from brrrtui.record import feed as feeds
 from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, TelemetrySample, WindowAdded
 from brrrtui.record.fold import StreamFolder
+from brrrtui.record.output import read_lines
 from brrrtui.record.sink import Sink
 from brrrtui.record.stream_side import StreamSide
 from brrrtui.record.targets import check_out_path, check_target
@@ -296,11 +297,13 @@ class Recorder:
             self.feed.put(LogLine("brrrtui", text))
 
     def _read_output(self, stream: IO[bytes], name: str) -> None:
-        for raw in iter(stream.readline, b""):
-            text = raw.decode("utf-8", "replace").rstrip("\n")
-            self.output_tail.append((name, text))
-            if self.feed:
-                self.feed.put(LogLine(name, text))
+        read_lines(stream, lambda lines, dropped: self._output_lines(name, lines, dropped), OUTPUT_TAIL)
+
+    def _output_lines(self, name: str, lines: list[str], dropped: int) -> None:
+        """A block of the script's output (record/output.py): its last lines, after `dropped` others."""
+        self.output_tail.extend((name, text) for text in lines)
+        if self.feed:
+            self.feed.put(LogLine(name, "", lines, dropped))
 
     def _on_telemetry(self, rows: list[tuple]) -> None:
         self.sink.append({"telemetry": rows})
