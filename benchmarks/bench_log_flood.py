@@ -1,7 +1,7 @@
 """Does a script that floods stdout starve the live UI? Key-to-handled latency with and without a flood.
 
     python benchmarks/bench_log_flood.py [--flood-s 10] [--after-s 5] [--every-ms 50] [--repeat N]
-                                         [--baseline DIR]
+                                         [--baseline DIR] [--control]
 
 The live pipeline as `brrrtui SCRIPT` builds it (a Recorder capturing the script's output into a Feed, the app
 draining it), the app headless (Textual's run_test, 120x40), in a fresh process per run. The script writes
@@ -17,9 +17,10 @@ log pane wrote. Target: p99 under 100 ms during and after the flood. A benchmark
 asserted.
 
 `--repeat N` measures N times; `--baseline DIR` (a checkout of another commit: `git worktree add DIR COMMIT`)
-runs the same flood with that code right after each of this tree's, and a last table gives every run's p99
-during and after the flood for both, with their median and worst. The machine's load changes from run to run:
-compare the two trees within a run.
+runs the same flood with that code right after each of this tree's, and `--control` a script as busy for as
+long that prints nothing (what a busy neighbour alone costs the keys, on this machine, then); a last table
+gives every run's p99 during and after the flood, with their median and worst. The machine's load changes
+from run to run: compare within a run.
 """
 
 from __future__ import annotations
@@ -38,14 +39,15 @@ FLOOD = """
 import sys, time
 flood_s, after_s = float(sys.argv[1]), float(sys.argv[2])
 line = "step 123 loss 0.1234567 " + "x" * 39 + "\\n"
-n, w = 0, sys.stdout.write
+spin = sys.argv[4:] == ["spin"]  # the control: as busy, printing nothing
+n, w = 0, (lambda s: None) if spin else sys.stdout.write
 t_end = time.monotonic() + flood_s
 while time.monotonic() < t_end:
     for _ in range(1000):
         w(line)
     n += 1000
 sys.stdout.flush()
-open(sys.argv[3], "w").write(str(n))
+open(sys.argv[3], "w").write(str(0 if spin else n))
 time.sleep(after_s)
 """
 
@@ -59,7 +61,7 @@ script, out, flood_s, after_s, every = sys.argv[2], sys.argv[3], float(sys.argv[
 
 async def main():
     feed = Feed()
-    rec = Recorder(RunSpec([script, str(flood_s), str(after_s), out + ".printed"], out, capture_output=True), feed=feed)
+    rec = Recorder(RunSpec([script, str(flood_s), str(after_s), out + ".printed", *sys.argv[7:]], out, capture_output=True), feed=feed)
     rec.start()
     rec.wait_in_background()
     app = make_app(out, feed=feed, script="flood.py")
@@ -102,12 +104,15 @@ asyncio.run(main())
 """
 
 
-def run(flood_s: float, after_s: float, every_s: float, work: str, root: str = ROOT) -> dict:
+def run(
+    flood_s: float, after_s: float, every_s: float, work: str, root: str = ROOT, spin: bool = False
+) -> dict:
     script = os.path.join(work, "flood.py")
     with open(script, "w") as f:
         f.write(FLOOD)
     out = os.path.join(work, f"flood{flood_s}-{len(os.listdir(work))}.brrr")
     args = [sys.executable, "-c", CHILD, root, script, out, str(flood_s), str(after_s), str(every_s)]
+    args += ["spin"] if spin else []
     p = subprocess.run(args, capture_output=True, text=True, cwd=work)
     if p.returncode != 0:
         raise SystemExit(f"exit {p.returncode}: {p.stderr.strip()[-800:]}")
@@ -176,6 +181,9 @@ def main() -> int:
     ap.add_argument(
         "--baseline", help="a checkout of another commit, measured after each of this tree's runs"
     )
+    ap.add_argument(
+        "--control", action="store_true", help="also: the script as busy for --flood-s, printing nothing"
+    )
     ns = ap.parse_args()
     work = tempfile.mkdtemp(prefix="brrrtui-flood-")
     every = ns.every_ms / 1e3
@@ -193,6 +201,11 @@ def main() -> int:
             print(f"\n=== run {k + 1} of {ns.repeat}: baseline {ns.baseline}")
             report(base, old, ns.flood_s, ns.after_s)
             rows[list(rows)[1]].append(p99s(old, ns.flood_s))
+        if ns.control:
+            busy = run(ns.flood_s, ns.after_s, every, work, spin=True)
+            print(f"\n=== run {k + 1} of {ns.repeat}: this tree, the script busy printing nothing (control)")
+            report(base, busy, ns.flood_s, ns.after_s)
+            rows.setdefault("control: busy, no output", []).append(p99s(busy, ns.flood_s))
     runs_table(rows)
     return 0
 
