@@ -45,6 +45,7 @@ from analyzers.results import (
     OverheadCorrection,
 )
 from analyzers.roofline import Roofline, roofline
+from analyzers.unprofiled_replay import unprofiled_gaps
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
 NO_GPU_NOTE = (
@@ -139,8 +140,7 @@ def analyze(
     with those keys, or a complete Peaks used as is."""
     phases = phases_of(trace)
     lead, chosen = choose_windows(phases, windows, phase)
-    trace = select_windows(trace, chosen)
-    trace, trim_notes = trim_close_stalls(trace)
+    trace, trim_notes = trim_close_stalls(select_windows(trace, chosen))
     links = link(trace)
     peaks = peaks_override if isinstance(peaks_override, Peaks) else resolve_peaks(trace, peaks_override)
     roof = cm.classify(trace, roofline(trace, links, peaks))
@@ -152,10 +152,10 @@ def analyze(
     steps = bd.steps_analysed(trace)
     overhead = bd.overhead_correction(total, bd.profiled_step_ns(trace), bd.unprofiled_step_ns(trace), steps)
     idle_scale = _idle_scale(total, steps, overhead)
-    # a fused launch saves what a launch costs in the unprofiled steps, not the profiled window's slower gap
     chains = fusion_chains(trace, links, roof, peaks, lt.unprofiled_launch_ns(trace, busy, idle_scale))
     ctx = Context(trace, links, roof, peaks, gaps, total, overhead, steps, per_launch, launch_bound)
-    modules = _module_tree(trace, links, roof, gaps, steps, idle_scale)
+    replayed = unprofiled_gaps(trace, links, gaps, busy, overhead.unprofiled_step_ns)
+    modules = _module_tree(trace, links, roof, gaps, steps, idle_scale, replayed)
     comm = cm.communication(trace, links, roof.regime)
     return Analysis(
         trace=trace,
@@ -166,7 +166,7 @@ def analyze(
         kernel_bytes=roof.bytes,
         gaps=gaps,
         kernels=kernel_stats(trace, roof),
-        lines=_line_stats(trace, links, roof, gaps, steps, idle_scale),
+        lines=_line_stats(trace, links, roof, gaps, steps, idle_scale, replayed),
         library_lines=_library_line_stats(trace, links, roof, steps),
         modules=modules,
         findings=_findings(ctx, chains, modules, comm) + graph_break_findings(trace),
@@ -203,11 +203,18 @@ def _findings(
 
 
 def _line_stats(
-    trace: Trace, links: Links, roof: Roofline, gaps: Table, steps: int, idle_scale: float | None
+    trace: Trace,
+    links: Links,
+    roof: Roofline,
+    gaps: Table,
+    steps: int,
+    scale: float | None,
+    replayed: Table | None,
 ) -> list[LineStat]:
     shares = kernel_line_shares(trace, links.kernel_op, links.kernel_line, links.op_compiled, links.compiled)
+    k = links.kernel_line
     return line_stats(
-        trace, links.kernel_line, roof.regime, roof.flops, roof.bytes, gaps, steps, None, idle_scale, shares
+        trace, k, roof.regime, roof.flops, roof.bytes, gaps, steps, None, scale, shares, replayed
     )
 
 
@@ -224,9 +231,16 @@ def _library_line_stats(trace: Trace, links: Links, roof: Roofline, steps: int) 
 
 
 def _module_tree(
-    trace: Trace, links: Links, roof: Roofline, gaps: Table, steps: int, idle_scale: float | None
+    trace: Trace,
+    links: Links,
+    roof: Roofline,
+    gaps: Table,
+    steps: int,
+    idle_scale: float | None,
+    replayed: Table | None,
 ) -> ModuleTree | None:
-    """None when no kernel ran inside an nn.Module (foreign traces, compiled graphs, CPU-only runs)."""
+    """None when no kernel ran inside an nn.Module (foreign traces, compiled graphs, CPU-only runs). Idle as
+    the replay leaves it (`replayed`), else the window's scaled by `idle_scale`."""
     if not (links.kernel_module >= 0).any():
         return None
     columns = KernelColumns(
@@ -238,6 +252,8 @@ def _module_tree(
         roof.bytes,
         trace.gpu.dur_ns,
     )
+    if replayed is not None:
+        return module_tree(columns, replayed, trace.name, trace.lines, steps, None)
     return module_tree(columns, gaps, trace.name, trace.lines, steps, idle_scale)
 
 

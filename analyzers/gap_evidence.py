@@ -17,7 +17,7 @@ from analyzers.model import NONE, Trace, flag_of
 
 COVER_SHARE = 0.5  # DATA / H2D need to cover this share of a gap
 
-_SYNC_RUNTIME = re.compile(
+SYNC_RUNTIME = re.compile(
     r"^(cuda(Stream|Device|Event|Thread)Synchronize|cudaMemcpy(2D|3D|FromSymbol|ToSymbol|Peer)?|"
     r"cu(Stream|Ctx|Event)Synchronize|cuMemcpy(DtoH|HtoD|2D|3D|Peer)?(_v2)?)$"
 )
@@ -145,7 +145,7 @@ class GapEvidence:
             np.concatenate((gpu_line, links.launch_line[h2d_rt], links.op_line[h2d_op])),
         )
 
-        sync_rt = flag_of(trace.string_flags(lambda s: bool(_SYNC_RUNTIME.match(s))), rt.name)
+        sync_rt = flag_of(trace.string_flags(lambda s: bool(SYNC_RUNTIME.match(s))), rt.name)
         sync_op = flag_of(trace.string_flags(lambda s: s in _SYNC_OPS), ops.name)
         s_start = np.concatenate((rt.start_ns[sync_rt], ops.start_ns[sync_op]))
         s_end = np.concatenate((rt_end[sync_rt], op_end[sync_op]))

@@ -61,6 +61,18 @@ def _idle_ns_by_line(gaps: Table, n_lines: int) -> np.ndarray:
     return idle
 
 
+def _unprofiled_idle(
+    idle_profiled: np.ndarray, idle_scale: float | None, unprofiled_gaps: Table | None, n_lines: int
+) -> np.ndarray:
+    """Per line, the idle an unprofiled step keeps: replayed gap by gap, else the window's scaled."""
+    if unprofiled_gaps is not None:
+        return _idle_ns_by_line(unprofiled_gaps, n_lines)
+    if idle_scale is None:
+        return idle_profiled
+    scaled: np.ndarray = np.rint(idle_profiled * idle_scale).astype(np.int64)
+    return scaled
+
+
 def _sampled_ns_by_line(trace: Trace, n_lines: int) -> np.ndarray:
     """Main-thread time on each line, from the line sampler: samples x the median interval between them
     (also the lines that call no torch: `time.sleep`, a Python loop, a data transform)."""
@@ -129,12 +141,14 @@ def line_stats(
     rows: np.ndarray | None = None,
     idle_scale: float | None = None,
     shares: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    unprofiled_gaps: Table | None = None,
 ) -> list[LineStat]:
     """One LineStat per line with any kernel, CPU span or idle time, by GPU + idle time descending.
     `idle_scale` (see `unprofiled_idle_scale`) turns the idle measured inside windows into the unprofiled
-    estimate the verdicts use; the measured figure stays in `idle_profiled_ns`. `shares`: (gpu row, line,
-    weight) triples (analyzers.compiled.kernel_line_shares) when a kernel counts on several lines; `rows`
-    limits the kernels counted."""
+    estimate the verdicts use, unless `unprofiled_gaps` (unprofiled_replay.unprofiled_gaps: the same gaps with
+    the idle a replay of the window at unprofiled speed leaves) give it gap by gap; the measured figure stays
+    in `idle_profiled_ns`. `shares`: (gpu row, line, weight) triples (analyzers.compiled.kernel_line_shares)
+    when a kernel counts on several lines; `rows` limits the kernels counted."""
     n_lines = len(trace.lines)
     if n_lines == 0:
         return []
@@ -146,7 +160,7 @@ def line_stats(
     b_sum, b_cnt = _known_sums(kl, nbytes[sel], weight, n_lines)
     sampled = _sampled_ns_by_line(trace, n_lines)
     idle_profiled = _idle_ns_by_line(gaps, n_lines)
-    idle = idle_profiled if idle_scale is None else np.rint(idle_profiled * idle_scale).astype(np.int64)
+    idle = _unprofiled_idle(idle_profiled, idle_scale, unprofiled_gaps, n_lines)
     cpu = _union_ns_by_line(trace.spans, n_lines)
 
     gpu_ns = by_regime.sum(axis=0)

@@ -156,7 +156,10 @@ def test_the_fusion_fix_shows_its_saving_per_line_and_kernel(runs):
     }
     # the GEMM line moved from 3 to 5 (two lines inserted) and is matched by its text: no change
     gemm = lines[("train.py", 3, 5)]
-    assert gemm["matched_by"] == "text" and gemm["change_ns"] == 0 and gemm["beyond_noise"] is False
+    # its GPU time is the same; its idle moves by microseconds (each run's window is replayed at its own
+    # unprofiled speed: analyzers/unprofiled_replay.py)
+    assert gemm["matched_by"] == "text" and gemm["gpu_ns"]["before"] == gemm["gpu_ns"]["after"]
+    assert abs(gemm["change_ns"]) < 5 * US and gemm["beyond_noise"] is False
     # the three pointwise lines are gone (3 ms per step); the fused line is new (1 ms)
     gone = [x for x in d["lines"] if x["after"] is None]
     assert sorted(x["before"]["line"] for x in gone) == [4, 5, 6]
@@ -173,7 +176,7 @@ def test_text_output_and_the_ci_gate(runs):
     r = diff(before, after)
     assert r.returncode == 0
     assert "10 ms -> 8 ms  -2 ms (-20%)  beyond the noise" in r.stdout
-    assert "train.py:3 -> :5" not in r.stdout  # an unchanged line is not listed
+    assert "train.py:3 -> :5" not in r.stdout  # a line that moved by microseconds (< 0.1 % of a step) is not listed
     assert "(gone)" in r.stdout and "(new)" in r.stdout
     # after -> before is 25 % slower, far beyond the noise: the gate fails
     r = diff(after, before, "--fail-if-slower", "5")
@@ -247,7 +250,7 @@ def test_a_script_edited_in_place_is_matched_by_text_against_before_src(tmp_path
     d = json.loads(diff(a, b, "--json", "--before-src", str(old)).stdout)
     assert d["notes"] == []
     (gemm,) = [x for x in d["lines"] if x["before"] and x["before"]["line"] == 3]
-    assert gemm["after"]["line"] == 5 and gemm["matched_by"] == "text" and gemm["change_ns"] == 0
+    assert gemm["after"]["line"] == 5 and gemm["matched_by"] == "text" and abs(gemm["change_ns"]) < 5 * US
 
 
 @pytest.fixture(scope="module")

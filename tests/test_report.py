@@ -196,9 +196,11 @@ def test_report_leads_with_the_steady_state_and_shows_the_rest_apart():
     assert list(doc["other_phases"]) == ["setup", "warmup"]
     assert doc["other_phases"]["setup"]["lines"][0]["line"] == 10
     (line,) = [ln for ln in doc["lines"] if ln["line"] == 41]
-    # profiled: 10 ms step, 4 ms busy -> 6 ms idle; unprofiled step 5 ms -> 1 ms idle; the line gets its share
-    profiled_idle = line["idle_profiled_ns"]
-    assert profiled_idle > 0 and line["idle_ns"] == round(profiled_idle * 1_000_000 / 6_000_000)
+    # profiled: the 4 ms GEMM, launched 0.2 ms into the 10 ms window (the call returns 2 us later), starts at
+    # 2 ms: the line's 2 ms of idle. Replayed in the 5 ms unprofiled step, the CPU runs at f = 0.5 (10 ms of CPU
+    # -> 5 ms): the launch returns at 0.101 ms and the GEMM starts 4 us later
+    # (unprofiled_replay.LAUNCH_LATENCY_NS): 105 us of idle left
+    assert line["idle_profiled_ns"] == 2_000_000 and line["idle_ns"] == 105_000
     text = render_text(a, others=others)
     assert "phase    steady state, from step 3 of 40 (5 ms a step)" in text
     assert "setup (window 0;" in text and "warm-up (window 1;" in text

@@ -37,6 +37,16 @@ def _mark(c: Change) -> str:
     return MARK if c.beyond_noise else " "
 
 
+MIN_LISTED_SHARE = 0.001  # a line or kernel whose change is under this share of the step is not listed
+
+
+def _listed(delta: float | None, d: RunDiff) -> bool:
+    """Worth a row: a change of at least MIN_LISTED_SHARE of the step (each run's replayed idle moves an
+    unchanged line by microseconds), any change when the step time is unknown."""
+    step = d.run[0].before if d.run else None
+    return bool(delta) and (not step or abs(delta or 0.0) >= MIN_LISTED_SHARE * step)
+
+
 def _rel(c: Change) -> str:
     r = c.relative
     return "" if r is None else f"({'+' if r > 0 else ''}{fmt_pct(r)})"
@@ -75,11 +85,11 @@ def render_text(d: RunDiff, before: str, after: str, top: int = 15) -> str:
         )
     what = "GPU + idle" if d.measure == "GPU" else "CPU time in torch calls"
     out += ["", f"lines ({what} {unit}, largest change first):"]
-    for lc in [x for x in d.lines if x.total.delta][:top]:
+    for lc in [x for x in d.lines if _listed(x.total.delta, d)][:top]:
         out.append(_line_text(lc))
     if d.measure == "GPU":
         out += ["", f"kernels (GPU time {unit}, largest change first):"]
-        for kc in [x for x in d.kernels if x.gpu.delta][:top]:
+        for kc in [x for x in d.kernels if _listed(x.gpu.delta, d)][:top]:
             out.append(_kernel_text(kc))
     legend = f"{MARK} beyond the noise: the change exceeds 2 x the step times' combined spread"
     out += ["", legend if d.noise_ns is not None else "no step times: changes are not judged against noise"]
@@ -196,7 +206,7 @@ def table_rows(d: RunDiff, top: int = 50) -> dict[str, list[DiffRow]]:
         for c in d.run
     ]
     lines = []
-    for lc in [x for x in d.lines if x.total.delta][:top]:
+    for lc in [x for x in d.lines if _listed(x.total.delta, d)][:top]:
         t = lc.total
         where = _line_where(lc)
         func = (lc.after or lc.before or SourceLine("", 0, "")).function
@@ -215,7 +225,7 @@ def table_rows(d: RunDiff, top: int = 50) -> dict[str, list[DiffRow]]:
             ),
             _role(k.gpu),
         )
-        for k in [x for x in d.kernels if x.gpu.delta][:top]
+        for k in [x for x in d.kernels if _listed(x.gpu.delta, d)][:top]
     ]
     return {"run": run, "lines": lines, "kernels": kernels}
 
