@@ -76,15 +76,15 @@ def nesting_parents(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> tupl
 def _from_nearest_ancestor(value: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """Fill value[i] < 0 with the value of i's nearest ancestor (via `parent`) whose value is >= 0."""
     out = value.copy()
-    ptr = parent.copy()
-    todo = np.nonzero((out < 0) & (ptr >= 0))[0]
+    todo = np.nonzero((out < 0) & (parent >= 0))[0]
+    anc = parent[todo]  # the ancestor each row of `todo` looks at now
     while len(todo):  # one nesting level per round: tens of rounds at most
-        v = out[ptr[todo]]
+        v = out[anc]
         hit = v >= 0
         out[todo[hit]] = v[hit]
-        todo = todo[~hit]
-        ptr[todo] = parent[ptr[todo]]
-        todo = todo[ptr[todo] >= 0]
+        todo, anc = todo[~hit], parent[anc[~hit]]
+        up = anc >= 0
+        todo, anc = todo[up], anc[up]
     return out
 
 
@@ -202,7 +202,7 @@ def _take(column: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """column[rows] where rows >= 0, NONE elsewhere."""
     if not len(column):
         return np.full(len(rows), NONE, dtype=np.int64)
-    return np.where(rows >= 0, column[np.maximum(rows, 0)], NONE).astype(np.int64)
+    return np.where(rows >= 0, column[np.maximum(rows, 0)], NONE).astype(np.int64, copy=False)
 
 
 def _compiled_op_lines(

@@ -93,3 +93,20 @@ def test_innermost_enclosing_matches_the_walk_per_point():
         qt, qd = rng.integers(-10, 260, m), rng.integers(0, 4, m)
         got = innermost_enclosing(s, e, t, qt, qd).tolist()
         assert got == enclosing_walk(s, e, t, qt, qd)
+
+
+def test_from_nearest_ancestor_matches_a_walk_up_the_parents():
+    from analyzers.links import _from_nearest_ancestor
+
+    rng = np.random.default_rng(6)
+    for _ in range(200):
+        n = int(rng.integers(1, 60))
+        parent = np.array([int(rng.integers(-1, i)) if i else NONE for i in range(n)])  # parents come first
+        value = np.where(rng.random(n) < 0.3, rng.integers(0, 9, n), NONE)
+        want = []
+        for i in range(n):
+            k = i
+            while k != NONE and value[k] < 0:
+                k = int(parent[k])
+            want.append(int(value[k]) if k != NONE else NONE)
+        assert _from_nearest_ancestor(value, parent).tolist() == want
