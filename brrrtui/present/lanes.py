@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.arrays import window_rows
+from analyzers.arrays import unique_rows, window_rows
 from analyzers.model import Trace
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Analysis, GapCause, Regime
 from analyzers.stream import Segment, StreamView
@@ -163,8 +163,9 @@ def build_lanes(analysis: Analysis, window: int, sync: np.ndarray | None = None)
     lanes: list[Lane] = []
 
     gap_rows = np.nonzero(gaps.window == window)[0] if len(gaps) else np.empty(0, dtype=np.int64)
-    pairs = np.unique(np.stack([gpu.device[gmask], gpu.stream[gmask]], axis=1).astype(np.int64), axis=0)
-    keys = [(int(d), int(s)) for d, s in pairs.tolist()]  # sorted
+    cols = (gpu.device[gmask].astype(np.int64), gpu.stream[gmask].astype(np.int64))
+    first = unique_rows(cols)[0]  # the distinct (device, stream) pairs, sorted
+    keys = list(zip(cols[0][first].tolist(), cols[1][first].tolist(), strict=True))
     for device, stream in keys:
         rows = gmask[(gpu.device[gmask] == device) & (gpu.stream[gmask] == stream)]
         items = IntervalIndex.build(
