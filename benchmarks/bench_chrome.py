@@ -16,8 +16,11 @@ outside through bench_analyze's launcher (wall time of the whole process, peak R
 - hta:       HolisticTraceAnalysis (--hta-python: an interpreter that has it): TraceAnalysis + temporal and
              idle-time breakdowns, what the issue's HTA figures measured
 
-With --repeat N each reader runs N times, interleaved, and the fastest run is reported. Prints a table and
-each reader's wall time and peak RSS against bulk's. A benchmark, not a test.
+With --repeat N each reader runs N times, interleaved, and the fastest run is reported: use 2 or more, since
+the first reader of a run may read a 1 GB file from disk while the others find it in the page cache (seen: the
+bulk reader first, 37 s to load for 16 s of CPU; the next reader 15 s). Prints a table with each reader's
+wall time, CPU time (user + system, os.wait4) and peak RSS, and their ratios to bulk's. A benchmark, not a
+test.
 """
 
 from __future__ import annotations
