@@ -4,7 +4,8 @@ attention modules, and each node holds its children's time.
 A kernel belongs to the modules that were on the stack when its op was called (backward kernels: those of
 their forward op; links.kernel_module). Each node of the chain takes the kernel's time (inclusive), the
 innermost also as its own (self). GPU idle goes to the module of the kernel whose start ended it (the work
-the GPU was waiting for), scaled to unprofiled steps like the per-line idle (lines.unprofiled_idle_scale).
+the GPU was waiting for), as unprofiled steps would have it: the gaps the window replay leaves
+(unprofiled_replay.unprofiled_gaps), else the window's scaled (lines.unprofiled_idle_scale).
 Kernels outside any module (the optimizer, a loss computed in the loop) and their idle are kept apart, so
 
     sum over top-level nodes + outside == every kernel's time (and likewise for idle)
