@@ -32,3 +32,7 @@ async def test_collectives_have_their_own_letter_glyph_and_colour(tmp_path, monk
         assert any(g and set(g) == {"▒"} for g in glyphs) and "N 30%" in " ".join(glyphs)
         assert "communication 30%" in summary(app.snapshot).text()
         assert app.snapshot.hot_lines[0].regime.value == "communication"
+        hot = [str(label) for label, node in summary(app.snapshot).children if node.kind.value == "line"]
+        assert (
+            " N " in hot[0] and " C " not in hot[0]
+        )  # the summary's hot lines mark it N, as the gutter does

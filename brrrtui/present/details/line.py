@@ -7,6 +7,7 @@ import numpy as np
 from analyzers.results import LineStat, Regime
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.details.common import Detail, cause_of, display_path, nansum, per, rate, short
+from brrrtui.present.gutter import BADGES
 from brrrtui.present.selection import Kind
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.verdicts import line_verdict
@@ -119,7 +120,7 @@ def op(snap: Snapshot, line_id: int, name: int, shapes: int) -> Detail:
     for k in np.argsort(-ns).tolist():
         nm = tr.name(int(names[k]))
         ks = snap.kernels_by_name.get(nm)
-        reg = ks.regime.value[0].upper() if ks else "?"
+        reg = BADGES[ks.regime] if ks else "?"
         d.link(
             f"{fmt_ns(ns[k]):>9} {reg} {short(nm, 70)}",
             Kind.KERNEL_NAME,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from analyzers.results import Finding, LineStat, Regime
 from brrrtui.contract.units import fmt_bw, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.details.common import Detail, display_path, message_parts, per, short
+from brrrtui.present.gutter import BADGES
 from brrrtui.present.paths import Location, Phrase
 from brrrtui.present.selection import Kind
 from brrrtui.present.snapshot import Snapshot
@@ -55,9 +56,7 @@ def _saving(snap: Snapshot, f: Finding) -> str:
 
 def _line_label(snap: Snapshot, s: LineStat) -> Phrase:
     t = s.per_step_gpu_ns if snap.per_step and s.per_step_gpu_ns is not None else s.gpu_ns
-    return Phrase(
-        f"{fmt_ns(t):>9} {s.regime.value[0].upper()} ", display_path(snap, s.line), f" {s.line.function}"
-    )
+    return Phrase(f"{fmt_ns(t):>9} {BADGES[s.regime]} ", display_path(snap, s.line), f" {s.line.function}")
 
 
 def finding(snap: Snapshot, index: int) -> Detail:
