@@ -24,6 +24,10 @@ The replay keeps the window's order of events and the GPU's durations and makes 
 
 Each gap of the window keeps the replayed idle before the row that ends it (the trailing gap of a window: the
 replayed CPU time left after the GPU's last row), charged to the line the window charged it to.
+
+The one factor also speeds up CPU time the profiler does not slow (a `time.sleep`, a wait for the data loader):
+a 20 ms sleep is charged ~15 ms. Telling it apart would need the launching threads' on-CPU time, which the
+capture does not record.
 """
 
 from __future__ import annotations
