@@ -54,7 +54,8 @@ class Intervals:
         self.s, self.e = s, e
         self.cum = np.concatenate(([0], np.cumsum(e - s)))
 
-    def _covered_until(self, t: np.ndarray) -> np.ndarray:
+    def covered_until(self, t: np.ndarray) -> np.ndarray:
+        """How much of the union lies before each t."""
         i = np.searchsorted(self.s, t, "right")  # intervals starting at or before t
         last = np.maximum(i - 1, 0)
         full = self.cum[last]
@@ -65,7 +66,7 @@ class Intervals:
     def covered(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if not len(self.s):
             return np.zeros(len(a), dtype=np.int64)
-        covered: np.ndarray = self._covered_until(b) - self._covered_until(a)
+        covered: np.ndarray = self.covered_until(b) - self.covered_until(a)
         return covered
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.arrays import lexsort
-from analyzers.gap_evidence import SYNC_RUNTIME
+from analyzers.gap_evidence import SYNC_RUNTIME, Intervals
 from analyzers.links import Links
 from analyzers.model import NONE, Table, Trace, flag_of
 
@@ -62,26 +62,9 @@ class _Window:
     steps: int  # steps the window holds (0: unknown)
 
 
-def _union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint, sorted intervals covering [starts, ends)."""
-    if not len(starts):
-        return starts, ends
-    o = np.argsort(starts, kind="stable")
-    s, e = starts[o], np.maximum.accumulate(ends[o])
-    new = np.concatenate(([True], s[1:] > e[:-1]))
-    last = np.concatenate((np.nonzero(new)[0][1:] - 1, [len(s) - 1]))
-    return s[new], e[last]
-
-
-def _work_time(t: np.ndarray, s0: np.ndarray, s1: np.ndarray) -> np.ndarray:
-    """t less the time inside the disjoint intervals [s0, s1) before it."""
-    if not len(s0):
-        return t.astype(np.float64)
-    cum = np.concatenate(([0.0], np.cumsum(s1 - s0)))
-    k = np.searchsorted(s0, t, "right")  # intervals starting at or before t
-    inside = np.clip(t - s0[np.maximum(k - 1, 0)], 0, (s1 - s0)[np.maximum(k - 1, 0)])
-    blocked = cum[np.maximum(k - 1, 0)] + np.where(k > 0, inside, 0.0)
-    out: np.ndarray = t - blocked
+def _work_time(blocked: Intervals, t: np.ndarray) -> np.ndarray:
+    """CPU work time at t: t less the time blocked in synchronising calls before it."""
+    out: np.ndarray = (t - blocked.covered_until(t)).astype(np.float64)
     return out
 
 
@@ -117,12 +100,9 @@ def _prepare(trace: Trace, links: Links, busy: np.ndarray) -> list[_Window]:
         srows = sync_all[
             np.searchsorted(win_of_sync, win, "left") : np.searchsorted(win_of_sync, win, "right")
         ]
-        s0, s1 = _union(
-            (rt.start_ns[srows] - w0).astype(np.float64),
-            (rt.start_ns[srows] + rt.dur_ns[srows] - w0).astype(np.float64),
-        )
-        work = _work_time((launch_t[rows] - w0).astype(np.float64), s0, s1)
-        sync_work = _work_time(s0, s0, s1)
+        blocked = Intervals(rt.start_ns[srows] - w0, rt.start_ns[srows] + rt.dur_ns[srows] - w0)
+        work = _work_time(blocked, launch_t[rows] - w0)
+        sync_work = _work_time(blocked, blocked.s)
         segment = np.searchsorted(sync_work, work, "right")
         stream = gpu.stream[rows]
         key = segment.astype(np.int64) << 32 | (stream.astype(np.int64) & 0xFFFFFFFF)
@@ -139,7 +119,7 @@ def _prepare(trace: Trace, links: Links, busy: np.ndarray) -> list[_Window]:
                 segment_of=[int(segment[g[0]]) for g in groups],
                 stream_of=[int(stream[g[0]]) for g in groups],
                 sync_work=sync_work,
-                end_work=float(_work_time(np.array([float(w1 - w0)]), s0, s1)[0]),
+                end_work=float(_work_time(blocked, np.array([w1 - w0]))[0]),
                 steps=last - first + 1 if first >= 0 and last >= first else 0,
             )
         )
@@ -225,20 +205,15 @@ def unprofiled_gaps(
     if f is None:
         return None
     idle_of_row = np.full(len(trace.gpu), np.nan)
-    trailing: dict[int, float] = {}
+    trailing: dict[int, float] = {}  # per window: the replayed CPU time left after the GPU's last row
     for win in windows:
         start, length, gpu_end = _replay(win, f)
         idle_of_row[win.rows] = _idle_before(start, win.dur)
         trailing[win.window] = max(0.0, length - gpu_end)
     nxt = gaps["next_row"]
     replayed = np.where(nxt >= 0, idle_of_row[np.maximum(nxt, 0)], np.nan)
-    ids = np.array(sorted(trailing), dtype=np.int64)
-    at = np.minimum(np.searchsorted(ids, gaps.window), max(len(ids) - 1, 0))
-    known = len(ids) > 0
-    tail = np.where(
-        known & (ids[at] == gaps.window), np.array([trailing[i] for i in ids.tolist()])[at], np.nan
-    )
-    replayed = np.where(nxt == NONE, tail, replayed)
+    tails = np.nonzero(nxt == NONE)[0]  # a window's trailing gap (one a window)
+    replayed[tails] = [trailing.get(int(w), np.nan) for w in gaps.window[tails].tolist()]
     dur = np.where(
         np.isfinite(replayed), np.minimum(replayed, gaps.dur_ns), 0.0
     )  # never more than the window's

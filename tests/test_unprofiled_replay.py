@@ -10,8 +10,9 @@ import pytest
 from fixtures.synthetic import TraceBuilder
 
 from analyzers.analyze import analyze
+from analyzers.gap_evidence import Intervals
 from analyzers.links import link
-from analyzers.unprofiled_replay import LAUNCH_LATENCY_NS as LAT, _idle_before, _prepare, _replay, _work_time
+from analyzers.unprofiled_replay import LAUNCH_LATENCY_NS as LAT, _idle_before, _prepare, _replay
 from brrrtui.recording.load import load_trace
 
 US, MS = 1_000, 1_000_000
@@ -54,8 +55,10 @@ def two_phase_run(unprofiled_step_ns: int) -> TraceBuilder:
 
 
 def test_work_time_leaves_out_time_blocked_in_syncs():
-    s0, s1 = np.array([2.0, 10.0]), np.array([5.0, 11.0])
-    assert _work_time(np.array([1.0, 3.0, 7.0, 12.0]), s0, s1).tolist() == [1.0, 2.0, 4.0, 8.0]
+    # the replay's CPU work time: t less the union of synchronising calls before it
+    blocked = Intervals(np.array([2, 10]), np.array([5, 11]))
+    t = np.array([1, 3, 7, 12])
+    assert (t - blocked.covered_until(t)).tolist() == [1, 2, 4, 8]
 
 
 def test_replay_at_full_speed_reproduces_the_window_and_at_half_speed_closes_the_cpu_gaps():
