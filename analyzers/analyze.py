@@ -145,14 +145,13 @@ def analyze(
     peaks = peaks_override if isinstance(peaks_override, Peaks) else resolve_peaks(trace, peaks_override)
     roof = cm.classify(trace, roofline(trace, links, peaks))
     busy, gaps, stream_gaps = _gaps(trace, links, roof)
-    per_launch = lt.per_launch_ns(trace, busy)
-    launch_bound = lt.launch_bound(trace, links, busy)
+    launch_gaps, per_launch, launch_bound = _launch_timing(trace, links, busy)
     per_window = bd.window_breakdowns(trace, busy, roof.regime)
     total = bd.total(per_window)
     steps = bd.steps_analysed(trace)
     overhead = bd.overhead_correction(total, bd.profiled_step_ns(trace), bd.unprofiled_step_ns(trace), steps)
     idle_scale = _idle_scale(total, steps, overhead)
-    chains = fusion_chains(trace, links, roof, peaks, lt.unprofiled_launch_ns(trace, busy, idle_scale))
+    chains = fusion_chains(trace, links, roof, peaks, lt.unprofiled_launch_ns(launch_gaps, idle_scale))
     ctx = Context(trace, links, roof, peaks, gaps, total, overhead, steps, per_launch, launch_bound)
     replayed = unprofiled_gaps(trace, links, gaps, busy, overhead.unprofiled_step_ns)
     modules = _module_tree(trace, links, roof, gaps, steps, idle_scale, replayed)
@@ -189,6 +188,15 @@ def analyze(
         phases=phases,
         communication=comm,
     )
+
+
+def _launch_timing(
+    trace: Trace, links: Links, busy: np.ndarray
+) -> tuple[np.ndarray | None, float | None, np.ndarray]:
+    """The idle gaps between a stream's kernels, their median (what one more launch costs in the window) and
+    the launch-bound kernels."""
+    gaps = lt.same_stream_gaps(trace, busy)
+    return gaps, lt.per_launch_ns(gaps), lt.launch_bound(trace, links, busy)
 
 
 def _findings(

@@ -42,7 +42,7 @@ def queue_depth(trace: Trace, links: Links) -> Table:
     )
 
 
-def _same_stream_gaps(trace: Trace, busy: np.ndarray) -> np.ndarray | None:
+def same_stream_gaps(trace: Trace, busy: np.ndarray) -> np.ndarray | None:
     """Idle ns between consecutive busy rows of each (window, stream), at least 0; None without a pair."""
     gpu = trace.gpu
     rows = np.nonzero(busy)[0]
@@ -59,23 +59,22 @@ def _same_stream_gaps(trace: Trace, busy: np.ndarray) -> np.ndarray | None:
     return out
 
 
-def per_launch_ns(trace: Trace, busy: np.ndarray) -> float | None:
-    """The measured cost of one more kernel: the median idle time between consecutive busy rows of a stream
-    (~1-2 us when the queue is full, the CPU's launch interval when it is not). None without two rows."""
-    gaps = _same_stream_gaps(trace, busy)
+def per_launch_ns(gaps: np.ndarray | None) -> float | None:
+    """The measured cost of one more kernel: the median of `same_stream_gaps` (~1-2 us when the queue is full,
+    the CPU's launch interval when it is not). None without two rows."""
     return None if gaps is None else median(gaps)
 
 
 BACK_TO_BACK_QUANTILE = 0.1
 
 
-def unprofiled_launch_ns(trace: Trace, busy: np.ndarray, idle_scale: float | None) -> float | None:
-    """What one more launch costs in a step without the profiler: the window's median gap scaled like its idle
+def unprofiled_launch_ns(gaps: np.ndarray | None, idle_scale: float | None) -> float | None:
+    """What one more launch costs in a step without the profiler, from the window's `same_stream_gaps`: their
+    median scaled like the window's idle
     (`idle_scale`, lines.unprofiled_idle_scale), but never under the gap of back-to-back kernels on a full
     queue (the window's 10th-percentile gap), which the profiler does not lengthen. A window whose slowed CPU
     starved the GPU (median gap 28 us where its unprofiled steps run the GPU near full) would otherwise credit
     each fused launch with the profiler's own delay."""
-    gaps = _same_stream_gaps(trace, busy)
     if gaps is None:
         return None
     typical = median(gaps)

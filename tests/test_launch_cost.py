@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from fixtures.synthetic import TraceBuilder
 
-from analyzers.launch_timing import per_launch_ns, unprofiled_launch_ns
+from analyzers.launch_timing import per_launch_ns, same_stream_gaps, unprofiled_launch_ns
 
 US = 1_000
 
@@ -27,14 +27,15 @@ def starved_window() -> tuple[object, np.ndarray]:
 
 def test_the_window_median_is_the_profiled_gap():
     trace, busy = starved_window()
-    assert per_launch_ns(trace, busy) == 30 * US
+    assert per_launch_ns(same_stream_gaps(trace, busy)) == 30 * US
 
 
 def test_unprofiled_launch_cost_scales_the_gap_like_the_idle_but_not_below_back_to_back():
     trace, busy = starved_window()
-    assert unprofiled_launch_ns(trace, busy, None) == 30 * US  # no unprofiled step time: the window's gap
-    assert unprofiled_launch_ns(trace, busy, 0.5) == 15 * US
+    gaps = same_stream_gaps(trace, busy)
+    assert unprofiled_launch_ns(gaps, None) == 30 * US  # no unprofiled step time: the window's gap
+    assert unprofiled_launch_ns(gaps, 0.5) == 15 * US
     # unprofiled steps keep 5 % of the window's idle: 1.5 us, under the 2 us of back-to-back kernels
-    assert unprofiled_launch_ns(trace, busy, 0.05) == 2 * US
-    assert unprofiled_launch_ns(trace, busy, 1.0) == 30 * US
-    assert unprofiled_launch_ns(trace, np.zeros(len(busy), dtype=bool), 0.5) is None
+    assert unprofiled_launch_ns(gaps, 0.05) == 2 * US
+    assert unprofiled_launch_ns(gaps, 1.0) == 30 * US
+    assert unprofiled_launch_ns(same_stream_gaps(trace, np.zeros(len(busy), dtype=bool)), 0.5) is None
