@@ -56,7 +56,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from analyzers.gemm_shapes import narrow_load_bytes
 from analyzers.phases import Phase
 from analyzers.results import GAP_CAUSE_CODES, Analysis, Finding, GapCause, KernelStat, LineStat, Regime
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
@@ -65,6 +64,7 @@ from brrrtui.present.module_report import finding_place_lines, modules_json, mod
 from brrrtui.present.paths import readable_path, readable_text
 from brrrtui.present.phase_report import phase_json, phase_line, phase_sections
 from brrrtui.present.stream_report import stream_json, stream_text
+from brrrtui.present.verdicts import on_chip_load_bytes
 
 SCHEMA = 4
 
@@ -153,7 +153,7 @@ def _kernel_json(k: KernelStat) -> dict[str, Any]:
         "regime": k.regime.value,
         "achieved_flops_per_s": _num(k.achieved_flops_per_s),
         "achieved_bytes_per_s": _num(k.achieved_bytes_per_s),
-        "narrow_load_bytes": narrow_load_bytes(k.name) if k.regime is Regime.MEMORY else None,
+        "narrow_load_bytes": on_chip_load_bytes(k.regime, k.name),
     }
 
 
@@ -309,7 +309,7 @@ def _label(r: Regime) -> str:
 
 
 def _kernel_text(k: KernelStat) -> str:
-    on_chip = k.regime is Regime.MEMORY and narrow_load_bytes(k.name) is not None
+    on_chip = on_chip_load_bytes(k.regime, k.name) is not None
     regime = "on-chip" if on_chip else _label(k.regime)  # memory-bound in L1/shared, not DRAM
     return (
         f"  {k.calls:>6} {fmt_ns(k.gpu_ns):>10}  {regime:<8} {fmt_flops(k.achieved_flops_per_s):>12}"

@@ -19,6 +19,12 @@ def finite(x: float | None) -> TypeGuard[float]:
     return x is not None and not math.isnan(x)
 
 
+def on_chip_load_bytes(regime: Regime, name: str) -> int | None:
+    """Bytes per operand load of a kernel that is memory-bound on chip (a GEMM of unaligned operands:
+    gemm_shapes.narrow_load_bytes), None for any other kernel or verdict."""
+    return narrow_load_bytes(name) if regime is Regime.MEMORY else None
+
+
 def kernel_verdict(
     snap: Snapshot,
     regime: Regime,
@@ -31,7 +37,7 @@ def kernel_verdict(
 ) -> str:
     p = snap.analysis.peaks
     secs = dur_ns / 1e9 if dur_ns > 0 else None
-    narrow = narrow_load_bytes(name) if regime is Regime.MEMORY else None
+    narrow = on_chip_load_bytes(regime, name)
     if narrow is not None:
         return _narrow_load_verdict(snap, narrow, flops, nbytes, secs)
     if regime is Regime.COMPUTE:
