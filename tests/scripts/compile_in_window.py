@@ -10,7 +10,7 @@ t0 = time.time()
 while time.time() - t0 < 1.5:   # set-up long enough for brrrtui's first time window to open
     torch.randn(64, 64) @ torch.randn(64, 64)
 step_fn = torch.compile(model, backend="aot_eager")
-for step in range(40):
+for step in range(200):  # long enough for windows after the compile, even on a loaded machine
     loss = step_fn(x).pow(2).mean(); loss.backward(); opt.step(); opt.zero_grad()
 from torch._dynamo.utils import counters
 print("COUNTERS " + json.dumps({k: dict(v) for k, v in counters.items() if k in ("graph_break", "stats", "recompiles")}))
