@@ -14,7 +14,9 @@ The replay keeps the window's order of events and the GPU's durations and makes 
               GPU      [a]          [b]                  [c]          (each after its launch and its stream)
 
 - the CPU's work time of each launch: wall time since the window began, less the time it was blocked in
-  synchronising calls (gap_evidence.SYNC_RUNTIME), times a factor f;
+  synchronising calls (gap_evidence.SYNC_RUNTIME); of it, the time the main thread was on the CPU is
+  multiplied by a factor f, the time it was off it (a `time.sleep`, a wait for I/O or the data loader; the
+  line sampler's thread CPU clock tells them apart) is kept as it was;
 - a kernel (copy, memset) starts at max(its replayed launch + LAUNCH_LATENCY_NS, the end of the row before it
   on its stream), and lasts what it lasted; its launch is the return of the launch call (a first call's module
   load happens inside it);
@@ -25,9 +27,10 @@ The replay keeps the window's order of events and the GPU's durations and makes 
 Each gap of the window keeps the replayed idle before the row that ends it (the trailing gap of a window: the
 replayed CPU time left after the GPU's last row), charged to the line the window charged it to.
 
-The one factor also speeds up CPU time the profiler does not slow (a `time.sleep`, a wait for the data loader):
-a 20 ms sleep is charged ~15 ms. Telling it apart would need the launching threads' on-CPU time, which the
-capture does not record.
+Off-CPU time is measured between two line samples (every ~2 ms): the wall time they span, less the main
+thread's CPU time over it and less the time blocked in syncs (a sync spins on the CPU by default). A recording
+without the thread's CPU clock (older ones, other platforms) replays all of the work time at f: there a 20 ms
+`time.sleep` is charged ~15 ms.
 """
 
 from __future__ import annotations
@@ -48,17 +51,23 @@ CALIBRATION_ROWS = 50_000  # f is found on the first windows holding about this 
 
 @dataclass(frozen=True)
 class _Window:
-    """One window's busy rows in launch order, with what the replay needs; times relative to its start."""
+    """One window's busy rows in launch order, with what the replay needs; times relative to its start.
+
+    The CPU's work time (wall time less the time blocked in syncs) at a launch, a sync and the window's end is
+    split into on-CPU time (`*_on`, replayed at f) and off-CPU time (`*_off`, replayed as it was)."""
 
     window: int
     rows: np.ndarray  # gpu rows, by launch time
-    work: np.ndarray  # CPU work time of each row's launch (ns, blocked time in syncs removed)
+    work: np.ndarray  # CPU work time of each row's launch (ns)
+    work_off: np.ndarray  # the part of it spent off the CPU
     dur: np.ndarray
     by_stream: list[np.ndarray]  # per (sync segment, stream): indices into rows, in launch order
     segment_of: list[int]  # the sync segment of each by_stream group
     stream_of: list[int]  # and its stream
     sync_work: np.ndarray  # CPU work time at each synchronising call's start, ascending
+    sync_off: np.ndarray
     end_work: float  # CPU work time at the window's end
+    end_off: float
     steps: int  # steps the window holds (0: unknown)
 
 
@@ -66,6 +75,34 @@ def _work_time(blocked: Intervals, t: np.ndarray) -> np.ndarray:
     """CPU work time at t: t less the time blocked in synchronising calls before it."""
     out: np.ndarray = (t - blocked.covered_until(t)).astype(np.float64)
     return out
+
+
+class _OffCpu:
+    """Off-CPU time of the main thread, as a function of work time, from one window's line samples
+    (t relative to the window's start, the thread's CPU clock; linear between two samples)."""
+
+    def __init__(self, blocked: Intervals, t: np.ndarray, cpu: np.ndarray):
+        known = cpu >= 0
+        t, cpu = t[known], cpu[known]
+        order = np.argsort(t, kind="stable")
+        t, cpu = t[order], cpu[order]
+        self.work = _work_time(blocked, t)
+        # time between two samples not on the CPU, outside syncs: a spinning sync counts as on-CPU time
+        off = np.clip(np.minimum(np.diff(t) - np.diff(cpu), np.diff(self.work)), 0.0, None)
+        self.off = np.concatenate(([0.0], np.cumsum(off)))
+
+    def at(self, work: np.ndarray) -> np.ndarray:
+        if len(self.work) < 2:
+            return np.zeros(len(work))
+        out: np.ndarray = np.interp(work, self.work, self.off)
+        return out
+
+
+def _window_samples(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Line samples ordered by window, and their windows."""
+    s = trace.line_samples
+    order = np.argsort(s.window, kind="stable")
+    return order, s.window[order]
 
 
 def _prepare(trace: Trace, links: Links, busy: np.ndarray) -> list[_Window]:
@@ -85,6 +122,7 @@ def _prepare(trace: Trace, links: Links, busy: np.ndarray) -> list[_Window]:
     sync_all = np.nonzero(sync)[0]
     sync_all = sync_all[np.argsort(rt.window[sync_all], kind="stable")]
     win_of_sync = rt.window[sync_all]
+    samples_all, win_of_sample = _window_samples(trace)
     out = []
     for win, w0, w1, first, last in zip(
         w.window.tolist(),
@@ -101,43 +139,66 @@ def _prepare(trace: Trace, links: Links, busy: np.ndarray) -> list[_Window]:
             np.searchsorted(win_of_sync, win, "left") : np.searchsorted(win_of_sync, win, "right")
         ]
         blocked = Intervals(rt.start_ns[srows] - w0, rt.start_ns[srows] + rt.dur_ns[srows] - w0)
-        work = _work_time(blocked, launch_t[rows] - w0)
-        sync_work = _work_time(blocked, blocked.s)
-        segment = np.searchsorted(sync_work, work, "right")
-        stream = gpu.stream[rows]
-        key = segment.astype(np.int64) << 32 | (stream.astype(np.int64) & 0xFFFFFFFF)
-        order = np.argsort(key, kind="stable")
-        cuts = np.nonzero(np.diff(key[order]))[0] + 1
-        groups = np.split(order, cuts)
-        out.append(
-            _Window(
-                window=int(win),
-                rows=rows,
-                work=np.maximum(work, 0.0),
-                dur=gpu.dur_ns[rows].astype(np.float64),
-                by_stream=groups,
-                segment_of=[int(segment[g[0]]) for g in groups],
-                stream_of=[int(stream[g[0]]) for g in groups],
-                sync_work=sync_work,
-                end_work=float(_work_time(blocked, np.array([w1 - w0]))[0]),
-                steps=last - first + 1 if first >= 0 and last >= first else 0,
-            )
-        )
+        samples = samples_all[
+            np.searchsorted(win_of_sample, win, "left") : np.searchsorted(win_of_sample, win, "right")
+        ]
+        off = _OffCpu(blocked, trace.line_samples.t_ns[samples] - w0, trace.line_samples.cpu_ns[samples])
+        steps = last - first + 1 if first >= 0 and last >= first else 0
+        out.append(_window(trace, win, rows, launch_t[rows] - w0, blocked, off, w1 - w0, steps))
     return out
+
+
+def _window(
+    trace: Trace,
+    win: int,
+    rows: np.ndarray,
+    launch_t: np.ndarray,
+    blocked: Intervals,
+    off: _OffCpu,
+    length: int,
+    steps: int,
+) -> _Window:
+    work = np.maximum(_work_time(blocked, launch_t), 0.0)
+    sync_work = _work_time(blocked, blocked.s)
+    end_work = float(_work_time(blocked, np.array([length]))[0])
+    segment = np.searchsorted(sync_work, work, "right")
+    stream = trace.gpu.stream[rows]
+    key = segment.astype(np.int64) << 32 | (stream.astype(np.int64) & 0xFFFFFFFF)
+    order = np.argsort(key, kind="stable")
+    groups = np.split(order, np.nonzero(np.diff(key[order]))[0] + 1)
+    return _Window(
+        window=int(win),
+        rows=rows,
+        work=work,
+        work_off=off.at(work),
+        dur=trace.gpu.dur_ns[rows].astype(np.float64),
+        by_stream=groups,
+        segment_of=[int(segment[g[0]]) for g in groups],
+        stream_of=[int(stream[g[0]]) for g in groups],
+        sync_work=sync_work,
+        sync_off=off.at(sync_work),
+        end_work=end_work,
+        end_off=float(off.at(np.array([end_work]))[0]),
+        steps=steps,
+    )
 
 
 def _replay(win: _Window, f: float) -> tuple[np.ndarray, float, float]:
     """(replayed start of each row of win.rows, the replayed window's length, the GPU's last end)."""
     start = np.empty(len(win.rows))
     ends: dict[int, float] = {}
-    base = wbase = 0.0
+    base = wbase = obase = 0.0  # replayed CPU time, and the work and off-CPU time it stands for
+
+    def cpu(work: np.ndarray | float, off: np.ndarray | float) -> np.ndarray | float:
+        return base + f * (work - off - (wbase - obase)) + (off - obase)
+
     gi = 0
     n_groups = len(win.by_stream)
     for seg in range(len(win.sync_work) + 1):
         while gi < n_groups and win.segment_of[gi] == seg:
             idx, stream = win.by_stream[gi], win.stream_of[gi]
             d = win.dur[idx]
-            launch = base + f * (win.work[idx] - wbase) + LAUNCH_LATENCY_NS
+            launch = np.asarray(cpu(win.work[idx], win.work_off[idx])) + LAUNCH_LATENCY_NS
             before = np.concatenate(([0.0], np.cumsum(d)[:-1]))
             launch[0] = max(launch[0], ends.get(stream, 0.0))
             st = before + np.maximum.accumulate(launch - before)
@@ -145,10 +206,11 @@ def _replay(win: _Window, f: float) -> tuple[np.ndarray, float, float]:
             ends[stream] = float(st[-1] + d[-1])
             gi += 1
         if seg < len(win.sync_work):
-            cpu_at = base + f * (win.sync_work[seg] - wbase)
-            base, wbase = max(cpu_at, max(ends.values(), default=0.0)), float(win.sync_work[seg])
+            cpu_at = float(cpu(win.sync_work[seg], win.sync_off[seg]))
+            base = max(cpu_at, max(ends.values(), default=0.0))
+            wbase, obase = float(win.sync_work[seg]), float(win.sync_off[seg])
     gpu_end = max(ends.values(), default=0.0)
-    cpu_end = base + f * (win.end_work - wbase)
+    cpu_end = float(cpu(win.end_work, win.end_off))
     return start, max(cpu_end, gpu_end), gpu_end
 
 

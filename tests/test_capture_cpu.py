@@ -4,6 +4,7 @@ import json
 import os
 import sqlite3
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -186,6 +187,10 @@ def test_a_line_that_calls_no_torch_is_sampled_and_charged_with_the_idle_it_caus
     sampled = [trace.lines[i].line for i in trace.line_samples.line.tolist()]
     sleep_line = line_of(script, "sleep")
     assert len(sampled) > 20 and sampled.count(sleep_line) / len(sampled) > 0.8  # 30 ms of each ~31 ms step
+    # the main thread's CPU clock, read with each sample, stands still in the sleep
+    cpu, t = trace.line_samples.cpu_ns, trace.line_samples.t_ns
+    if hasattr(time, "pthread_getcpuclockid"):
+        assert (cpu >= 0).all() and (cpu[-1] - cpu[0]) < 0.3 * (t[-1] - t[0])
     report = _json.loads(run_brrrtui("report", "--json", out).stdout)
     top = report["lines"][0]
     assert (os.path.basename(top["file"]), top["line"]) == ("sleepy.py", sleep_line)

@@ -12,6 +12,7 @@ from fixtures.synthetic import TraceBuilder
 from analyzers.analyze import analyze
 from analyzers.gap_evidence import Intervals
 from analyzers.links import link
+from analyzers.model import NONE
 from analyzers.unprofiled_replay import LAUNCH_LATENCY_NS as LAT, _idle_before, _prepare, _replay
 from brrrtui.recording.load import load_trace
 
@@ -115,3 +116,56 @@ def test_per_line_overhead_against_the_kernel_streams_unprofiled_steps_on_the_h2
     diffs = [abs(r["diff_points"]) for r in rows]
     assert len(diffs) == 10 and max(diffs) < 15
     assert sum(d <= 5 for d in diffs) >= 5
+
+
+def sleeping_run(with_cpu_clock: bool) -> TraceBuilder:
+    """Steps of 25.005 ms unprofiled; step 6 profiled in a window, on-CPU work twice as slow:
+    - line 10, launch-bound: ten 10 us kernels, one launched every 400 us (200 us unprofiled);
+    - line 40, from 4 ms: 2 ms of Python, a 20 ms sleep (the thread's CPU clock stands still), 4 ms more, then
+      a 1 ms kernel launched at 30 ms.
+    The main thread is sampled every 2 ms."""
+    b = TraceBuilder()
+    small, sleeper = b.line("train.py", 10), b.line("train.py", 40)
+    t = 0
+    b.step(0, t)
+    for step in range(1, STEPS):
+        start = t
+        if step == WINDOW_STEP:
+            b.span(small, start, 4 * MS)
+            for i in range(10):
+                at = start + i * 400 * US
+                b.launch("vectorized_elementwise_kernel<mul>", at, at + API + LAT, 10 * US)
+            for k in range(16):
+                at = k * 2 * MS
+                cpu = min(at, 6 * MS) + max(0, at - 26 * MS)
+                b.sample(small if at < 4 * MS else sleeper, start + at, cpu if with_cpu_clock else NONE)
+            b.span(sleeper, start + 30 * MS, API)
+            b.launch("vectorized_elementwise_kernel<add>", start + 30 * MS, start + 30 * MS + API + LAT, 1 * MS)
+            t = start + 30 * MS + API + LAT + 1 * MS
+            b.window(start, t, first_step=step, last_step=step)
+        else:
+            t = start + 25 * MS + API // 2 + LAT + 1 * MS
+        b.step(step, t)
+    return b
+
+
+def test_time_off_the_cpu_is_replayed_as_it_was_and_only_on_cpu_work_is_sped_up():
+    trace = sleeping_run(with_cpu_clock=True).build()
+    (win,) = _prepare(trace, link(trace), np.ones(len(trace.gpu), dtype=bool))
+    assert win.work_off.tolist() == [0.0] * 10 + [20 * MS]  # the last launch returns 2 us after the last sample
+    start, length, gpu_end = _replay(win, 0.5)
+    assert start[10] == 0.5 * (10 * MS + API) + 20 * MS + LAT  # 10.002 ms on the CPU at half speed, the sleep as it was
+    assert length == gpu_end == start[10] + 1 * MS
+
+
+def test_a_sleep_is_charged_what_it_lasts_and_the_rest_is_sped_up_as_the_profiler_slowed_it():
+    # with the thread's CPU clock the replay fits f = 0.5: line 10 keeps 190 us before each of its last nine
+    # kernels, the sleeping line ~23.2 ms (the sleep, 3 ms of Python, the wait after the last small kernel).
+    # Without it every CPU nanosecond is sped up alike (f ~ 0.83): the sleep is charged 1.2 ms less and the
+    # launch-bound line 1.2 ms more
+    by_line = {s.line.line: s for s in analyze(sleeping_run(with_cpu_clock=True).build()).lines}
+    assert by_line[10].idle_ns == pytest.approx(9 * 190 * US, abs=10 * US)
+    assert by_line[40].idle_ns == pytest.approx(25 * MS + LAT - (0.5 * (3600 * US + API) + LAT + 10 * US), abs=10 * US)
+    blind = {s.line.line: s for s in analyze(sleeping_run(with_cpu_clock=False).build()).lines}
+    assert blind[10].idle_ns > by_line[10].idle_ns + 1 * MS
+    assert blind[40].idle_ns < by_line[40].idle_ns - 1 * MS

@@ -5,6 +5,7 @@
 # Optional environment (validation/run_h200_checks.sh sets them):
 #   RUN_DIR=dir   write the files there (kept) instead of a temporary folder; no workloads.tar.gz
 #   PLAIN=0       skip the plain runs (only the recordings and their reports)
+#   RECORD_OPTS   extra options of `brrrtui record` (e.g. --stream)
 #   STEPS_GPT2_EAGER, STEPS_HF_GPT2, STEPS_HF_BERT, STEPS_RESNET50   steps per run (300, 200, 200, 150)
 #   T_PLAIN=240 T_RECORD=300 T_REPORT=120   timeouts per command, seconds
 set -uo pipefail
@@ -19,7 +20,7 @@ run() {  # name, then the script and its arguments
         echo "$name plain rc=$? $(grep RESULT "$R/${name}_plain.log")"
     fi
     local t0=$SECONDS
-    timeout "${T_RECORD:-300}" python -m brrrtui record -o "$R/$name.brrr" "$@" --out "$R" --name "${name}_rec" \
+    timeout "${T_RECORD:-300}" python -m brrrtui record ${RECORD_OPTS:-} -o "$R/$name.brrr" "$@" --out "$R" --name "${name}_rec" \
         >"$R/${name}_rec.log" 2>&1
     echo "$name record rc=$? in $((SECONDS - t0)) s $(grep RESULT "$R/${name}_rec.log")"
     timeout "${T_REPORT:-120}" python -m brrrtui report --json "$R/$name.brrr" >"$R/${name}_report.json" 2>"$R/${name}_report.err"

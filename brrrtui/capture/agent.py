@@ -313,7 +313,7 @@ class Agent(StreamControl):
                     capture_cost=(window.window_id, convert_ns, int(cost)),
                     strings=self.strings.take_new(),
                     lines=self.lines.take_new_rows(),
-                    line_samples=[(window.window_id, lid, t_ns) for lid, t_ns in window.line_samples],
+                    line_samples=[(window.window_id, *sample) for sample in window.line_samples],
                     **rows,
                 )
             )
@@ -374,7 +374,7 @@ class ClosedWindow:
     stall_ns: int  # time the training thread stood still to open and close it
     steps: int
     calls: int  # torch calls the line tagger saw
-    line_samples: list[tuple[int, int]]  # (line id, t_ns)
+    line_samples: list[tuple[int, int, int]]  # (line id, t_ns, cpu_ns)
 
     def row(self, events: int) -> tuple[int, ...]:
         """Its WINDOW_SCHEMA row."""

@@ -38,6 +38,7 @@ from torch.overrides import TorchFunctionMode
 
 from brrrtui.capture.ids import IdTable
 from brrrtui.capture.module_names import CALL_IMPL, ModuleNames, module_of
+from brrrtui.contract.schema import NONE
 from brrrtui.contract.userfiles import is_model_library_file
 
 SPAN_PREFIX = "brrr:"
@@ -87,11 +88,22 @@ class LineTable(IdTable[tuple[str, int, str]]):
         return [(i, *key) for i, key in self.take_new()]
 
 
+def thread_cpu_clock(ident: int) -> int | None:
+    """The clock id of a thread's on-CPU time (Linux, the BSDs), None where the platform has none."""
+    try:
+        return time.pthread_getcpuclockid(ident)
+    except (AttributeError, OSError, OverflowError, TypeError):
+        return None
+
+
 class LineSampler:
-    """While a window is open, samples the user line the main thread is executing every `period_s`.
+    """While a window is open, samples the user line the main thread is executing every `period_s`, and the
+    main thread's on-CPU time.
 
     Spans say which line issued each torch call; they cannot say what the CPU did between calls
-    (`time.sleep`, a Python loop, a data transform), yet that is what leaves the GPU idle. Samples can.
+    (`time.sleep`, a Python loop, a data transform), yet that is what leaves the GPU idle. Samples can. The
+    on-CPU time tells a sleep or a wait (which the profiler does not slow) from Python work (which it does):
+    the unprofiled replay speeds up only the latter (analyzers/unprofiled_replay.py).
     Reading another thread's frame needs the GIL, so this runs at most a few hundred times a second and only
     inside windows."""
 
@@ -100,7 +112,8 @@ class LineSampler:
         self.user_frames = user_frames
         self.period_s = period_s
         self.main_ident = threading.main_thread().ident or 0
-        self.samples: list[tuple[int, int]] = []  # (line id, t_ns)
+        self.cpu_clock = thread_cpu_clock(self.main_ident)
+        self.samples: list[tuple[int, int, int]] = []  # (line id, t_ns, main thread's cpu_ns or NONE)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -110,20 +123,28 @@ class LineSampler:
         self._thread = threading.Thread(target=self._run, name="brrrtui-lines", daemon=True)
         self._thread.start()
 
-    def stop(self) -> list[tuple[int, int]]:
+    def stop(self) -> list[tuple[int, int, int]]:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         return self.samples
+
+    def _cpu_ns(self) -> int:
+        if self.cpu_clock is None:
+            return NONE
+        try:
+            return time.clock_gettime_ns(self.cpu_clock)
+        except OSError:  # the thread is gone
+            self.cpu_clock = None
+            return NONE
 
     def _run(self) -> None:
         while not self._stop.wait(self.period_s):
             frame = self.user_frames.innermost(sys._current_frames().get(self.main_ident))
             if frame is not None:
                 code = frame.f_code
-                self.samples.append(
-                    (self.lines.intern(code.co_filename, frame.f_lineno, code.co_name), time.time_ns())
-                )
+                line = self.lines.intern(code.co_filename, frame.f_lineno, code.co_name)
+                self.samples.append((line, time.time_ns(), self._cpu_ns()))
 
 
 _compile_called = False

@@ -99,9 +99,12 @@ CAPTURE_COST_SCHEMA = {"window": i32, "convert_ns": i64, "cost_ns": i64}
 """What each window cost the run: convert_ns, the time to turn its events into rows (on a background thread);
 cost_ns, stall + conversion + the extra time its steps took, the figure the duty cycle budgets."""
 
-LINE_SAMPLE_SCHEMA = {"window": i32, "line": i32, "t_ns": i64}
+LINE_SAMPLE_SCHEMA = {"window": i32, "line": i32, "t_ns": i64, "cpu_ns": i64}
 """Inside windows, the user line the main thread was executing, sampled every few ms (also lines that call no
-torch, such as `time.sleep` or a Python loop): it tells which line the CPU was busy on during a GPU gap."""
+torch, such as `time.sleep` or a Python loop): it tells which line the CPU was busy on during a GPU gap.
+cpu_ns: the main thread's on-CPU time at the sample (its thread CPU clock; NONE in older recordings and where
+the platform has no such clock). Wall time between two samples that it does not account for is time the
+thread spent off the CPU: asleep, waiting for I/O, a lock or a data loader's queue."""
 
 STREAM_SCHEMA = {"after_window": i32} | {k: v for k, v in GPU_SCHEMA.items() if k != "window"}
 """GPU activity collected continuously between windows (CUPTI kernel, memcpy and memset records only: no CPU

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from analyzers.model import Peaks, SourceLine, Table, Trace, table_from_rows
-from brrrtui.contract.schema import LINE_SAMPLE_SCHEMA, STEP_SCHEMA, TELEMETRY_SCHEMA, WINDOW_SCHEMA
+from brrrtui.contract.schema import LINE_SAMPLE_SCHEMA, NONE, STEP_SCHEMA, TELEMETRY_SCHEMA, WINDOW_SCHEMA
 from brrrtui.recording.checks import TIME_LIMIT, RecordingError, check_column
 from brrrtui.recording.safe import safe_text
 
@@ -169,10 +169,12 @@ def _restore(trace: Trace, block: dict[str, Any]) -> Trace:
     lines, index = _lines(trace, block)
     samples = []
     for row in _list(block, "line_samples"):
-        window, line, t = _ints(row, 3)
+        # (window, line, t_ns, cpu_ns); an export that predates cpu_ns has no fourth value
+        short = isinstance(row, list) and len(row) == 3
+        window, line, t, cpu = (*_ints(row, 3), NONE) if short else _ints(row, 4)
         if not 0 <= line < len(index):
             raise _Bad("a line sample of an unknown line")
-        samples.append((window, index[line], t))
+        samples.append((window, index[line], t, cpu))
     spans, strings = _scoped(_in_windows(trace.spans, starts, ids), block, trace.strings, index)
     device: dict[str, Any] = block["device"] if isinstance(block.get("device"), dict) else {}
     meta: dict[str, Any] = block["meta"] if isinstance(block.get("meta"), dict) else {}
