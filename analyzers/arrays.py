@@ -83,6 +83,21 @@ def window_rows(window: np.ndarray, keep: np.ndarray) -> slice | np.ndarray:
     return rows
 
 
+def rows_per_window(window: np.ndarray, windows: list[int]) -> list[slice | np.ndarray]:
+    """For each id of `windows`, the rows of a table whose `window` is it, in table order: a slice when the
+    table is sorted by window (a recording's tables are), else their indices. One pass for all windows,
+    where a mask per window would read the whole column once per window."""
+    keys = np.asarray(windows, dtype=np.int64)
+    in_order = len(window) < 2 or bool((window[1:] >= window[:-1]).all())
+    order = None if in_order else np.argsort(window, kind="stable")
+    ordered = window if order is None else window[order]
+    lo = np.searchsorted(ordered, keys, "left").tolist()
+    hi = np.searchsorted(ordered, keys, "right").tolist()
+    if order is None:
+        return [slice(a, b) for a, b in zip(lo, hi, strict=True)]
+    return [order[a:b] for a, b in zip(lo, hi, strict=True)]
+
+
 def window_max(window: np.ndarray, values: np.ndarray, windows: np.ndarray) -> np.ndarray:
     """Per entry of `windows`, the largest of `values` over the rows of that window; the int64 minimum for a
     window without rows. `values` is an int64 column as long as `window`."""
@@ -120,8 +135,15 @@ def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rank = np.cumsum(seen, dtype=np.int64) - 1
         uniq = (np.nonzero(seen)[0] + lo).astype(values.dtype)
         return uniq, rank[shifted]
-    uniq, inv = np.unique(values, return_inverse=True)
-    return uniq, inv.astype(np.int64).reshape(-1)
+    # a stable sort (timsort) takes columns made of a few sorted runs, as time columns are, in near one pass
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    new = np.empty(len(values), dtype=bool)
+    new[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=new[1:])
+    inverse = np.empty(len(values), dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return ordered[new], inverse
 
 
 def dense_ids(values: np.ndarray) -> np.ndarray:

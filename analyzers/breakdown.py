@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.arrays import distinct
+from analyzers.arrays import rows_per_window, unique_inverse
 from analyzers.model import Trace, flag_of
 from analyzers.results import REGIME_CODES, Breakdown, OverheadCorrection, Regime
 
@@ -62,13 +62,17 @@ def span_breakdown(
     e = np.clip(end_ns.astype(np.int64), lo, hi)
     keep = e > s
     s, e, reg = s[keep], e[keep], regime[keep]
-    bounds = distinct(np.concatenate(([lo, hi], s, e)))
-    left = bounds[:-1]
+    # The distinct interval ends cut the span into segments; a sweep counts each regime's intervals open
+    # over each segment: +1 at the bound an interval starts on, -1 at the one it ends on.
+    bounds, index = unique_inverse(np.concatenate(([lo, hi], s, e)))
+    n, m = len(s), len(bounds)
+    starts, ends = index[2 : 2 + n], index[2 + n :]
     seg = np.diff(bounds)
     on = {}
     for code in (_C, _M, _O, _X):
-        sc, ec = np.sort(s[reg == code]), np.sort(e[reg == code])
-        on[code] = (np.searchsorted(sc, left, "right") - np.searchsorted(ec, left, "right")) > 0
+        mine = reg == code
+        opened = np.bincount(starts[mine], minlength=m) - np.bincount(ends[mine], minlength=m)
+        on[code] = np.cumsum(opened[:-1]) > 0
     work = on[_C] | on[_M]
     compute = int(seg[on[_C]].sum())
     memory = int(seg[~on[_C] & on[_M]].sum())
@@ -89,10 +93,12 @@ def window_breakdowns(trace: Trace, busy: np.ndarray, regime: np.ndarray) -> dic
     """One Breakdown per window of `trace.windows`, from its busy GPU rows."""
     gpu, w = trace.gpu, trace.windows
     out: dict[int, Breakdown] = {}
-    end = gpu.start_ns + gpu.dur_ns
-    for win, lo, hi in zip(w.window.tolist(), w.start_ns.tolist(), w.end_ns.tolist(), strict=True):
-        rows = busy & (gpu.window == win)
-        out[int(win)] = span_breakdown(lo, hi, gpu.start_ns[rows], end[rows], regime[rows])
+    wins = w.window.tolist()
+    for win, lo, hi, rows in zip(
+        wins, w.start_ns.tolist(), w.end_ns.tolist(), rows_per_window(gpu.window, wins), strict=True
+    ):
+        start, dur, mine = gpu.start_ns[rows], gpu.dur_ns[rows], busy[rows]
+        out[int(win)] = span_breakdown(lo, hi, start[mine], start[mine] + dur[mine], regime[rows][mine])
     return out
 
 
@@ -139,8 +145,9 @@ def profiled_step_ns(trace: Trace) -> float | None:
     ops, w = trace.ops, trace.windows
     periods: list[np.ndarray] = []
     is_step = flag_of(trace.string_flags(lambda s: s.startswith(STEP_ANNOTATION)), ops.name)
-    for win in w.window.tolist():
-        starts = np.sort(ops.start_ns[is_step & (ops.window == win)])
+    wins = w.window.tolist()
+    for rows in rows_per_window(ops.window, wins):
+        starts = np.sort(ops.start_ns[rows][is_step[rows]])
         if len(starts) >= 2:
             periods.append(np.diff(starts))
     if periods:
