@@ -132,12 +132,15 @@ def column_matrix(path: str, table: str, names: list[str], rows: list[Any], dtyp
     return out
 
 
-def check_column(path: str, table: str, name: str, values: np.ndarray, dtype: Any) -> None:
-    """A column's values fit its dtype, its codes exist, its times are times."""
+def check_column(
+    path: str, table: str, name: str, values: np.ndarray, dtype: Any, bounds: tuple[int, int] | None = None
+) -> None:
+    """A column's values fit its dtype, its codes exist, its times are times. `bounds`: the values' (min, max)
+    when the caller knows them already."""
     dt = np.dtype(dtype)
     if dt.kind != "i" or not len(values):
         return
-    lo, hi = int(values.min()), int(values.max())
+    lo, hi = (int(values.min()), int(values.max())) if bounds is None else bounds
     info = np.iinfo(dt)
     if lo < info.min or hi > info.max:
         raise RecordingError(f"{path} is damaged: {table}.{name} holds {lo if lo < info.min else hi}")

@@ -53,9 +53,8 @@ def encode(values: np.ndarray) -> bytes:
     return b"\x04" + bytes(8) + wide.astype("<i8").tobytes()
 
 
-def decode(blob: object, n: int, skip: int, take: int, floats: bool, where: str) -> np.ndarray:
-    """Values [skip, skip + take) of a blob that holds `n`: int64 (or float64 where `floats`). A blob that
-    does not read as one ends in one RecordingError line naming `where` (table.column)."""
+def _checked_code(blob: object, n: int, floats: bool, where: str) -> tuple[int, int, int]:
+    """(code, bytes per value, bytes before the values) of a blob that holds `n` values."""
     if not isinstance(blob, bytes) or not blob:
         raise RecordingError(f"{where} holds {blob!r:.40}, not a column")
     code = blob[0]
@@ -65,6 +64,53 @@ def decode(blob: object, n: int, skip: int, take: int, floats: bool, where: str)
         raise RecordingError(
             f"{where} holds {len(blob)} bytes of code {code}, not the {n} values of its batch"
         )
+    return code, size, head
+
+
+def decode_into(
+    out: np.ndarray, blob: object, n: int, skip: int, floats: bool, where: str
+) -> tuple[int, int] | None:
+    """decode(blob, n, skip, len(out), floats, where) written straight into `out` (an integer or float column
+    slice), without an int64 copy of the batch; returns the values' (min, max) for integers (None for floats
+    or no values). An integer value `out`'s dtype cannot hold ends in one RecordingError line, as does a
+    blob that does not read as one."""
+    code, size, head = _checked_code(blob, n, floats, where)
+    assert isinstance(blob, bytes)
+    take = len(out)
+    if not take:
+        return None
+    if code == 6:
+        out.fill(np.frombuffer(blob, _F8, 1, 1)[0])
+        return None
+    if code == 0:
+        out[:] = np.frombuffer(blob, _F8, take, head + skip * 8)
+        return None
+    base = int(np.frombuffer(blob, "<i8", 1, 1)[0])
+    raw = np.frombuffer(blob, _OFFSETS[code], take, head + skip * size) if code != 5 else None
+    lo, hi = (base, base) if raw is None else (base + int(raw.min()), base + int(raw.max()))
+    if hi >= 2**63 or lo < -(2**63):  # a damaged blob whose values wrap in int64: decode() says which
+        lo, hi = _bounds(decode(blob, n, skip, take, floats, where))
+    info = np.iinfo(out.dtype)
+    if lo < info.min or hi > info.max:
+        raise RecordingError(f"{where} holds {lo if lo < info.min else hi}")
+    if raw is None:
+        out.fill(base)
+    elif code == 4:
+        out[:] = raw
+    else:  # in int64, then to out's type: every value fits it (checked above)
+        np.add(raw, np.int64(base), out=out, casting="unsafe")
+    return lo, hi
+
+
+def _bounds(values: np.ndarray) -> tuple[int, int]:
+    return int(values.min()), int(values.max())
+
+
+def decode(blob: object, n: int, skip: int, take: int, floats: bool, where: str) -> np.ndarray:
+    """Values [skip, skip + take) of a blob that holds `n`: int64 (or float64 where `floats`). A blob that
+    does not read as one ends in one RecordingError line naming `where` (table.column)."""
+    code, size, head = _checked_code(blob, n, floats, where)
+    assert isinstance(blob, bytes)
     if code == 6:
         return np.full(take, np.frombuffer(blob, _F8, 1, 1)[0])
     if code == 0:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.model import Table
+from analyzers.model import NONE, Table
 from brrrtui.recording import codec
 from brrrtui.recording.checks import RecordingError, check_column
 
@@ -134,9 +134,18 @@ class _Reader:
         self.dtypes = {c: np.dtype(d) for c, d in schema.items()}
         self.present = [c for c in schema if c in present]
         self.out = {c: np.empty(n, dtype=d) for c, d in self.dtypes.items()}
+        # each integer column's (min, max) so far, from the batches' offsets: the checks need no pass of their own
+        self.bounds: dict[str, tuple[int, int] | None] = {c: None for c in schema}
         for c, d in self.dtypes.items():
             if c not in present:
                 self.out[c].fill(_unknown(d))
+                self._widen(c, (NONE, NONE) if n and d.kind != "f" else None)
+
+    def _widen(self, c: str, more: tuple[int, int] | None) -> None:
+        had = self.bounds[c]
+        self.bounds[c] = (
+            more if had is None else had if more is None else (min(had[0], more[0]), max(had[1], more[1]))
+        )
 
     def fill(self, blobs: Iterable[Any], at: int, n: int, skip: int, take: int) -> None:
         """One batch of `n` rows; its rows [skip, skip + take) go to out[at:at + take]."""
@@ -144,14 +153,12 @@ class _Reader:
             dt = self.dtypes[c]
             if blob is None:
                 self.out[c][at : at + take] = _unknown(dt)
+                self._widen(c, (NONE, NONE) if take and dt.kind != "f" else None)
                 continue
             where = f"{self.path} is damaged: {self.table}.{c}"
-            values = codec.decode(blob, n, skip, take, dt.kind == "f", where)
-            if dt.kind != "f" and dt.itemsize < 8 and take:
-                info, lo, hi = np.iinfo(dt), int(values.min()), int(values.max())
-                if lo < info.min or hi > info.max:
-                    raise RecordingError(f"{where} holds {lo if lo < info.min else hi}")
-            self.out[c][at : at + take] = values
+            self._widen(
+                c, codec.decode_into(self.out[c][at : at + take], blob, n, skip, dt.kind == "f", where)
+            )
 
 
 def read_table(
@@ -191,5 +198,5 @@ def read_table(
         if done != len(wanted):
             raise RecordingError(f"{path} is damaged: the batches of {table} changed while they were read")
     for c, d in schema.items():
-        check_column(path, table, c, reader.out[c], d)
+        check_column(path, table, c, reader.out[c], d, reader.bounds[c])
     return Table(reader.out)
