@@ -316,17 +316,34 @@ def recorded_flops(trace: Trace, links: Links, op: np.ndarray, fam: np.ndarray) 
     return out
 
 
-def split_by_duration(value: np.ndarray, owner: np.ndarray, dur: np.ndarray, n_ops: int) -> np.ndarray:
-    """Share value[owner] among rows with the same owner, in proportion to duration (equally if all are 0)."""
-    out = np.full(len(owner), np.nan)
+def duration_shares(owner: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(rows with an owner, each one's share of its owner's summed duration (equal shares where that sum is
+    0)); None when no row has an owner."""
     ok = owner >= 0
     if not ok.any():
-        return out
+        return None
     o = owner[ok]
     d = dur[ok].astype(np.float64)
-    tot = np.bincount(o, weights=d, minlength=n_ops)
-    cnt = np.bincount(o, minlength=n_ops).astype(np.float64)
-    share = np.where(tot[o] > 0, d / np.where(tot[o] > 0, tot[o], 1.0), 1.0 / cnt[o])
+    tot = np.bincount(o, weights=d)[o]
+    if (tot > 0).all():
+        return ok, d / tot
+    cnt = np.bincount(o).astype(np.float64)[o]
+    return ok, np.where(tot > 0, d / np.where(tot > 0, tot, 1.0), 1.0 / cnt)
+
+
+def split_by_duration(
+    value: np.ndarray,
+    owner: np.ndarray,
+    dur: np.ndarray,
+    shares: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """Share value[owner] among rows with the same owner, in proportion to duration (equally if all are 0).
+    `shares`: duration_shares(owner, dur) when the caller has it."""
+    out = np.full(len(owner), np.nan)
+    split = duration_shares(owner, dur) if shares is None else shares
+    if split is None:
+        return out
+    ok, share = split
     out[ok] = value[ok] * share
     return out
 
@@ -341,19 +358,22 @@ def split_costs(
     op's bytes. Memcpy/memset rows take no share (their own counts replace it).
     """
     gpu = trace.gpu
-    n_ops = len(trace.ops)
     kernel = gpu.kind == GpuKind.KERNEL
     layout = kernel & flag_of(trace.string_flags(LAYOUT_NAME.search), gpu.name)
     helpers = [(kernel & flag_of(trace.string_flags(p.search), gpu.name), share) for p, share in SDPA_HELPERS]
     compute = kernel & ~layout
     for h, _ in helpers:
         compute &= ~h
-    flops = split_by_duration(op_flops, np.where(compute, flops_op, NONE), gpu.dur_ns, n_ops)
+    flops_owner = np.where(compute, flops_op, NONE)
+    shares = duration_shares(flops_owner, gpu.dur_ns)
+    flops = split_by_duration(op_flops, flops_owner, gpu.dur_ns, shares)
     flops[~compute & kernel & (flops_op >= 0)] = 0.0
-    nbytes = split_by_duration(op_bytes, np.where(compute, bytes_op, NONE), gpu.dur_ns, n_ops)
-    moved = split_by_duration(LAYOUT_TRAFFIC * op_bytes, np.where(layout, bytes_op, NONE), gpu.dur_ns, n_ops)
+    bytes_owner = np.where(compute, bytes_op, NONE)
+    same = np.array_equal(bytes_owner, flops_owner)  # mostly one op gives a kernel both
+    nbytes = split_by_duration(op_bytes, bytes_owner, gpu.dur_ns, shares if same else None)
+    moved = split_by_duration(LAYOUT_TRAFFIC * op_bytes, np.where(layout, bytes_op, NONE), gpu.dur_ns)
     nbytes[layout] = moved[layout]
     for h, share in helpers:
-        helper_bytes = split_by_duration(share * op_bytes, np.where(h, bytes_op, NONE), gpu.dur_ns, n_ops)
+        helper_bytes = split_by_duration(share * op_bytes, np.where(h, bytes_op, NONE), gpu.dur_ns)
         nbytes[h] = helper_bytes[h]
     return flops, nbytes

@@ -153,10 +153,12 @@ def _kernel_launches(trace: Trace) -> np.ndarray:
     if len(rt) and len(gpu):
         rkey = rt.window.astype(np.int64) << 40 | rt.correlation
         gkey = gpu.window.astype(np.int64) << 40 | gpu.correlation
-        ro = np.argsort(rkey, kind="stable")
-        pos = np.searchsorted(rkey[ro], gkey)
+        in_order = bool((rkey[1:] >= rkey[:-1]).all())  # launches come in correlation order
+        ro = np.arange(len(rkey)) if in_order else np.argsort(rkey, kind="stable")
+        sorted_keys = rkey if in_order else rkey[ro]
+        pos = np.searchsorted(sorted_keys, gkey)
         pos_c = np.minimum(pos, len(ro) - 1)
-        hit = (pos < len(ro)) & (rkey[ro][pos_c] == gkey) & (gpu.correlation >= 0)
+        hit = (pos < len(ro)) & (sorted_keys[pos_c] == gkey) & (gpu.correlation >= 0)
         kernel_launch[hit] = ro[pos_c[hit]]
     return kernel_launch
 
