@@ -126,6 +126,7 @@ def _data_flow(
     cop = roof.cost_op
     n = len(cop)
     ci = np.where(cop >= 0, cost_idx[np.maximum(cop, 0)], NONE) if len(cost_idx) else np.full(n, NONE)
+    ci = ci.astype(np.int64)  # the pair key below is up to (costs + 1) ** 2
     width = len(costs) + 1
     k = (ci[a[check]] + 1) * width + (ci[b[check]] + 1)
     uniq, inv = np.unique(k, return_inverse=True)

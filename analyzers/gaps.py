@@ -68,10 +68,11 @@ GAP_SCHEMA = {
     "start_ns": np.int64,
     "dur_ns": np.int64,
     "cause": np.int8,
-    "line": np.int64,
-    "next_row": np.int64,
+    "line": np.int32,
+    "next_row": np.int32,
 }
-"""stream: NONE for device-wide gaps; line: line id or NONE; next_row: the gpu row whose start ends the gap."""
+"""stream: NONE for device-wide gaps; line: line id or NONE; next_row: the gpu row whose start ends the gap
+(int32 like links.Links: a recording's line ids are int32, and a table past 2**31 rows does not fit in memory)."""
 
 
 def busy_mask(trace: Trace, host_copy: np.ndarray) -> np.ndarray:
@@ -135,7 +136,7 @@ def find_gaps(trace: Trace, busy: np.ndarray, per_stream: bool) -> Table:
     cols = {k: (np.concatenate(v) if v else np.empty(0)).astype(GAP_SCHEMA[k]) for k, v in out.items()}
     n = len(cols["window"])
     cols["cause"] = np.full(n, GAP_CAUSE_CODES[GapCause.OTHER], np.int8)
-    cols["line"] = np.full(n, NONE, np.int64)
+    cols["line"] = np.full(n, NONE, GAP_SCHEMA["line"])
     return Table({k: cols[k] for k in GAP_SCHEMA})
 
 
@@ -245,7 +246,9 @@ def classify_gaps(
     launch = _ending_launch(trace, links, gaps)
     warmup = _warmup(ev, g0, g1)
     other = np.full(n, GAP_CAUSE_CODES[GapCause.OTHER], np.int8)
-    v = _Verdicts(cause=other, line=np.full(n, NONE, np.int64), decided=warmup.copy(), warmup=warmup)
+    v = _Verdicts(
+        cause=other, line=np.full(n, NONE, GAP_SCHEMA["line"]), decided=warmup.copy(), warmup=warmup
+    )
 
     for marks, c in ((ev.data, GapCause.DATA), (ev.h2d, GapCause.H2D)):
         if len(marks):
@@ -261,7 +264,7 @@ def classify_gaps(
     sampled = sampled_lines(trace.line_samples, g0, g1, hostish & ~warmup)
     cols = dict(gaps.columns)
     cols["cause"] = v.cause
-    cols["line"] = np.where(sampled >= 0, sampled, v.line)
+    cols["line"] = np.where(sampled >= 0, sampled, v.line).astype(GAP_SCHEMA["line"])
     return Table(cols)
 
 

@@ -273,7 +273,7 @@ def cost_ops(trace: Trace, links: Links) -> tuple[OpCosts, np.ndarray, np.ndarra
     """Cost the ops that launch kernels (or enclose ops that do); choose, per gpu row, the op whose cost it
     takes. Returns (op costs, flops op per row, bytes op per row)."""
     gpu, ops = trace.gpu, trace.ops
-    index = np.full(len(ops), NONE, dtype=np.int64)
+    index = np.full(len(ops), NONE, dtype=np.int32)  # ids of distinct costs: fewer than the ops
     n = len(gpu)
     if not len(ops) or not n:
         return OpCosts(index, []), np.full(n, NONE, np.int64), np.full(n, NONE, np.int64)

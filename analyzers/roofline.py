@@ -233,7 +233,7 @@ def roofline(trace: Trace, links: Links, peaks: Peaks) -> Roofline:
         roof_fraction=frac,
         fits_in_l2=_fits_in_l2(trace, rc, peaks),
         family=rc.family,
-        cost_op=np.where(flops_op >= 0, flops_op, bytes_op),
+        cost_op=np.where(flops_op >= 0, flops_op, bytes_op).astype(links.op_parent.dtype),
         host_copy=host_copy,
         op_costs=op_costs,
     )
