@@ -132,9 +132,10 @@ def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         seen = np.zeros(hi - lo + 1, dtype=bool)
         shifted = values - lo
         seen[shifted] = True
-        rank = np.cumsum(seen, dtype=np.int64) - 1
-        uniq = (np.nonzero(seen)[0] + lo).astype(values.dtype)
-        return uniq, rank[shifted]
+        present = np.flatnonzero(seen)
+        rank = np.empty(len(seen), dtype=np.int64)  # read only where seen
+        rank[present] = np.arange(len(present))
+        return (present + lo).astype(values.dtype), rank[shifted]
     # a stable sort (timsort) takes columns made of a few sorted runs, as time columns are, in near one pass
     order = np.argsort(values, kind="stable")
     ordered = values[order]

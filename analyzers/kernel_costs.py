@@ -172,6 +172,8 @@ def _recost_forward_convs(trace: Trace, cand: np.ndarray, index: np.ndarray, cos
     index updated; one cost per distinct (cost, output size))."""
     ops = trace.ops
     key_family = np.array([int(c.family) for c in costs], dtype=np.int8)
+    if not (key_family == Family.CONV).any():
+        return
     conv_rows = cand[key_family[index[cand]] == Family.CONV]
     by_row = {r: costs[index[r]] for r in conv_rows.tolist()}
     hints = conv_output_hints(trace, conv_rows, by_row)
@@ -193,6 +195,8 @@ def _recost_causal(trace: Trace, cand: np.ndarray, index: np.ndarray, costs: lis
     if "concrete" not in ops.columns or not len(cand):
         return
     fam = np.array([int(c.family) for c in costs], dtype=np.int8)
+    if not np.isin(fam, [Family.ATTENTION, Family.ATTENTION_BACKWARD]).any():
+        return
     attn = cand[
         np.isin(fam[index[cand]], [Family.ATTENTION, Family.ATTENTION_BACKWARD]) & (ops.concrete[cand] >= 0)
     ]
@@ -217,6 +221,8 @@ def _recost_optimizers(
     """Fused and foreach optimizer ops: their bytes from the parameters the backward before them accumulated
     (optimizer_cost.py); one cost per op (appended to `costs`, index updated)."""
     fam = np.array([int(c.family) for c in costs], dtype=np.int8)
+    if not (fam == Family.FOREACH).any():
+        return
     rows = cand[(fam[index[cand]] == Family.FOREACH) & (index[cand] >= 0)]
     for r, nbytes in optimizer_bytes(trace, links, rows).items():
         costs.append(replace(costs[index[r]], bytes=nbytes))
@@ -248,8 +254,11 @@ def _recost_conv_backward(
 ) -> None:
     """convolution_backward ops: cost again for the gradients their kernels' names say they computed."""
     gpu, ops = trace.gpu, trace.ops
+    cost_family = np.array([int(c.family) for c in costs], dtype=np.int8)
+    if not (cost_family == Family.CONV_BACKWARD).any():
+        return
     fam = np.full(len(ops), -1, dtype=np.int8)
-    fam[cand] = np.array([int(c.family) for c in costs], dtype=np.int8)[index[cand]]
+    fam[cand] = cost_family[index[cand]]
     bwd_kernels = np.nonzero((flops_op >= 0) & (fam[np.maximum(flops_op, 0)] == Family.CONV_BACKWARD))[0]
     if not len(bwd_kernels):
         return

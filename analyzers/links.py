@@ -76,6 +76,8 @@ def nesting_parents(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> tupl
 def _from_nearest_ancestor(value: np.ndarray, parent: np.ndarray) -> np.ndarray:
     """Fill value[i] < 0 with the value of i's nearest ancestor (via `parent`) whose value is >= 0."""
     out = value.copy()
+    if not (out >= 0).any():  # nothing to inherit (no backward node in the trace, say): no walk up
+        return out
     todo = np.nonzero((out < 0) & (parent >= 0))[0]
     anc = parent[todo]  # the ancestor each row of `todo` looks at now
     while len(todo):  # one nesting level per round: tens of rounds at most
