@@ -136,6 +136,7 @@ class FindingKind(str, Enum):
     GRAPH_BREAK = "graph_break"
     RECOMPILE = "recompile"
     COMMUNICATION = "communication"  # exposed collectives (analyzers.communication)
+    KV_CACHE = "kv_cache"  # a Hugging Face KV cache built in training (analyzers.kv_cache_findings)
 
     def __str__(self) -> str:
         return str(self.value)

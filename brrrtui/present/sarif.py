@@ -68,6 +68,10 @@ RULES: dict[FindingKind, tuple[str, str]] = {
         "CompileRecompile",
         "torch.compile compiles this function again: a guard fails between calls.",
     ),
+    FindingKind.KV_CACHE: (
+        "KvCacheInTraining",
+        "A Hugging Face model builds its generation KV cache in training (use_cache=True): copies nothing reads.",
+    ),
 }
 
 
