@@ -322,7 +322,7 @@ def _group_runs(
                 bytes_saved=float(sums["saved"][g]),
                 kernel_ns=float(sums["kernel_ns"][g]),
                 saving_ns=float(sums["saving"][g]),
-                all_rows=runs.rows[order[bounds[g] : bounds[g + 1]]].tolist(),
+                all_rows=runs.rows[order[bounds[g] : bounds[g + 1]]],
                 windows=windows_of.get(g, set()),
                 chain_ops=[_chain_op(trace, o) for o in ops_seq],
             )

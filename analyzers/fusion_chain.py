@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from analyzers.fusion_patterns import ChainOp, match_pattern, named_pattern
 
 
@@ -23,7 +25,8 @@ class FusionChain:
     bytes_saved: float = 0.0  # intermediates written and re-read that a fused kernel would not move
     kernel_ns: float = 0.0  # GPU time of the kernels
     saving_ns: float = 0.0  # estimated time saved by fusing
-    all_rows: list[int] = field(default_factory=list)
+    # gpu rows of every occurrence (an array: a scope can hold most of the run's kernels)
+    all_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), compare=False)
     windows: set[int] = field(default_factory=set)
     chain_ops: list[ChainOp] = field(default_factory=list)  # op_names with their recorded operands
     # a function's whole scope (fusion_scope.py): every run of fusable kernels that compiling it fuses

@@ -319,7 +319,7 @@ def _chain(trace: Trace, links: Links, seeds: list[FusionChain], t: _ScopeTotals
         bytes_saved=t.saved,
         kernel_ns=t.kernel_ns,
         saving_ns=t.saving_ns,
-        all_rows=t.rows.tolist(),
+        all_rows=t.rows,
         windows={int(w) for w in np.unique(trace.gpu.window[t.rows])},
         chain_ops=[],
         scope=True,
