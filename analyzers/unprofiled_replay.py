@@ -15,11 +15,12 @@ The replay keeps the window's order of events and the GPU's durations and makes 
 
 - the CPU's work time of each launch: wall time since the window began, less the time it was blocked in
   synchronising calls (gap_evidence.SYNC_RUNTIME); of it, the time the main thread was on the CPU is
-  multiplied by a factor f, the time it was off it (a `time.sleep`, a wait for I/O or the data loader; the
-  line sampler's thread CPU clock tells them apart) is kept as it was;
-- a kernel (copy, memset) starts at max(its replayed launch + LAUNCH_LATENCY_NS, the end of the row before it
-  on its stream), and lasts what it lasted; its launch is the return of the launch call (a first call's module
-  load happens inside it);
+  multiplied by a factor f, the time it waited off it outside torch (a `time.sleep`, I/O, a data loader's
+  queue: _OffCpu, from the line sampler's reading of the thread's CPU clock) is kept as it was;
+- a kernel (copy, memset) starts at max(its replayed launch + the launch latency, the end of the row before it
+  on its stream + the gap the GPU leaves between queued kernels), both as the window shows them
+  (_gpu_spacing: ~1.5 us and ~1.3 us on an H200), and lasts what it lasted; its launch is the return of the
+  launch call (a first call's module load happens inside it);
 - a synchronising call holds the CPU until every stream has finished;
 - f is the largest factor (0..1, bisection) for which the replayed windows last no longer than the unprofiled
   steps the recorder timed (their median).
@@ -27,10 +28,10 @@ The replay keeps the window's order of events and the GPU's durations and makes 
 Each gap of the window keeps the replayed idle before the row that ends it (the trailing gap of a window: the
 replayed CPU time left after the GPU's last row), charged to the line the window charged it to.
 
-Off-CPU time is measured between two line samples (every ~2 ms): the wall time they span, less the main
-thread's CPU time over it and less the time blocked in syncs (a sync spins on the CPU by default). A recording
-without the thread's CPU clock (older ones, other platforms) replays all of the work time at f: there a 20 ms
-`time.sleep` is charged ~15 ms.
+Measured on the H200 against the kernel stream's unprofiled steps (validation/unprofiled_lines.py, four
+workloads): without the queued kernels' gap the replay left GPT-2's forward lines 6-20 points under; a
+recording without the thread's CPU clock (older ones, other platforms) replays all of the work time at f, and
+there a 20 ms `time.sleep` is charged 16 ms a step instead of 19.8.
 """
 
 from __future__ import annotations
@@ -44,8 +45,10 @@ from analyzers.gap_evidence import SYNC_RUNTIME, Intervals
 from analyzers.links import Links
 from analyzers.model import NONE, Table, Trace, flag_of
 
-LAUNCH_LATENCY_NS = 4_000  # launch call to kernel start on an idle GPU (the replay barely depends on it)
+LAUNCH_LATENCY_NS = 4_000  # launch call to kernel start on an idle GPU, where a window shows too few
+MIN_MEDIAN_ROWS = 8  # rows a window needs for its own median launch latency and queued gap
 BISECT_STEPS = 30
+WAIT_SHARE = 0.5  # a stretch between two line samples this much off the CPU (outside torch) is a wait
 CALIBRATION_ROWS = 50_000  # f is found on the first windows holding about this many rows
 
 
@@ -61,6 +64,8 @@ class _Window:
     work: np.ndarray  # CPU work time of each row's launch (ns)
     work_off: np.ndarray  # the part of it spent off the CPU
     dur: np.ndarray
+    gap: np.ndarray  # the least time from the end of the row before it (on its stream) to its start
+    latency: float  # from a launch's return to its kernel's start on an idle GPU
     by_stream: list[np.ndarray]  # per (sync segment, stream): indices into rows, in launch order
     segment_of: list[int]  # the sync segment of each by_stream group
     stream_of: list[int]  # and its stream
@@ -78,18 +83,25 @@ def _work_time(blocked: Intervals, t: np.ndarray) -> np.ndarray:
 
 
 class _OffCpu:
-    """Off-CPU time of the main thread, as a function of work time, from one window's line samples
-    (t relative to the window's start, the thread's CPU clock; linear between two samples)."""
+    """Time the main thread waited off the CPU outside torch (a sleep, I/O, a data loader's queue), as a
+    function of work time, from one window's line samples (t relative to the window's start, the thread's
+    CPU clock).
 
-    def __init__(self, blocked: Intervals, t: np.ndarray, cpu: np.ndarray):
+    Between two samples (~2 ms), the off-CPU time is the wall time less the thread's CPU time, and less the
+    time a torch call or op ran: the main thread waits off the CPU inside `loss.backward()` while the autograd
+    thread works, and a spinning sync counts as on-CPU time. Only a stretch that is mostly off the CPU (alone
+    or with a neighbouring stretch, WAIT_SHARE) counts as a wait: the short waits of code that runs (the GIL
+    handed to the sampler, an allocator's lock) come with the profiled work and are sped up with it."""
+
+    def __init__(self, blocked: Intervals, torch: Intervals, t: np.ndarray, cpu: np.ndarray):
         known = cpu >= 0
         t, cpu = t[known], cpu[known]
         order = np.argsort(t, kind="stable")
         t, cpu = t[order], cpu[order]
         self.work = _work_time(blocked, t)
-        # time between two samples not on the CPU, outside syncs: a spinning sync counts as on-CPU time
-        off = np.clip(np.minimum(np.diff(t) - np.diff(cpu), np.diff(self.work)), 0.0, None)
-        self.off = np.concatenate(([0.0], np.cumsum(off)))
+        free = np.minimum(np.diff(t) - torch.covered(t[:-1], t[1:]), np.diff(self.work)).astype(np.float64)
+        off = np.clip(np.minimum(np.diff(t) - np.diff(cpu), free), 0.0, None)
+        self.off = np.concatenate(([0.0], np.cumsum(np.where(_waits(off, free), off, 0.0))))
 
     def at(self, work: np.ndarray) -> np.ndarray:
         if len(self.work) < 2:
@@ -98,15 +110,41 @@ class _OffCpu:
         return out
 
 
-def _window_samples(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Line samples ordered by window, and their windows."""
-    s = trace.line_samples
-    order = np.argsort(s.window, kind="stable")
-    return order, s.window[order]
+def _waits(off: np.ndarray, free: np.ndarray) -> np.ndarray:
+    """Which stretches between samples are waits: off the CPU for WAIT_SHARE of their time outside torch, alone
+    or together with the stretch before or after (a short sleep that straddles a sample)."""
+
+    def share(o: np.ndarray, f: np.ndarray) -> np.ndarray:
+        mostly: np.ndarray = o >= WAIT_SHARE * np.maximum(f, 1.0)
+        return mostly
+
+    pad = np.concatenate(([0.0], off, [0.0])), np.concatenate(([0.0], free, [0.0]))
+    with_prev = share(pad[0][:-2] + off, pad[1][:-2] + free)
+    with_next = share(off + pad[0][2:], free + pad[1][2:])
+    out: np.ndarray = share(off, free) | with_prev | with_next
+    return out
+
+
+class _ByWindow:
+    """Rows of one table grouped by window: `of(w)` gives window w's rows (indices into the table)."""
+
+    def __init__(self, rows: np.ndarray, window: np.ndarray):
+        order = np.argsort(window[rows], kind="stable")
+        self.rows, self.keys = rows[order], window[rows][order]
+
+    def of(self, win: int) -> np.ndarray:
+        rows: np.ndarray = self.rows[
+            np.searchsorted(self.keys, win, "left") : np.searchsorted(self.keys, win, "right")
+        ]
+        return rows
+
+
+def _intervals(start: np.ndarray, dur: np.ndarray, rows: np.ndarray, w0: int) -> Intervals:
+    return Intervals(start[rows] - w0, start[rows] + dur[rows] - w0)
 
 
 def _prepare(trace: Trace, links: Links, busy: np.ndarray) -> list[_Window]:
-    gpu, rt, w = trace.gpu, trace.runtime, trace.windows
+    gpu, rt, w, ops, spans = trace.gpu, trace.runtime, trace.windows, trace.ops, trace.spans
     launch = links.kernel_launch
     has = launch >= 0
     returned = rt.start_ns + rt.dur_ns
@@ -119,10 +157,10 @@ def _prepare(trace: Trace, links: Links, busy: np.ndarray) -> list[_Window]:
     rows_all = np.nonzero(busy)[0]
     rows_all = rows_all[lexsort((launch_t[rows_all], gpu.window[rows_all]))]
     win_of_row = gpu.window[rows_all]
-    sync_all = np.nonzero(sync)[0]
-    sync_all = sync_all[np.argsort(rt.window[sync_all], kind="stable")]
-    win_of_sync = rt.window[sync_all]
-    samples_all, win_of_sample = _window_samples(trace)
+    syncs = _ByWindow(np.nonzero(sync)[0], rt.window)
+    torch_ops = _ByWindow(np.nonzero(flag_of(trace.string_flags(_is_torch_op), ops.name))[0], ops.window)
+    calls = _ByWindow(np.arange(len(spans)), spans.window)
+    samples = _ByWindow(np.arange(len(trace.line_samples)), trace.line_samples.window)
     out = []
     for win, w0, w1, first, last in zip(
         w.window.tolist(),
@@ -135,17 +173,22 @@ def _prepare(trace: Trace, links: Links, busy: np.ndarray) -> list[_Window]:
         rows = rows_all[np.searchsorted(win_of_row, win, "left") : np.searchsorted(win_of_row, win, "right")]
         if not len(rows):
             continue
-        srows = sync_all[
-            np.searchsorted(win_of_sync, win, "left") : np.searchsorted(win_of_sync, win, "right")
-        ]
-        blocked = Intervals(rt.start_ns[srows] - w0, rt.start_ns[srows] + rt.dur_ns[srows] - w0)
-        samples = samples_all[
-            np.searchsorted(win_of_sample, win, "left") : np.searchsorted(win_of_sample, win, "right")
-        ]
-        off = _OffCpu(blocked, trace.line_samples.t_ns[samples] - w0, trace.line_samples.cpu_ns[samples])
+        blocked = _intervals(rt.start_ns, rt.dur_ns, syncs.of(win), w0)
+        o, c, smp = torch_ops.of(win), calls.of(win), samples.of(win)
+        in_torch = Intervals(
+            np.concatenate((ops.start_ns[o], spans.start_ns[c])) - w0,
+            np.concatenate((ops.start_ns[o] + ops.dur_ns[o], spans.start_ns[c] + spans.dur_ns[c])) - w0,
+        )
+        off = _OffCpu(blocked, in_torch, trace.line_samples.t_ns[smp] - w0, trace.line_samples.cpu_ns[smp])
         steps = last - first + 1 if first >= 0 and last >= first else 0
-        out.append(_window(trace, win, rows, launch_t[rows] - w0, blocked, off, w1 - w0, steps))
+        out.append(_window(trace, win, rows, launch_t[rows] - w0, blocked, off, (w0, w1), steps))
     return out
+
+
+def _is_torch_op(name: str) -> bool:
+    # operators and autograd nodes, not record_function scopes: a DataLoader's `enumerate(DataLoader)#...`
+    # scope spans the wait for the next batch
+    return name.startswith(("aten::", "autograd::"))
 
 
 def _window(
@@ -155,12 +198,14 @@ def _window(
     launch_t: np.ndarray,
     blocked: Intervals,
     off: _OffCpu,
-    length: int,
+    span: tuple[int, int],
     steps: int,
 ) -> _Window:
+    """One window's rows prepared for the replay (launch_t relative to span[0], the window's start)."""
     work = np.maximum(_work_time(blocked, launch_t), 0.0)
+    gap, latency = _gpu_spacing(trace.gpu.start_ns[rows] - span[0], trace.gpu.dur_ns[rows], launch_t)
     sync_work = _work_time(blocked, blocked.s)
-    end_work = float(_work_time(blocked, np.array([length]))[0])
+    end_work = float(_work_time(blocked, np.array([span[1] - span[0]]))[0])
     segment = np.searchsorted(sync_work, work, "right")
     stream = trace.gpu.stream[rows]
     key = segment.astype(np.int64) << 32 | (stream.astype(np.int64) & 0xFFFFFFFF)
@@ -172,6 +217,8 @@ def _window(
         work=work,
         work_off=off.at(work),
         dur=trace.gpu.dur_ns[rows].astype(np.float64),
+        gap=gap,
+        latency=latency,
         by_stream=groups,
         segment_of=[int(segment[g[0]]) for g in groups],
         stream_of=[int(stream[g[0]]) for g in groups],
@@ -181,6 +228,29 @@ def _window(
         end_off=float(off.at(np.array([end_work]))[0]),
         steps=steps,
     )
+
+
+def _gpu_spacing(start: np.ndarray, dur: np.ndarray, launch_t: np.ndarray) -> tuple[np.ndarray, float]:
+    """(each row's least gap after the row before it, the launch latency), as the window shows them; times
+    relative to the window's start.
+
+    A kernel launched while the GPU is still busy does not start when the one before it ends: ~1.3 us pass on an
+    H200 (more after a memset or a copy), ~1,000 times a GPT-2 step. A row launched before the previous row
+    ended (queued) keeps the gap it had; any other row gets the median of the queued ones (0 with fewer than
+    MIN_MEDIAN_ROWS). On an idle GPU a kernel starts the median delay after its launch call returns that the
+    rows launched onto an idle GPU show (~1.5 us on an H200; LAUNCH_LATENCY_NS with too few of them)."""
+    order = np.argsort(start, kind="stable")
+    s, e, launch = start[order], start[order] + dur[order], launch_t[order]
+    prev_end = np.concatenate(([-np.inf], np.maximum.accumulate(e)[:-1]))
+    queued = launch < prev_end
+    gap_sorted = np.maximum(s - prev_end, 0.0)
+    typical = float(np.median(gap_sorted[queued])) if queued.sum() >= MIN_MEDIAN_ROWS else 0.0
+    delay = (s - launch)[~queued]
+    delay = delay[delay > 0]  # a row without a launch call has its own start as "launch"
+    latency = float(np.median(delay)) if len(delay) >= MIN_MEDIAN_ROWS else float(LAUNCH_LATENCY_NS)
+    gap = np.empty(len(start))
+    gap[order] = np.where(queued, gap_sorted, typical)
+    return gap, latency
 
 
 def _replay(win: _Window, f: float) -> tuple[np.ndarray, float, float]:
@@ -197,10 +267,13 @@ def _replay(win: _Window, f: float) -> tuple[np.ndarray, float, float]:
     for seg in range(len(win.sync_work) + 1):
         while gi < n_groups and win.segment_of[gi] == seg:
             idx, stream = win.by_stream[gi], win.stream_of[gi]
-            d = win.dur[idx]
-            launch = np.asarray(cpu(win.work[idx], win.work_off[idx])) + LAUNCH_LATENCY_NS
-            before = np.concatenate(([0.0], np.cumsum(d)[:-1]))
-            launch[0] = max(launch[0], ends.get(stream, 0.0))
+            d, g = win.dur[idx], win.gap[idx]
+            launch = np.asarray(cpu(win.work[idx], win.work_off[idx])) + win.latency
+            # where each row would start if all were queued behind the first: after the rows before it and
+            # their gaps
+            before = np.concatenate(([0.0], np.cumsum(d)[:-1])) + np.cumsum(g) - g[0]
+            if stream in ends:
+                launch[0] = max(launch[0], ends[stream] + g[0])
             st = before + np.maximum.accumulate(launch - before)
             start[idx] = st
             ends[stream] = float(st[-1] + d[-1])

@@ -39,8 +39,9 @@ def test_the_report_leads_with_the_steady_state_and_sets_construction_apart(run)
 def test_verdicts_use_unprofiled_idle(run):
     a, _ = run
     top = a.lines[0]
-    # the profiled window left the GPU idle 62 ms around this line; an unprofiled 57.8 ms step leaves ~3 ms
-    assert top.idle_profiled_ns > 20 * top.idle_ns and top.regime is Regime.MEMORY
+    # the profiled window left the GPU idle 62 ms around this line; an unprofiled 57.8 ms step leaves ~3.7 ms
+    # (the kernel stream measured 2.2 ms in the median unprofiled step of another HF GPT-2 run)
+    assert top.idle_profiled_ns > 15 * top.idle_ns and top.regime is Regime.MEMORY
 
 
 def test_cudnn_attention_is_compute_and_the_vocab_gemms_are_diagnosed(run):

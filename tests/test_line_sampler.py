@@ -43,9 +43,10 @@ def test_the_thread_cpu_clock_stands_still_in_a_sleep_and_runs_in_a_python_loop(
     _spin()
     samples = sampler.stop()
     assert all(cpu >= 0 for _, _, cpu in samples)
-    # the loop shares the GIL with the sampler and, on a loaded machine, the CPU with other processes
-    assert _off_cpu_share(samples, "_sleep", lines) > 0.9
-    assert _off_cpu_share(samples, "_spin", lines) < 0.5
+    # the loop shares the GIL with the sampler and, on a loaded machine, the CPU with other processes (57 %
+    # off the CPU was seen with four busy processes on two cores)
+    sleeping, spinning = (1 - _off_cpu_share(samples, f, lines) for f in ("_sleep", "_spin"))
+    assert sleeping < 0.1 and spinning > 0.15 and spinning > 10 * sleeping
 
 
 if __name__ == "__main__":

@@ -13,7 +13,13 @@ from analyzers.analyze import analyze
 from analyzers.gap_evidence import Intervals
 from analyzers.links import link
 from analyzers.model import NONE
-from analyzers.unprofiled_replay import LAUNCH_LATENCY_NS as LAT, _idle_before, _prepare, _replay
+from analyzers.unprofiled_replay import (
+    LAUNCH_LATENCY_NS as LAT,
+    _gpu_spacing,
+    _idle_before,
+    _prepare,
+    _replay,
+)
 from brrrtui.recording.load import load_trace
 
 US, MS = 1_000, 1_000_000
@@ -114,8 +120,10 @@ def test_per_line_overhead_against_the_kernel_streams_unprofiled_steps_on_the_h2
     a = analyze(load_trace(os.path.join(root, "tests", "fixtures", "h200_gpt_stream.brrr.gz")))
     rows = ul.compare(a, 10)["lines"]
     diffs = [abs(r["diff_points"]) for r in rows]
-    assert len(diffs) == 10 and max(diffs) < 15
-    assert sum(d <= 5 for d in diffs) >= 5
+    # 7 of 10 within 5 points (the worst, the attention's output projection, 15.1 under); without the GPU's
+    # ~1.3 us between queued kernels in the replay, 5 of 10
+    assert len(diffs) == 10 and max(diffs) < 16
+    assert sum(d <= 5 for d in diffs) >= 7
 
 
 def sleeping_run(with_cpu_clock: bool) -> TraceBuilder:
@@ -140,7 +148,9 @@ def sleeping_run(with_cpu_clock: bool) -> TraceBuilder:
                 cpu = min(at, 6 * MS) + max(0, at - 26 * MS)
                 b.sample(small if at < 4 * MS else sleeper, start + at, cpu if with_cpu_clock else NONE)
             b.span(sleeper, start + 30 * MS, API)
-            b.launch("vectorized_elementwise_kernel<add>", start + 30 * MS, start + 30 * MS + API + LAT, 1 * MS)
+            b.launch(
+                "vectorized_elementwise_kernel<add>", start + 30 * MS, start + 30 * MS + API + LAT, 1 * MS
+            )
             t = start + 30 * MS + API + LAT + 1 * MS
             b.window(start, t, first_step=step, last_step=step)
         else:
@@ -152,9 +162,13 @@ def sleeping_run(with_cpu_clock: bool) -> TraceBuilder:
 def test_time_off_the_cpu_is_replayed_as_it_was_and_only_on_cpu_work_is_sped_up():
     trace = sleeping_run(with_cpu_clock=True).build()
     (win,) = _prepare(trace, link(trace), np.ones(len(trace.gpu), dtype=bool))
-    assert win.work_off.tolist() == [0.0] * 10 + [20 * MS]  # the last launch returns 2 us after the last sample
+    assert win.work_off.tolist() == [0.0] * 10 + [
+        20 * MS
+    ]  # the last launch returns 2 us after the last sample
     start, length, gpu_end = _replay(win, 0.5)
-    assert start[10] == 0.5 * (10 * MS + API) + 20 * MS + LAT  # 10.002 ms on the CPU at half speed, the sleep as it was
+    assert (
+        start[10] == 0.5 * (10 * MS + API) + 20 * MS + LAT
+    )  # 10.002 ms on the CPU at half speed, the sleep as it was
     assert length == gpu_end == start[10] + 1 * MS
 
 
@@ -165,7 +179,94 @@ def test_a_sleep_is_charged_what_it_lasts_and_the_rest_is_sped_up_as_the_profile
     # launch-bound line 1.2 ms more
     by_line = {s.line.line: s for s in analyze(sleeping_run(with_cpu_clock=True).build()).lines}
     assert by_line[10].idle_ns == pytest.approx(9 * 190 * US, abs=10 * US)
-    assert by_line[40].idle_ns == pytest.approx(25 * MS + LAT - (0.5 * (3600 * US + API) + LAT + 10 * US), abs=10 * US)
+    assert by_line[40].idle_ns == pytest.approx(
+        25 * MS + LAT - (0.5 * (3600 * US + API) + LAT + 10 * US), abs=10 * US
+    )
     blind = {s.line.line: s for s in analyze(sleeping_run(with_cpu_clock=False).build()).lines}
     assert blind[10].idle_ns > by_line[10].idle_ns + 1 * MS
     assert blind[40].idle_ns < by_line[40].idle_ns - 1 * MS
+
+
+def test_a_wait_inside_a_torch_call_is_not_kept():
+    # the main thread waits off the CPU inside loss.backward() while the autograd thread launches: that wait is
+    # profiled work (sped up at f), not a sleep
+    b = sleeping_run(with_cpu_clock=True)
+    window_start = b.windows[0][2] - b.t0
+    b.span(1, window_start + 4 * MS, 26 * MS)  # a torch call over the whole "sleep"
+    trace = b.build()
+    (win,) = _prepare(trace, link(trace), np.ones(len(trace.gpu), dtype=bool))
+    assert win.work_off.tolist() == [0.0] * 11
+
+
+def test_short_waits_of_running_code_are_not_kept():
+    # a stretch between two samples 30 % off the CPU (the GIL handed to the sampler, an allocator's lock) is
+    # sped up with the rest; one 60 % off, or two neighbours 40 % + 60 % off (a sleep across a sample), is a wait
+    from analyzers.unprofiled_replay import _waits
+
+    free = np.full(5, 2.0 * MS)
+    off = np.array([0.6, 0.0, 0.8, 1.2, 0.0]) * MS
+    assert _waits(off, free).tolist() == [False, False, True, True, False]
+
+
+def test_queued_kernels_keep_their_gap_and_the_launch_latency_is_the_windows():
+    # three kernels launched onto a busy GPU start 1.3 us after the previous ends; one launched onto an idle
+    # GPU starts 1.5 us after its launch returns
+    # (eight rows of each kind: a window's own medians need MIN_MEDIAN_ROWS)
+    queued = [(k * 11_300, 10_000, k * 100) for k in range(9)]  # 1.3 us after the previous one's end
+    idle = [(k * 100_000 + 200_000, 5_000, k * 100_000 + 198_500) for k in range(8)]  # 1.5 us after launch
+    start, dur, launch = (np.array(col, dtype=np.int64) for col in zip(*(queued + idle), strict=True))
+    gap, latency = _gpu_spacing(start, dur, launch)
+    assert latency == 1_500
+    assert gap.tolist() == [1_300] * 17  # the first and the idle ones: the queued ones' median
+    few = _gpu_spacing(start[:3], dur[:3], launch[:3])
+    assert few[0].tolist() == [0, 1_300, 1_300] and few[1] == LAT
+
+
+def test_the_replay_keeps_the_gpus_own_gap_between_queued_kernels():
+    b = TraceBuilder()
+    line = b.line("train.py", 5)
+    b.step(0, 0)
+    b.span(line, 0, 50 * US)
+    for i in range(5):  # all launched in the first 50 us; each starts 1.3 us after the one before it ends
+        b.launch("vectorized_elementwise_kernel<mul>", i * 10 * US, 60 * US + i * 101_300, 100 * US)
+    b.window(0, 600 * US, first_step=1, last_step=1)
+    b.step(1, 600 * US)
+    trace = b.build()
+    (win,) = _prepare(trace, link(trace), np.ones(len(trace.gpu), dtype=bool))
+    start, _, _ = _replay(win, 0.5)
+    assert np.diff(start).tolist() == [101_300.0] * 4
+    assert _idle_before(start, win.dur)[1:].tolist() == [1_300.0] * 4
+
+
+def _without_cpu_clock(trace):
+    import dataclasses
+
+    from analyzers.model import Table
+
+    cols = dict(trace.line_samples.columns)
+    cols["cpu_ns"] = np.full(len(trace.line_samples), NONE, np.int64)
+    return dataclasses.replace(trace, line_samples=Table(cols))
+
+
+SLEEP_LINE = 87  # examples/known_regimes.py: time.sleep(args.sleep_ms / 1e3)
+
+
+@pytest.mark.parametrize(
+    ("fixture", "sleep_ms", "charged_ms", "blind_ms"),
+    [
+        ("h200_known_regimes_sleep20.brrr.gz", 20, (19.0, 20.5), 16.5),
+        ("h200_known_regimes_sleep2.brrr.gz", 2, (1.4, 2.1), 0.9),
+    ],
+)
+def test_a_time_sleep_on_the_h200_is_charged_what_it_lasts(fixture, sleep_ms, charged_ms, blind_ms):
+    # examples/known_regimes.py --steps 300 --sleep-ms 20 / 2 recorded with default options on the H200
+    # (validation/run_lines_h200.sh): with the thread's CPU clock the replay charges the sleep's line 19.8 ms
+    # (1.6 ms) of idle a step; sped up like the profiled work, 16.0 ms (0.8 ms)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "examples", "known_regimes.py")) as f:
+        assert "time.sleep(" in f.read().splitlines()[SLEEP_LINE - 1]
+    trace = load_trace(os.path.join(root, "tests", "fixtures", fixture))
+    for t, (lo, hi) in ((trace, charged_ms), (_without_cpu_clock(trace), (0.0, blind_ms))):
+        a = analyze(t)
+        (sleep,) = [s for s in a.lines if s.line.line == SLEEP_LINE]
+        assert lo <= sleep.idle_ns / a.steps_analysed / 1e6 <= hi, sleep_ms
