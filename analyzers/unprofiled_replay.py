@@ -16,7 +16,7 @@ The replay keeps the window's order of events and the GPU's durations and makes 
 - the CPU's work time of each launch: wall time since the window began, less the time it was blocked in
   synchronising calls (gap_evidence.SYNC_RUNTIME); of it, the time the main thread was on the CPU is
   multiplied by a factor f, the time it waited off it outside torch (a `time.sleep`, I/O, a data loader's
-  queue: _OffCpu, from the line sampler's reading of the thread's CPU clock) is kept as it was;
+  queue: analyzers/cpu_waits.py) is kept as it was;
 - a kernel (copy, memset) starts at max(its replayed launch + the launch latency, the end of the row before it
   on its stream + the gap the GPU leaves between queued kernels), both as the window shows them
   (_gpu_spacing: ~1.5 us and ~1.3 us on an H200), and lasts what it lasted; its launch is the return of the
@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.arrays import lexsort
+from analyzers.cpu_waits import main_thread_waits
 from analyzers.gap_evidence import SYNC_RUNTIME, Intervals
 from analyzers.links import Links
 from analyzers.model import NONE, Table, Trace, flag_of
@@ -48,7 +49,6 @@ from analyzers.model import NONE, Table, Trace, flag_of
 LAUNCH_LATENCY_NS = 4_000  # launch call to kernel start on an idle GPU, where a window shows too few
 MIN_MEDIAN_ROWS = 8  # rows a window needs for its own median launch latency and queued gap
 BISECT_STEPS = 30
-WAIT_SHARE = 0.5  # a stretch between two line samples this much off the CPU (outside torch) is a wait
 CALIBRATION_ROWS = 50_000  # f is found on the first windows holding about this many rows
 
 
@@ -83,46 +83,17 @@ def _work_time(blocked: Intervals, t: np.ndarray) -> np.ndarray:
 
 
 class _OffCpu:
-    """Time the main thread waited off the CPU outside torch (a sleep, I/O, a data loader's queue), as a
-    function of work time, from one window's line samples (t relative to the window's start, the thread's
-    CPU clock).
+    """The main thread's wait time off the CPU (cpu_waits) in one window, as a function of work time."""
 
-    Between two samples (~2 ms), the off-CPU time is the wall time less the thread's CPU time, and less the
-    time a torch call or op ran: the main thread waits off the CPU inside `loss.backward()` while the autograd
-    thread works, and a spinning sync counts as on-CPU time. Only a stretch that is mostly off the CPU (alone
-    or with a neighbouring stretch, WAIT_SHARE) counts as a wait: the short waits of code that runs (the GIL
-    handed to the sampler, an allocator's lock) come with the profiled work and are sped up with it."""
-
-    def __init__(self, blocked: Intervals, torch: Intervals, t: np.ndarray, cpu: np.ndarray):
-        known = cpu >= 0
-        t, cpu = t[known], cpu[known]
-        order = np.argsort(t, kind="stable")
-        t, cpu = t[order], cpu[order]
-        self.work = _work_time(blocked, t)
-        free = np.minimum(np.diff(t) - torch.covered(t[:-1], t[1:]), np.diff(self.work)).astype(np.float64)
-        off = np.clip(np.minimum(np.diff(t) - np.diff(cpu), free), 0.0, None)
-        self.off = np.concatenate(([0.0], np.cumsum(np.where(_waits(off, free), off, 0.0))))
+    def __init__(self, blocked: Intervals, t: np.ndarray, waited: np.ndarray):
+        self.work = _work_time(blocked, t)  # t: the window's sample times, relative to its start
+        self.waited = waited  # the wait time up to each sample
 
     def at(self, work: np.ndarray) -> np.ndarray:
         if len(self.work) < 2:
             return np.zeros(len(work))
-        out: np.ndarray = np.interp(work, self.work, self.off)
+        out: np.ndarray = np.interp(work, self.work, self.waited)
         return out
-
-
-def _waits(off: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Which stretches between samples are waits: off the CPU for WAIT_SHARE of their time outside torch, alone
-    or together with the stretch before or after (a short sleep that straddles a sample)."""
-
-    def share(o: np.ndarray, f: np.ndarray) -> np.ndarray:
-        mostly: np.ndarray = o >= WAIT_SHARE * np.maximum(f, 1.0)
-        return mostly
-
-    pad = np.concatenate(([0.0], off, [0.0])), np.concatenate(([0.0], free, [0.0]))
-    with_prev = share(pad[0][:-2] + off, pad[1][:-2] + free)
-    with_next = share(off + pad[0][2:], free + pad[1][2:])
-    out: np.ndarray = share(off, free) | with_prev | with_next
-    return out
 
 
 class _ByWindow:
@@ -144,7 +115,7 @@ def _intervals(start: np.ndarray, dur: np.ndarray, rows: np.ndarray, w0: int) ->
 
 
 def _prepare(trace: Trace, links: Links, busy: np.ndarray) -> list[_Window]:
-    gpu, rt, w, ops, spans = trace.gpu, trace.runtime, trace.windows, trace.ops, trace.spans
+    gpu, rt, w = trace.gpu, trace.runtime, trace.windows
     launch = links.kernel_launch
     has = launch >= 0
     returned = rt.start_ns + rt.dur_ns
@@ -158,9 +129,7 @@ def _prepare(trace: Trace, links: Links, busy: np.ndarray) -> list[_Window]:
     rows_all = rows_all[lexsort((launch_t[rows_all], gpu.window[rows_all]))]
     win_of_row = gpu.window[rows_all]
     syncs = _ByWindow(np.nonzero(sync)[0], rt.window)
-    torch_ops = _ByWindow(np.nonzero(flag_of(trace.string_flags(_is_torch_op), ops.name))[0], ops.window)
-    calls = _ByWindow(np.arange(len(spans)), spans.window)
-    samples = _ByWindow(np.arange(len(trace.line_samples)), trace.line_samples.window)
+    waits = main_thread_waits(trace)
     out = []
     for win, w0, w1, first, last in zip(
         w.window.tolist(),
@@ -174,21 +143,11 @@ def _prepare(trace: Trace, links: Links, busy: np.ndarray) -> list[_Window]:
         if not len(rows):
             continue
         blocked = _intervals(rt.start_ns, rt.dur_ns, syncs.of(win), w0)
-        o, c, smp = torch_ops.of(win), calls.of(win), samples.of(win)
-        in_torch = Intervals(
-            np.concatenate((ops.start_ns[o], spans.start_ns[c])) - w0,
-            np.concatenate((ops.start_ns[o] + ops.dur_ns[o], spans.start_ns[c] + spans.dur_ns[c])) - w0,
-        )
-        off = _OffCpu(blocked, in_torch, trace.line_samples.t_ns[smp] - w0, trace.line_samples.cpu_ns[smp])
+        t, waited = waits.of_window(win)
+        off = _OffCpu(blocked, (t - w0).astype(np.int64), waited)
         steps = last - first + 1 if first >= 0 and last >= first else 0
         out.append(_window(trace, win, rows, launch_t[rows] - w0, blocked, off, (w0, w1), steps))
     return out
-
-
-def _is_torch_op(name: str) -> bool:
-    # operators and autograd nodes, not record_function scopes: a DataLoader's `enumerate(DataLoader)#...`
-    # scope spans the wait for the next batch
-    return name.startswith(("aten::", "autograd::"))
 
 
 def _window(

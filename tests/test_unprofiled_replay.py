@@ -198,16 +198,6 @@ def test_a_wait_inside_a_torch_call_is_not_kept():
     assert win.work_off.tolist() == [0.0] * 11
 
 
-def test_short_waits_of_running_code_are_not_kept():
-    # a stretch between two samples 30 % off the CPU (the GIL handed to the sampler, an allocator's lock) is
-    # sped up with the rest; one 60 % off, or two neighbours 40 % + 60 % off (a sleep across a sample), is a wait
-    from analyzers.unprofiled_replay import _waits
-
-    free = np.full(5, 2.0 * MS)
-    off = np.array([0.6, 0.0, 0.8, 1.2, 0.0]) * MS
-    assert _waits(off, free).tolist() == [False, False, True, True, False]
-
-
 def test_queued_kernels_keep_their_gap_and_the_launch_latency_is_the_windows():
     # three kernels launched onto a busy GPU start 1.3 us after the previous ends; one launched onto an idle
     # GPU starts 1.5 us after its launch returns
