@@ -97,11 +97,13 @@ def innermost_enclosing(
     q_time: np.ndarray,
     q_tid: np.ndarray,
     nesting: tuple[np.ndarray, np.ndarray] | None = None,
+    dtype: type[np.signedinteger] = np.int64,
 ) -> np.ndarray:
-    """For each query point (q_time on thread q_tid), the index of the innermost interval containing it.
+    """For each query point (q_time on thread q_tid), the index of the innermost interval containing it, as
+    `dtype`.
 
     `nesting`: nesting_parents(start, end, tid) when the caller already has it."""
-    result = np.full(len(q_time), NONE, dtype=np.int64)
+    result = np.full(len(q_time), NONE, dtype=dtype)
     if len(start) == 0 or len(q_time) == 0:
         return result
     order, parent = nesting if nesting is not None else nesting_parents(start, end, tid)
@@ -165,14 +167,14 @@ def _kernel_launches(trace: Trace) -> np.ndarray:
     return kernel_launch
 
 
-def _span_rows(trace: Trace) -> np.ndarray:
+def _span_rows(trace: Trace, dtype: type[np.signedinteger]) -> np.ndarray:
     """op row -> the innermost span containing the op's start on the same thread (NONE)."""
     ops, spans = trace.ops, trace.spans
     if len(spans) and len(ops):
         return innermost_enclosing(
-            spans.start_ns, spans.start_ns + spans.dur_ns, spans.tid, ops.start_ns, ops.tid
+            spans.start_ns, spans.start_ns + spans.dur_ns, spans.tid, ops.start_ns, ops.tid, dtype=dtype
         )
-    return np.full(len(ops), NONE, dtype=np.int64)
+    return np.full(len(ops), NONE, dtype=dtype)
 
 
 def _op_spans(trace: Trace, direct: np.ndarray, op_parent: np.ndarray) -> np.ndarray:
@@ -209,7 +211,9 @@ def _take(column: np.ndarray, rows: np.ndarray, dtype: type[np.signedinteger] = 
     """column[rows] where rows >= 0, NONE elsewhere, as `dtype`."""
     if not len(column):
         return np.full(len(rows), NONE, dtype=dtype)
-    return np.where(rows >= 0, column[np.maximum(rows, 0)], NONE).astype(dtype, copy=False)
+    out: np.ndarray = column[np.maximum(rows, 0)].astype(dtype, copy=False)  # a fresh array: set in place
+    out[rows < 0] = NONE
+    return out
 
 
 def _compiled_op_lines(
@@ -245,8 +249,7 @@ def link(trace: Trace) -> Links:
 
     op_end = ops.start_ns + ops.dur_ns
     op_nesting = nesting_parents(ops.start_ns, op_end, ops.tid)
-    launch_op = innermost_enclosing(ops.start_ns, op_end, ops.tid, rt.start_ns, rt.tid, op_nesting)
-    launch_op = launch_op.astype(idx)
+    launch_op = innermost_enclosing(ops.start_ns, op_end, ops.tid, rt.start_ns, rt.tid, op_nesting, idx)
     del op_end
 
     # op -> enclosing op (for inheritance)
@@ -255,7 +258,7 @@ def link(trace: Trace) -> Links:
         order, parent_sorted = op_nesting
         op_parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], NONE)
     del op_nesting
-    op_span = _op_spans(trace, _span_rows(trace).astype(idx), op_parent)
+    op_span = _op_spans(trace, _span_rows(trace, idx), op_parent)
     op_line, op_lib_line = _take(spans.line, op_span, idx), _take(spans.lib_line, op_span, idx)
     compiled = compiled_lines(trace)
     op_line, op_lib_line, op_compiled = _compiled_op_lines(trace, op_line, op_lib_line, op_parent, compiled)
