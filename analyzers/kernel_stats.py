@@ -15,9 +15,21 @@ _REGIMES = (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD, Regime.COMMUNICATION
 def _dominant_regime(inv: np.ndarray, m: int, dur: np.ndarray, regime: np.ndarray) -> np.ndarray:
     """Per name (0..m-1 in `inv`), the index into _REGIMES holding most of its time; a name whose calls all
     take 0 ns gets its calls' majority regime."""
-    codes = [REGIME_CODES[r] for r in _REGIMES]
-    by_time = np.stack([np.bincount(inv, weights=dur * (regime == c), minlength=m) for c in codes])
-    by_count = np.stack([np.bincount(inv, weights=(regime == c), minlength=m) for c in codes])
+    codes = np.array([REGIME_CODES[r] for r in _REGIMES])
+    # one bincount over (regime slot, name) for all regimes: each bin sums the same rows in the same order
+    # as one bincount per regime would (rows of another regime only added 0 there)
+    slot = np.full(int(max(codes.max(), regime.max(initial=0))) + 1, len(codes))
+    slot[codes] = np.arange(len(codes))
+    key = slot[regime.astype(np.int64)] * m + inv if len(regime) and regime.min() >= 0 else None
+    if key is None:  # a regime code outside REGIME_CODES' range (none is): one bincount per regime
+        by_time = np.stack([np.bincount(inv, weights=dur * (regime == c), minlength=m) for c in codes])
+        by_count = np.stack([np.bincount(inv, weights=(regime == c), minlength=m) for c in codes])
+    else:
+        size = (len(codes) + 1) * m
+        by_time = np.bincount(key, weights=dur, minlength=size)[: len(codes) * m].reshape(len(codes), m)
+        by_count = (
+            np.bincount(key, minlength=size)[: len(codes) * m].reshape(len(codes), m).astype(np.float64)
+        )
     dominant: np.ndarray = np.where(by_time.sum(axis=0) > 0, by_time.argmax(axis=0), by_count.argmax(axis=0))
     return dominant
 
