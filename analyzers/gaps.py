@@ -133,7 +133,9 @@ def find_gaps(trace: Trace, busy: np.ndarray, per_stream: bool) -> Table:
                 whole = {"window": win, "stream": NONE, "start_ns": lo, "dur_ns": hi - lo, "next_row": NONE}
                 for k, v in whole.items():
                     out[k].append(np.array([v]))
-    cols = {k: (np.concatenate(v) if v else np.empty(0)).astype(GAP_SCHEMA[k]) for k, v in out.items()}
+    cols = {
+        k: (np.concatenate(v) if v else np.empty(0)).astype(GAP_SCHEMA[k], copy=False) for k, v in out.items()
+    }
     n = len(cols["window"])
     cols["cause"] = np.full(n, GAP_CAUSE_CODES[GapCause.OTHER], np.int8)
     cols["line"] = np.full(n, NONE, GAP_SCHEMA["line"])
