@@ -23,6 +23,7 @@ from analyzers import breakdown as bd, communication as cm, gaps as gp, launch_t
 from analyzers.arrays import window_max, window_rows
 from analyzers.compile_findings import graph_break_findings
 from analyzers.compiled import kernel_line_shares
+from analyzers.cpu_waits import Waits, main_thread_waits
 from analyzers.finding_context import Context
 from analyzers.finding_places import place_findings
 from analyzers.findings import all_findings
@@ -144,7 +145,7 @@ def analyze(
     links = link(trace)
     peaks = peaks_override if isinstance(peaks_override, Peaks) else resolve_peaks(trace, peaks_override)
     roof = cm.classify(trace, roofline(trace, links, peaks))
-    busy, gaps, stream_gaps = _gaps(trace, links, roof)
+    busy, gaps, stream_gaps, waits = _gaps(trace, links, roof)
     launch_gaps, per_launch, launch_bound = _launch_timing(trace, links, busy)
     per_window = bd.window_breakdowns(trace, busy, roof.regime)
     total = bd.total(per_window)
@@ -153,7 +154,7 @@ def analyze(
     idle_scale = _idle_scale(total, steps, overhead)
     chains = fusion_chains(trace, links, roof, peaks, lt.unprofiled_launch_ns(launch_gaps, idle_scale))
     ctx = Context(trace, links, roof, peaks, gaps, total, overhead, steps, per_launch, launch_bound)
-    replayed = unprofiled_gaps(trace, links, gaps, busy, overhead.unprofiled_step_ns)
+    replayed = unprofiled_gaps(trace, links, gaps, busy, overhead.unprofiled_step_ns, waits)
     modules = _module_tree(trace, links, roof, gaps, steps, idle_scale, replayed)
     comm = cm.communication(trace, links, roof.regime)
     return Analysis(
@@ -277,13 +278,17 @@ def _kernel_details(roof: Roofline, launch_bound: np.ndarray) -> dict[str, np.nd
     }
 
 
-def _gaps(trace: Trace, links: Links, roof: Roofline) -> tuple[np.ndarray, Table, Table]:
-    """The busy mask, then GPU idle gaps device-wide and per stream, each with its cause and line."""
+def _gaps(trace: Trace, links: Links, roof: Roofline) -> tuple[np.ndarray, Table, Table, Waits]:
+    """The busy mask, then GPU idle gaps device-wide and per stream, each with its cause and line, and the
+    main thread's waits off the CPU they were classified with."""
     busy = gp.busy_mask(trace, roof.host_copy)
     evidence = GapEvidence(trace, links, roof.host_copy)
-    gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, False), roof.host_copy, evidence)
-    stream_gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, True), roof.host_copy, evidence)
-    return busy, gaps, stream_gaps
+    waits = main_thread_waits(trace, evidence.sync_union)
+    gaps, stream_gaps = (
+        gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, per_stream), roof.host_copy, evidence, waits)
+        for per_stream in (False, True)
+    )
+    return busy, gaps, stream_gaps, waits
 
 
 def _idle_scale(total: Breakdown, steps: int, overhead: OverheadCorrection) -> float | None:

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.arrays import lexsort
-from analyzers.gap_evidence import SYNC_RUNTIME, Intervals
-from analyzers.model import Trace, flag_of
+from analyzers.gap_evidence import Intervals
+from analyzers.model import NONE, Trace, flag_of
 
 WAIT_SHARE = 0.5  # a stretch this much off the CPU (of its time outside torch) is a wait
 
@@ -68,6 +68,16 @@ class Waits:
         return out
 
 
+    def line_at(self, t: np.ndarray) -> np.ndarray:
+        """The line of the wait stretch holding each time t (sampled at its end), else NONE."""
+        keep = np.nonzero(self.off > 0)[0]
+        keep = keep[np.argsort(self.start[keep], kind="stable")]
+        i = np.searchsorted(self.start[keep], t, "right") - 1
+        inside = (i >= 0) & (t < self.end[keep][np.maximum(i, 0)]) if len(keep) else np.zeros(len(t), bool)
+        out: np.ndarray = np.where(inside, self.line[keep][np.maximum(i, 0)] if len(keep) else NONE, NONE)
+        return out
+
+
 def is_wait(off: np.ndarray, free: np.ndarray, window: np.ndarray | None = None) -> np.ndarray:
     """Which stretches are waits: off the CPU for WAIT_SHARE of their time outside torch, alone or together
     with the stretch before or after in the same window."""
@@ -96,24 +106,25 @@ def _is_torch_op(name: str) -> bool:
     return name.startswith(("aten::", "autograd::"))
 
 
-def main_thread_waits(trace: Trace) -> Waits:
-    """The main thread's waits off the CPU, stretch by stretch, from the line samples of every window."""
+def main_thread_waits(trace: Trace, blocked: Intervals) -> Waits:
+    """The main thread's waits off the CPU, stretch by stretch, from the line samples of every window;
+    `blocked`: when synchronising calls held the CPU (gap_evidence.GapEvidence.sync_union)."""
     s = trace.line_samples
     known = np.nonzero(s.cpu_ns >= 0)[0]
     known = known[lexsort((s.t_ns[known], s.window[known]))]
     win, t, cpu = s.window[known], s.t_ns[known], s.cpu_ns[known]
-    pair = np.nonzero(win[1:] == win[:-1])[0]  # consecutive samples of one window
-    a, b = pair, pair + 1
-    ops, spans, rt = trace.ops, trace.spans, trace.runtime
-    o = np.nonzero(flag_of(trace.string_flags(_is_torch_op), ops.name))[0]
-    in_torch = Intervals(
-        np.concatenate((ops.start_ns[o], spans.start_ns)),
-        np.concatenate((ops.start_ns[o] + ops.dur_ns[o], spans.start_ns + spans.dur_ns)),
-    )
-    sync = np.nonzero(flag_of(trace.string_flags(lambda n: bool(SYNC_RUNTIME.match(n))), rt.name))[0]
-    blocked = Intervals(rt.start_ns[sync], rt.start_ns[sync] + rt.dur_ns[sync])
+    a = np.nonzero(win[1:] == win[:-1])[0]  # consecutive samples of one window
+    b = a + 1
     dt = (t[b] - t[a]).astype(np.float64)
-    free = np.minimum(dt - in_torch.covered(t[a], t[b]), dt - blocked.covered(t[a], t[b]))
-    off = np.clip(np.minimum(dt - (cpu[b] - cpu[a]), free), 0.0, None)
-    off = np.where(is_wait(off, free, win[a]), off, 0.0) if len(off) else off
+    off = np.clip(dt - (cpu[b] - cpu[a]), 0.0, None)
+    if len(a):
+        ops, spans = trace.ops, trace.spans
+        o = np.nonzero(flag_of(trace.string_flags(_is_torch_op), ops.name))[0]
+        in_torch = Intervals(
+            np.concatenate((ops.start_ns[o], spans.start_ns)),
+            np.concatenate((ops.start_ns[o] + ops.dur_ns[o], spans.start_ns + spans.dur_ns)),
+        )
+        free = np.minimum(dt - in_torch.covered(t[a], t[b]), dt - blocked.covered(t[a], t[b]))
+        off = np.minimum(off, np.clip(free, 0.0, None))
+        off = np.where(is_wait(off, free, win[a]), off, 0.0)
     return Waits(window=win[a], start=t[a], end=t[b], off=off, line=s.line[known][b])

@@ -17,6 +17,13 @@ H2D: host-to-device copies (the GPU row, or the CPU's memcpy call) cover at leas
     GPU   [k1]   [Memcpy HtoD (Pageable -> Device)...]       [k2]
              <------------------ gap: H2D ------------------->
 
+WAIT: the main thread waited off the CPU outside torch for at least half of the gap (cpu_waits: a
+`time.sleep`, I/O, a lock, a queue), charged to the line it waited on::
+
+    CPU   launch k1 | time.sleep(0.02) (off the CPU) ........... | launch k2
+    GPU      [k1]                                                      [k2]
+                <------------------ gap: WAIT, the sleep's line ------->
+
 SYNC: a synchronising call (cudaStreamSynchronize, cudaDeviceSynchronize, cudaEventSynchronize, blocking
 cudaMemcpy, aten::item / _local_scalar_dense / nonzero ...) returns inside the gap: the CPU sat waiting for
 the GPU to drain, so nothing was queued behind the last kernel, and the GPU idles until the CPU refills it::
@@ -55,6 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.arrays import distinct, lexsort
+from analyzers.cpu_waits import Waits
 from analyzers.gap_evidence import COVER_SHARE, GapEvidence
 from analyzers.links import Links, innermost_enclosing
 from analyzers.model import NONE, Table, Trace
@@ -235,9 +243,15 @@ def _span_lines_at_end(trace: Trace, ev: GapEvidence, g0: np.ndarray, g1: np.nda
 
 
 def classify_gaps(
-    trace: Trace, links: Links, gaps: Table, host_copy: np.ndarray, evidence: GapEvidence | None = None
+    trace: Trace,
+    links: Links,
+    gaps: Table,
+    host_copy: np.ndarray,
+    evidence: GapEvidence | None = None,
+    waits: Waits | None = None,
 ) -> Table:
-    """Fill `cause` and `line` of `gaps` (see the module docstring for the rules)."""
+    """Fill `cause` and `line` of `gaps` (see the module docstring for the rules); `waits`: the main thread's
+    waits off the CPU (cpu_waits.main_thread_waits), none when not given."""
     n = len(gaps)
     if not n:
         return gaps
@@ -256,13 +270,17 @@ def classify_gaps(
         if len(marks):
             hit = ~v.decided & marks.covering(g0, g1, dur)
             v.mark(hit, c, marks.line_at(g0[hit], g1[hit]))
+    if waits is not None and len(waits):
+        hit = ~v.decided & (waits.waited(g0, g1) >= COVER_SHARE * dur)
+        # the line waited on at the gap's middle; the one sampled most inside it, where samples fall, below
+        v.mark(hit, GapCause.WAIT, waits.line_at((g0[hit] + g1[hit]) // 2))
     _mark_sync(ev, g0, g1, dur, launch >= 0, v)
     _mark_host(trace, links, ev, launch, g0, g1, dur, v)
     _span_lines_at_end(trace, ev, g0, g1, v)
 
-    # HOST and OTHER gaps: where brrrtui sampled the main thread, the line it was executing most inside the gap
-    # is the line that kept the GPU waiting (a `time.sleep` or a Python loop between torch calls).
-    hostish = (v.cause == GAP_CAUSE_CODES[GapCause.HOST]) | (v.cause == GAP_CAUSE_CODES[GapCause.OTHER])
+    # HOST, WAIT and OTHER gaps: where brrrtui sampled the main thread, the line it was executing most inside
+    # the gap is the line that kept the GPU waiting (a `time.sleep` or a Python loop between torch calls).
+    hostish = np.isin(v.cause, [GAP_CAUSE_CODES[c] for c in (GapCause.HOST, GapCause.WAIT, GapCause.OTHER)])
     sampled = sampled_lines(trace.line_samples, g0, g1, hostish & ~warmup)
     cols = dict(gaps.columns)
     cols["cause"] = v.cause

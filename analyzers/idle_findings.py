@@ -119,6 +119,14 @@ _GAP_TEXT = {
         "host-to-device copies from {where} leave the GPU idle {idle} per {unit} ({share}){detail}",
         "DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True), or keep the data on the GPU",
     ),
+    GapCause.WAIT: (
+        FindingKind.CPU_WAIT,
+        "the training thread waits off the CPU on {where} (a sleep, I/O, a lock or a queue: not Python, which"
+        " runs on it) while the GPU idles {idle} per {unit} ({share}); the profiler does not slow a wait, so"
+        " unprofiled steps lose the same",
+        "take the wait out of the training loop or off its thread: prefetch data in DataLoader workers, write"
+        " logs and checkpoints from a background thread, drop time.sleep; or give the GPU work to overlap it",
+    ),
     GapCause.DATA: (
         FindingKind.DATA,
         "the GPU idles {idle} per {unit} ({share}) while the DataLoader produces the next batch on {where}",
@@ -129,7 +137,7 @@ _GAP_TEXT = {
 
 
 def gap_findings(ctx: Context) -> list[Finding]:
-    """One finding per (cause, line) for SYNC, H2D and DATA gaps."""
+    """One finding per (cause, line) for SYNC, H2D, WAIT and DATA gaps."""
     out: list[Finding] = []
     g = ctx.gaps
     if not len(g):
@@ -140,10 +148,11 @@ def gap_findings(ctx: Context) -> list[Finding]:
         if not mask.any():
             continue
         lines = g.line[mask]
+        scale = 1.0 if cause == GapCause.WAIT else ctx.idle_scale  # the profiler does not slow a wait
         for lid in distinct(lines).tolist():
             sel = mask & (g.line == lid)
             idle = float(g.dur_ns[sel].sum()) / ctx.per
-            if idle * ctx.idle_scale < MIN_SAVING_SHARE * ctx.step_ns:
+            if idle * scale < MIN_SAVING_SHARE * ctx.step_ns:
                 continue
             src = ctx.source_lines([lid]) if lid >= 0 else ()
             detail = ""
@@ -166,8 +175,8 @@ def gap_findings(ctx: Context) -> list[Finding]:
                 idle=fmt_ns(idle),
                 share=fmt_pct(idle / ctx.step_ns if ctx.step_ns else None),
                 detail=detail,
-            ) + ctx.unprofiled(idle)
-            out.append(Finding(kind, src, idle * ctx.idle_scale, msg, action))
+            ) + ("" if cause == GapCause.WAIT else ctx.unprofiled(idle))
+            out.append(Finding(kind, src, idle * scale, msg, action))
     return out
 
 

@@ -38,6 +38,7 @@ class GapCause(Enum):
     H2D = "h2d"  # host-to-device copies
     DATA = "data"  # data loading (DataLoader __next__, workers)
     OTHER = "other"  # nothing recorded on the CPU explains it (profiler, GC, outside any op)
+    WAIT = "wait"  # the main thread waited off the CPU outside torch: time.sleep, I/O, a lock, a queue
 
 
 GAP_CAUSE_CODES = {c: i for i, c in enumerate(GapCause)}
@@ -137,6 +138,7 @@ class FindingKind(str, Enum):
     RECOMPILE = "recompile"
     COMMUNICATION = "communication"  # exposed collectives (analyzers.communication)
     KV_CACHE = "kv_cache"  # a Hugging Face KV cache built in training (analyzers.kv_cache_findings)
+    CPU_WAIT = "cpu_wait"  # the training thread waits off the CPU (a sleep, I/O) while the GPU idles
 
     def __str__(self) -> str:
         return str(self.value)

@@ -41,9 +41,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.arrays import lexsort
-from analyzers.cpu_waits import main_thread_waits
+from analyzers.cpu_waits import Waits
 from analyzers.gap_evidence import SYNC_RUNTIME, Intervals
 from analyzers.links import Links
+from analyzers.measured_regions import measured_regions
 from analyzers.model import NONE, Table, Trace, flag_of
 
 LAUNCH_LATENCY_NS = 4_000  # launch call to kernel start on an idle GPU, where a window shows too few
@@ -56,13 +57,15 @@ CALIBRATION_ROWS = 50_000  # f is found on the first windows holding about this 
 class _Window:
     """One window's busy rows in launch order, with what the replay needs; times relative to its start.
 
-    The CPU's work time (wall time less the time blocked in syncs) at a launch, a sync and the window's end is
-    split into on-CPU time (`*_on`, replayed at f) and off-CPU time (`*_off`, replayed as it was)."""
+    Of the CPU's work time (wall time less the time blocked in syncs) up to a launch, a sync and the window's
+    end, a part is not replayed at f (`*_fixed`: waits off the CPU, replayed as they were; the measured
+    regions, replayed at their own factor), and lasts `*_kept` replayed."""
 
     window: int
     rows: np.ndarray  # gpu rows, by launch time
     work: np.ndarray  # CPU work time of each row's launch (ns)
-    work_off: np.ndarray  # the part of it spent off the CPU
+    work_fixed: np.ndarray  # the part of it not replayed at f (waits, measured regions)
+    work_kept: np.ndarray  # and what that part lasts replayed
     dur: np.ndarray
     gap: np.ndarray  # the least time from the end of the row before it (on its stream) to its start
     latency: float  # from a launch's return to its kernel's start on an idle GPU
@@ -70,9 +73,11 @@ class _Window:
     segment_of: list[int]  # the sync segment of each by_stream group
     stream_of: list[int]  # and its stream
     sync_work: np.ndarray  # CPU work time at each synchronising call's start, ascending
-    sync_off: np.ndarray
+    sync_fixed: np.ndarray
+    sync_kept: np.ndarray
     end_work: float  # CPU work time at the window's end
-    end_off: float
+    end_fixed: float
+    end_kept: float
     steps: int  # steps the window holds (0: unknown)
 
 
@@ -82,18 +87,36 @@ def _work_time(blocked: Intervals, t: np.ndarray) -> np.ndarray:
     return out
 
 
-class _OffCpu:
-    """The main thread's wait time off the CPU (cpu_waits) in one window, as a function of work time."""
+class _Fixed:
+    """In one window, as functions of work time: the CPU time not replayed at f, and what it lasts replayed.
+    Waits off the CPU (cpu_waits) last what they lasted; the measured regions (the optimizer's step() and
+    zero_grad(): measured_regions) last their time times their factor."""
 
-    def __init__(self, blocked: Intervals, t: np.ndarray, waited: np.ndarray):
+    def __init__(
+        self, blocked: Intervals, t: np.ndarray, waited: np.ndarray, regions: list[tuple[Intervals, float]]
+    ):
         self.work = _work_time(blocked, t)  # t: the window's sample times, relative to its start
         self.waited = waited  # the wait time up to each sample
+        # each region's scopes in work time (a scope holds no sync worth removing: a blocked call in it is rare)
+        self.regions = [
+            (
+                Intervals(
+                    _work_time(blocked, iv.s).astype(np.int64), _work_time(blocked, iv.e).astype(np.int64)
+                ),
+                k,
+            )
+            for iv, k in regions
+        ]
 
-    def at(self, work: np.ndarray) -> np.ndarray:
-        if len(self.work) < 2:
-            return np.zeros(len(work))
-        out: np.ndarray = np.interp(work, self.work, self.waited)
-        return out
+    def at(self, work: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        waited = np.interp(work, self.work, self.waited) if len(self.work) >= 2 else np.zeros(len(work))
+        fixed, kept = waited.copy(), waited.copy()
+        w = work.astype(np.int64)
+        for scopes, factor in self.regions:
+            inside = scopes.covered_until(w).astype(np.float64)
+            fixed += inside
+            kept += factor * inside
+        return fixed, kept
 
 
 class _ByWindow:
@@ -114,7 +137,7 @@ def _intervals(start: np.ndarray, dur: np.ndarray, rows: np.ndarray, w0: int) ->
     return Intervals(start[rows] - w0, start[rows] + dur[rows] - w0)
 
 
-def _prepare(trace: Trace, links: Links, busy: np.ndarray) -> list[_Window]:
+def _prepare(trace: Trace, links: Links, busy: np.ndarray, waits: Waits) -> list[_Window]:
     gpu, rt, w = trace.gpu, trace.runtime, trace.windows
     launch = links.kernel_launch
     has = launch >= 0
@@ -129,7 +152,7 @@ def _prepare(trace: Trace, links: Links, busy: np.ndarray) -> list[_Window]:
     rows_all = rows_all[lexsort((launch_t[rows_all], gpu.window[rows_all]))]
     win_of_row = gpu.window[rows_all]
     syncs = _ByWindow(np.nonzero(sync)[0], rt.window)
-    waits = main_thread_waits(trace)
+    regions = [(r, _ByWindow(np.arange(len(r.window)), r.window)) for r in measured_regions(trace)]
     out = []
     for win, w0, w1, first, last in zip(
         w.window.tolist(),
@@ -144,7 +167,10 @@ def _prepare(trace: Trace, links: Links, busy: np.ndarray) -> list[_Window]:
             continue
         blocked = _intervals(rt.start_ns, rt.dur_ns, syncs.of(win), w0)
         t, waited = waits.of_window(win)
-        off = _OffCpu(blocked, (t - w0).astype(np.int64), waited)
+        scopes = [
+            (Intervals(r.start[i] - w0, r.end[i] - w0), r.factor) for r, by in regions if len(i := by.of(win))
+        ]
+        off = _Fixed(blocked, (t - w0).astype(np.int64), waited, scopes)
         steps = last - first + 1 if first >= 0 and last >= first else 0
         out.append(_window(trace, win, rows, launch_t[rows] - w0, blocked, off, (w0, w1), steps))
     return out
@@ -156,7 +182,7 @@ def _window(
     rows: np.ndarray,
     launch_t: np.ndarray,
     blocked: Intervals,
-    off: _OffCpu,
+    off: _Fixed,
     span: tuple[int, int],
     steps: int,
 ) -> _Window:
@@ -170,11 +196,14 @@ def _window(
     key = segment.astype(np.int64) << 32 | (stream.astype(np.int64) & 0xFFFFFFFF)
     order = np.argsort(key, kind="stable")
     groups = np.split(order, np.nonzero(np.diff(key[order]))[0] + 1)
+    (work_fixed, work_kept), (sync_fixed, sync_kept) = off.at(work), off.at(sync_work)
+    end_fixed, end_kept = off.at(np.array([end_work]))
     return _Window(
         window=int(win),
         rows=rows,
         work=work,
-        work_off=off.at(work),
+        work_fixed=work_fixed,
+        work_kept=work_kept,
         dur=trace.gpu.dur_ns[rows].astype(np.float64),
         gap=gap,
         latency=latency,
@@ -182,9 +211,11 @@ def _window(
         segment_of=[int(segment[g[0]]) for g in groups],
         stream_of=[int(stream[g[0]]) for g in groups],
         sync_work=sync_work,
-        sync_off=off.at(sync_work),
+        sync_fixed=sync_fixed,
+        sync_kept=sync_kept,
         end_work=end_work,
-        end_off=float(off.at(np.array([end_work]))[0]),
+        end_fixed=float(end_fixed[0]),
+        end_kept=float(end_kept[0]),
         steps=steps,
     )
 
@@ -216,10 +247,12 @@ def _replay(win: _Window, f: float) -> tuple[np.ndarray, float, float]:
     """(replayed start of each row of win.rows, the replayed window's length, the GPU's last end)."""
     start = np.empty(len(win.rows))
     ends: dict[int, float] = {}
-    base = wbase = obase = 0.0  # replayed CPU time, and the work and off-CPU time it stands for
+    base = wbase = fbase = kbase = 0.0  # replayed CPU time, and the work, fixed and kept time it stands for
 
-    def cpu(work: np.ndarray | float, off: np.ndarray | float) -> np.ndarray | float:
-        return base + f * (work - off - (wbase - obase)) + (off - obase)
+    def cpu(
+        work: np.ndarray | float, fixed: np.ndarray | float, kept: np.ndarray | float
+    ) -> np.ndarray | float:
+        return base + f * (work - fixed - (wbase - fbase)) + (kept - kbase)
 
     gi = 0
     n_groups = len(win.by_stream)
@@ -227,7 +260,7 @@ def _replay(win: _Window, f: float) -> tuple[np.ndarray, float, float]:
         while gi < n_groups and win.segment_of[gi] == seg:
             idx, stream = win.by_stream[gi], win.stream_of[gi]
             d, g = win.dur[idx], win.gap[idx]
-            launch = np.asarray(cpu(win.work[idx], win.work_off[idx])) + win.latency
+            launch = np.asarray(cpu(win.work[idx], win.work_fixed[idx], win.work_kept[idx])) + win.latency
             # where each row would start if all were queued behind the first: after the rows before it and
             # their gaps
             before = np.concatenate(([0.0], np.cumsum(d)[:-1])) + np.cumsum(g) - g[0]
@@ -238,11 +271,11 @@ def _replay(win: _Window, f: float) -> tuple[np.ndarray, float, float]:
             ends[stream] = float(st[-1] + d[-1])
             gi += 1
         if seg < len(win.sync_work):
-            cpu_at = float(cpu(win.sync_work[seg], win.sync_off[seg]))
+            cpu_at = float(cpu(win.sync_work[seg], win.sync_fixed[seg], win.sync_kept[seg]))
             base = max(cpu_at, max(ends.values(), default=0.0))
-            wbase, obase = float(win.sync_work[seg]), float(win.sync_off[seg])
+            wbase, fbase, kbase = (float(a[seg]) for a in (win.sync_work, win.sync_fixed, win.sync_kept))
     gpu_end = max(ends.values(), default=0.0)
-    cpu_end = float(cpu(win.end_work, win.end_off))
+    cpu_end = float(cpu(win.end_work, win.end_fixed, win.end_kept))
     return start, max(cpu_end, gpu_end), gpu_end
 
 
@@ -288,13 +321,19 @@ def _idle_before(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
 
 
 def unprofiled_gaps(
-    trace: Trace, links: Links, gaps: Table, busy: np.ndarray, unprofiled_step_ns: float | None
+    trace: Trace,
+    links: Links,
+    gaps: Table,
+    busy: np.ndarray,
+    unprofiled_step_ns: float | None,
+    waits: Waits,
 ) -> Table | None:
-    """`gaps` (device-wide, gaps.find_gaps) with each dur_ns replaced by the idle the replay leaves there;
+    """`gaps` (device-wide, gaps.find_gaps) with each dur_ns replaced by the idle the replay leaves there
+    (`waits`: the main thread's, cpu_waits.main_thread_waits);
     None when the run cannot be replayed (no unprofiled step time, no window with known steps)."""
     if not unprofiled_step_ns or not len(gaps):
         return None
-    windows = _prepare(trace, links, busy)
+    windows = _prepare(trace, links, busy, waits)
     f = _calibrate(windows, unprofiled_step_ns)
     if f is None:
         return None

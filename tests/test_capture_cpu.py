@@ -76,6 +76,10 @@ def test_recording_holds_every_step_and_the_run_facts(train_recording):
     step_windows = trace.windows.mode == 0  # (a time window may also open during set-up, before any step)
     assert step_windows.sum() >= 2
     assert (trace.windows.last_step[step_windows] - trace.windows.first_step[step_windows]).max() == 1
+    # every step's optimizer.step() is timed, and from the second step on the zero_grad() before it
+    opt_ns, zero_grad_ns = trace.steps.optimizer_ns, trace.steps.zero_grad_ns
+    assert (opt_ns > 0).all() and (opt_ns < np.diff(trace.steps.t_ns, prepend=0)).all()
+    assert zero_grad_ns[0] == -1 and (zero_grad_ns[1:] > 0).all()
 
 
 def test_operators_and_module_calls_resolve_to_their_exact_line(train_recording):

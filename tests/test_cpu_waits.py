@@ -9,10 +9,16 @@ import numpy as np
 from fixtures.synthetic import TraceBuilder
 
 from analyzers.cpu_waits import is_wait, main_thread_waits
+from analyzers.gap_evidence import GapEvidence
+from analyzers.links import link
 from brrrtui.recording.load import load_trace
 
 MS = 1_000_000
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def waits_of(trace):
+    return main_thread_waits(trace, GapEvidence(trace, link(trace), np.zeros(len(trace.gpu), bool)).sync_union)
 
 
 def test_short_waits_of_running_code_are_not_waits():
@@ -39,7 +45,7 @@ def sleepy(with_torch_call: bool = False) -> TraceBuilder:
 
 
 def test_a_sleep_between_samples_is_a_wait_and_spread_over_its_stretches():
-    waits = main_thread_waits(sleepy().build())
+    waits = waits_of(sleepy().build())
     assert waits.off.tolist() == [0, 2 * MS, 2 * MS, 2 * MS, 2 * MS, 0]
     t0 = TraceBuilder().t0
     g0 = np.array([t0 + 3 * MS, t0 + 9 * MS, t0])
@@ -51,20 +57,20 @@ def test_a_sleep_between_samples_is_a_wait_and_spread_over_its_stretches():
 
 
 def test_a_wait_inside_a_torch_call_is_no_wait():
-    assert not main_thread_waits(sleepy(with_torch_call=True).build()).off.any()
+    assert not waits_of(sleepy(with_torch_call=True).build()).off.any()
 
 
 def test_a_recording_without_the_cpu_clock_has_no_waits():
     b = sleepy()
     b.samples = [(w, line, t, -1) for w, line, t, _ in b.samples]
-    waits = main_thread_waits(b.build())
+    waits = waits_of(b.build())
     assert len(waits) == 0 and waits.of_window(0)[0].size == 0
 
 
 def test_the_h200_sleep_is_the_waits_of_its_line():
     # examples/known_regimes.py --sleep-ms 20 on the H200: per step, ~20 ms of waits, all on the sleep's line
     trace = load_trace(os.path.join(ROOT, "tests", "fixtures", "h200_known_regimes_sleep20.brrr.gz"))
-    waits = main_thread_waits(trace)
+    waits = waits_of(trace)
     w = trace.windows
     steady = (w.first_step >= 2) & (w.last_step >= w.first_step)
     steps = int((w.last_step[steady] - w.first_step[steady] + 1).sum())
@@ -75,3 +81,32 @@ def test_the_h200_sleep_is_the_waits_of_its_line():
     sleep_line = next(i for i, sl in enumerate(trace.lines) if sl.line == 87)
     total = sum(per_line.values())
     assert 18 * MS < total / steps < 21 * MS and per_line[sleep_line] > 0.9 * total
+
+
+def test_a_gpu_gap_the_thread_spent_waiting_is_a_wait_gap_on_the_waiting_line():
+    # a kernel until 1 ms, the sleep from 2 to 10 ms, the next kernel launched at 11 ms: 8 of the gap's 10 ms
+    # are waits, so the gap is WAIT, on line 7, and the finding's saving is the idle as it was
+    from analyzers.analyze import analyze
+    from analyzers.results import GAP_CAUSE_CODES, FindingKind, GapCause
+
+    b = sleepy()
+    b.launch("vectorized_elementwise_kernel<mul>", 0, 10_000, 990_000)
+    b.launch("vectorized_elementwise_kernel<add>", 11 * MS, 11 * MS + 6_000, 990_000)
+    a = analyze(b.build())
+    g = a.gaps
+    (gap,) = np.nonzero(g.dur_ns > 5 * MS)[0]
+    assert g.cause[gap] == GAP_CAUSE_CODES[GapCause.WAIT] and a.trace.lines[g.line[gap]].line == 7
+    (wait,) = [f for f in a.findings if f.kind == FindingKind.CPU_WAIT]
+    assert wait.saving_ns == g.dur_ns[gap] and [sl.line for sl in wait.lines] == [7]
+
+
+def test_the_h200_sleep_gets_the_wait_finding_and_not_the_overhead_advice():
+    from analyzers.analyze import analyze
+    from analyzers.results import FindingKind
+
+    a = analyze(load_trace(os.path.join(ROOT, "tests", "fixtures", "h200_known_regimes_sleep20.brrr.gz")))
+    by_kind = {f.kind: f for f in a.findings}
+    wait = by_kind[FindingKind.CPU_WAIT]
+    assert [sl.line for sl in wait.lines] == [87] and 19.5 * MS < wait.saving_ns < 21.5 * MS
+    assert 87 not in [sl.line for sl in by_kind[FindingKind.OVERHEAD].lines]
+    assert by_kind[FindingKind.OVERHEAD].saving_ns < 8 * MS  # Python, dispatch, launches only

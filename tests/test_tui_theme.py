@@ -9,7 +9,17 @@ from tui_fakes import analysed, fake_analyze, resnet_copy, run_async
 from brrrtui.tui.app import THEME_VARIABLES, make_app
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DISTINCT = ["compute", "memory", "overhead"], ["gap-host", "gap-sync", "gap-h2d", "gap-data", "gap-other"]
+DISTINCT = (
+    ["compute", "memory", "overhead"],
+    [
+        "gap-host",
+        "gap-sync",
+        "gap-h2d",
+        "gap-data",
+        "gap-wait",
+        "gap-other",
+    ],
+)
 
 
 def test_no_hard_coded_colours_in_the_ui():

@@ -10,7 +10,8 @@ import pytest
 from fixtures.synthetic import TraceBuilder
 
 from analyzers.analyze import analyze
-from analyzers.gap_evidence import Intervals
+from analyzers.cpu_waits import main_thread_waits
+from analyzers.gap_evidence import GapEvidence, Intervals
 from analyzers.links import link
 from analyzers.model import NONE
 from analyzers.unprofiled_replay import (
@@ -61,6 +62,15 @@ def two_phase_run(unprofiled_step_ns: int) -> TraceBuilder:
     return b
 
 
+def prepared(trace):
+    """The replay's windows of a hand-built trace, every GPU row busy."""
+    links = link(trace)
+    evidence = GapEvidence(trace, links, np.zeros(len(trace.gpu), dtype=bool))
+    return _prepare(
+        trace, links, np.ones(len(trace.gpu), dtype=bool), main_thread_waits(trace, evidence.sync_union)
+    )
+
+
 def test_work_time_leaves_out_time_blocked_in_syncs():
     # the replay's CPU work time: t less the union of synchronising calls before it
     blocked = Intervals(np.array([2, 10]), np.array([5, 11]))
@@ -71,8 +81,7 @@ def test_work_time_leaves_out_time_blocked_in_syncs():
 def test_replay_at_full_speed_reproduces_the_window_and_at_half_speed_closes_the_cpu_gaps():
     b = two_phase_run(6_504 * US)
     trace = b.build()
-    links = link(trace)
-    (win,) = _prepare(trace, links, np.ones(len(trace.gpu), dtype=bool))
+    (win,) = prepared(trace)
     start, length, gpu_end = _replay(win, 1.0)
     np.testing.assert_array_equal(start, trace.gpu.start_ns[win.rows] - trace.windows.start_ns[0])
     assert length == gpu_end == 9 * MS + API + LAT + 1 * MS
@@ -161,8 +170,8 @@ def sleeping_run(with_cpu_clock: bool) -> TraceBuilder:
 
 def test_time_off_the_cpu_is_replayed_as_it_was_and_only_on_cpu_work_is_sped_up():
     trace = sleeping_run(with_cpu_clock=True).build()
-    (win,) = _prepare(trace, link(trace), np.ones(len(trace.gpu), dtype=bool))
-    assert win.work_off.tolist() == [0.0] * 10 + [
+    (win,) = prepared(trace)
+    assert win.work_fixed.tolist() == [0.0] * 10 + [
         20 * MS
     ]  # the last launch returns 2 us after the last sample
     start, length, gpu_end = _replay(win, 0.5)
@@ -194,8 +203,8 @@ def test_a_wait_inside_a_torch_call_is_not_kept():
     window_start = b.windows[0][2] - b.t0
     b.span(1, window_start + 4 * MS, 26 * MS)  # a torch call over the whole "sleep"
     trace = b.build()
-    (win,) = _prepare(trace, link(trace), np.ones(len(trace.gpu), dtype=bool))
-    assert win.work_off.tolist() == [0.0] * 11
+    (win,) = prepared(trace)
+    assert win.work_fixed.tolist() == [0.0] * 11
 
 
 def test_queued_kernels_keep_their_gap_and_the_launch_latency_is_the_windows():
@@ -222,7 +231,7 @@ def test_the_replay_keeps_the_gpus_own_gap_between_queued_kernels():
     b.window(0, 600 * US, first_step=1, last_step=1)
     b.step(1, 600 * US)
     trace = b.build()
-    (win,) = _prepare(trace, link(trace), np.ones(len(trace.gpu), dtype=bool))
+    (win,) = prepared(trace)
     start, _, _ = _replay(win, 0.5)
     assert np.diff(start).tolist() == [101_300.0] * 4
     assert _idle_before(start, win.dur)[1:].tolist() == [1_300.0] * 4
@@ -260,3 +269,40 @@ def test_a_time_sleep_on_the_h200_is_charged_what_it_lasts(fixture, sleep_ms, ch
         a = analyze(t)
         (sleep,) = [s for s in a.lines if s.line.line == SLEEP_LINE]
         assert lo <= sleep.idle_ns / a.steps_analysed / 1e6 <= hi, sleep_ms
+
+
+def optimizer_run(unprofiled_optimizer_ns: int) -> TraceBuilder:
+    """two_phase_run with line 30's Python inside `Optimizer.step#AdamW.step` (7.99 ms, up to the last launch),
+    and every step's optimizer.step() timed at `unprofiled_optimizer_ns`."""
+    b = two_phase_run(6_504 * US)
+    start = b.windows[0][2] - b.t0
+    b.op("Optimizer.step#AdamW.step", start + 1 * MS + 10 * US, 7_990 * US)
+    b.steps = [(step, t, unprofiled_optimizer_ns, NONE) for step, t, _, _ in b.steps]
+    return b
+
+
+def test_the_optimizers_step_is_replayed_at_its_measured_ratio():
+    # step() lasts 0.799 ms unprofiled, 7.99 ms profiled: its CPU time replays at 0.1, the rest at f
+    from analyzers.measured_regions import measured_regions
+
+    trace = optimizer_run(799 * US).build()
+    (region,) = measured_regions(trace)
+    assert (region.name, region.factor, region.profiled_ns, region.unprofiled_ns) == (
+        "Optimizer.step",
+        0.1,
+        7_990 * US,
+        799 * US,
+    )
+    (win,) = prepared(trace)
+    # the last kernel's launch returns at 9.002 ms, after the scope's 7.99 ms: they replay in 0.799 ms, the
+    # rest of the CPU's 9.002 ms at f. At f = 0.5 the launch comes at ~1.31 ms, before the GEMM's end
+    # (5.505 ms): the idle the window had before that kernel (3 ms) is gone
+    assert (win.work_fixed[11], win.work_kept[11]) == (7_990 * US, pytest.approx(799 * US))
+    start, _, _ = _replay(win, 0.5)
+    assert _idle_before(start, win.dur)[11] == 0 and start[11] == start[10] + 5 * MS
+
+
+def test_a_run_without_optimizer_timings_replays_every_cpu_nanosecond_at_f():
+    from analyzers.measured_regions import measured_regions
+
+    assert measured_regions(optimizer_run(NONE).build()) == []

@@ -19,6 +19,7 @@ from typing import Any
 
 from brrrtui.capture.agent_stream import StreamControl
 from brrrtui.capture.convert import Interner, convert_events
+from brrrtui.capture.optimizer_timing import OptimizerTiming
 from brrrtui.capture.session import ProfilerSession
 from brrrtui.capture.ticks import MainThreadTicks
 from brrrtui.capture.torch_hooks import TorchImportWatcher, device_facts, on_compile, on_user_profiler_start
@@ -58,7 +59,8 @@ class Agent(StreamControl):
         self.tagger: Any = None
         self.window_id, self.window_opened_ns, self.window_first_step, self.stall_ns = -1, 0, -1, 0
         self.clock_optimizer: Any = None  # the first optimizer that steps defines "a step"
-        self.pending_steps: list[tuple[int, int]] = []
+        self.optimizer_timing = OptimizerTiming()
+        self.pending_steps: list[tuple[int, int, int, int]] = []  # STEP_SCHEMA rows
         self.last_step_flush_ns = 0
         self.converting: threading.Thread | None = None
         self.main_thread = threading.main_thread()
@@ -111,6 +113,7 @@ class Agent(StreamControl):
         self.user_frames = self.ticks.user_frames = UserFrames(self.is_user_file)
         self.sampler = LineSampler(self.lines, self.user_frames)
         optimizer = importlib.import_module("torch.optim.optimizer")
+        optimizer.register_optimizer_step_pre_hook(self._guard(self.on_optimizer_step_start))
         optimizer.register_optimizer_step_post_hook(self._guard(self.on_optimizer_step))
         on_user_profiler_start(self._guard(self._step_aside))
         on_compile(torch, self._guard(self._on_compile))
@@ -148,14 +151,21 @@ class Agent(StreamControl):
             self.channel.send(CompiledKernels(lines=self.lines.take_new_rows(), rows=rows))
 
     # ---------------------------------------------------------------- ticks
+    def on_optimizer_step_start(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        self.optimizer_timing.on_step_start(optimizer)
+
     def on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self.clock_optimizer is None:
-            self.clock_optimizer = optimizer
+        timing = self.optimizer_timing
+        first = self.clock_optimizer is None
+        if first:
+            self.clock_optimizer = timing.clock = optimizer
         if optimizer is not self.clock_optimizer:
             return
         now = time.time_ns()
         step = len(self.sched.step_times_ns)
-        self.pending_steps.append((step, now))
+        self.pending_steps.append((step, now, *timing.step_ended()))
+        if first:  # from now on, its zero_grad() calls are timed too
+            timing.time_zero_grad(self.torch, optimizer)
         action = self.sched.on_step(now) if not self.stepped_aside else Action.NONE
         if threading.current_thread() is self.main_thread:
             self._act(action, now)

@@ -171,8 +171,10 @@ by default): rows starting in it, their summed duration, and the device-wide idl
 STREAM_TEMPLATE_SCHEMA = {"window": i32, "pos": i32, "name": i32, "correlation": i64}
 """The template each window gives the stream: the kernels of its last step in launch order (analyzers.stream)."""
 
-STEP_SCHEMA = {"step": i64, "t_ns": i64}
-"""One row per optimizer step of the whole run (profiled or not): the time the step finished."""
+STEP_SCHEMA = {"step": i64, "t_ns": i64, "optimizer_ns": i64, "zero_grad_ns": i64}
+"""One row per optimizer step of the whole run (profiled or not): the time the step finished, how long the
+optimizer's step() call took, and the time in its zero_grad() since the step before (NONE where not timed:
+older recordings, the first steps, foreign traces)."""
 
 TELEMETRY_SCHEMA = {
     "t_ns": i64,

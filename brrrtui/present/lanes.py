@@ -40,6 +40,7 @@ GAP_LETTERS: dict[GapCause, str] = {
     GapCause.SYNC: "S",
     GapCause.H2D: "C",
     GapCause.DATA: "D",
+    GapCause.WAIT: "W",
     GapCause.OTHER: "?",
 }
 GAP_LABELS: dict[int, str] = {GAP_CAUSE_CODES[c]: letter for c, letter in GAP_LETTERS.items()}

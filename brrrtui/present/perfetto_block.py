@@ -31,11 +31,10 @@ def block(trace: Trace) -> dict[str, Any]:
     p, d = trace.peaks, trace.device
     peak_keys = ("tensor_flops_per_s", "fp32_flops_per_s", "bytes_per_s", "source", "l2_bytes")
     meta_keys = ("argv", "cwd", "torch_version", "status", "exit_code")
-    steps = trace.steps
     return {
         "format": FORMAT,
         "windows": [list(map(int, r)) for r in _rows(trace.windows)],
-        "steps": [[int(s), int(t)] for s, t in zip(steps.step.tolist(), steps.t_ns.tolist(), strict=True)],
+        "steps": [list(map(int, r)) for r in _rows(trace.steps)],
         "peaks": None if p is None else {k: getattr(p, k) for k in peak_keys},
         "device": {"l2_bytes": d.l2_bytes, "driver": d.driver, "cuda": d.cuda},
         "lines": [[ln.file, ln.line, ln.function] for ln in trace.lines],

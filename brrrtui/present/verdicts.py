@@ -90,6 +90,8 @@ GAP_VERDICT = {
     "for it to refill the queue.",
     GapCause.H2D: "a host-to-device copy kept the GPU waiting {d}.",
     GapCause.DATA: "data loading kept the GPU waiting {d}.",
+    GapCause.WAIT: "the training thread waited off the CPU (a sleep, I/O, a lock or a queue) and the GPU with "
+    "it, {d}.",
     GapCause.OTHER: "nothing recorded on the CPU explains these {d} of idle GPU (profiler, GC, code outside torch).",
 }
 GAP_ADVICE = {
@@ -98,6 +100,8 @@ GAP_ADVICE = {
     "every N steps.",
     GapCause.H2D: "Use pin_memory=True and .to(device, non_blocking=True), or move the data once up front.",
     GapCause.DATA: "Give the DataLoader more workers, persistent_workers=True and prefetching.",
+    GapCause.WAIT: "Take the wait out of the loop or off its thread: DataLoader workers, a background thread "
+    "for logging and checkpoints, no time.sleep.",
     GapCause.OTHER: "Check for garbage collection, logging or the profiler itself around this point.",
 }
 FINDING_KINDS_BY_CAUSE = {
@@ -105,6 +109,7 @@ FINDING_KINDS_BY_CAUSE = {
     GapCause.SYNC: {"sync"},
     GapCause.H2D: {"h2d"},
     GapCause.DATA: {"data"},
+    GapCause.WAIT: {"cpu_wait"},
     GapCause.OTHER: set(),
 }
 

@@ -165,7 +165,12 @@ def _restore(trace: Trace, block: dict[str, Any]) -> Trace:
         raise _Bad("a window that ends before it starts")
     order = np.argsort(windows.start_ns, kind="stable")
     starts, ids = windows.start_ns[order], windows.window[order]
-    steps = _table([_ints(r, 2) for r in _list(block, "steps")], STEP_SCHEMA, "steps")
+    # (step, t_ns, optimizer_ns, zero_grad_ns); an export that predates the durations has two
+    rows = [
+        (*_ints(r, 2), NONE, NONE) if isinstance(r, list) and len(r) == 2 else _ints(r, 4)
+        for r in _list(block, "steps")
+    ]
+    steps = _table(rows, STEP_SCHEMA, "steps")
     lines, index = _lines(trace, block)
     samples = []
     for row in _list(block, "line_samples"):

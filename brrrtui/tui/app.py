@@ -58,8 +58,7 @@ from brrrtui.tui.widgets.telemetry import Telemetry
 
 AnalyzeFn = live.AnalyzeFn
 
-# Colours of the regimes, gap causes and CPU lanes, as theme variables derived from the active theme (a theme
-# may override any of them in its `variables`). The regime -> colour map lives here, in the UI.
+# Colours of regimes, gap causes and CPU lanes: theme variables from the active theme (which may override them)
 THEME_VARIABLES = {
     "regime-compute": "success",
     "regime-memory": "primary-lighten-1",
@@ -72,6 +71,7 @@ THEME_VARIABLES = {
     "gap-sync": "warning-muted",
     "gap-h2d": "primary-muted",
     "gap-data": "success-muted",
+    "gap-wait": "accent-darken-2",
     "gap-other": "surface-lighten-2",
     "lane-cpu": "foreground-darken-3",
     "lane-cpu-sync": "error",

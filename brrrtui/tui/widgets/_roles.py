@@ -25,6 +25,7 @@ ROLES = (
     "gap-sync",
     "gap-h2d",
     "gap-data",
+    "gap-wait",
     "gap-other",
     "gap-label",
     "idle",
