@@ -4,7 +4,8 @@
 #   validation/unprofiled_lines.py on each: per line, the overhead share brrrtui estimates from its windows
 #   against the one the stream measures;
 # - examples/known_regimes.py with a 20 ms and a 2 ms `time.sleep` a step, default options: what the sleep's
-#   line is charged (`brrrtui report`).
+#   line is charged (`brrrtui report`);
+# - validation/kv_cache_saving.py: what use_cache=False saves HF GPT-2 (the kv_cache finding's cure).
 #   bash validation/run_lines_h200.sh
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -24,6 +25,8 @@ for ms in 20 2; do
     python -m brrrtui report --json "$R/known_regimes_sleep$ms.brrr" >"$R/known_regimes_sleep${ms}_report.json" 2>&1
     head -40 "$R/known_regimes_sleep${ms}_report.txt"
 done
+timeout 300 python validation/kv_cache_saving.py --json "$R/kv_cache_saving.json" >"$R/kv_cache_saving.txt" 2>&1
+echo "kv_cache_saving rc=$?"; tail -3 "$R/kv_cache_saving.txt"
 gzip -f "$R"/*.brrr
 echo "commit $(cat REVISION 2>/dev/null || echo unknown); command: bash validation/run_lines_h200.sh" >"$R/README.txt"
 tar -czf "${OUT:-.}/lines.tar.gz" -C "$R" .
