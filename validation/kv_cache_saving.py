@@ -52,13 +52,23 @@ def main() -> int:
             torch.cuda.synchronize()
             step_ms[use_cache].append((time.perf_counter() - t0) / ns.steps * 1e3)
     cat_us: dict[bool, float] = {}
+    kernel_us: dict[bool, dict[str, float]] = {}
     for use_cache in (True, False):
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
             for _ in range(3):
                 step(use_cache)
             torch.cuda.synchronize()
-        total = sum(e.device_time_total for e in prof.key_averages() if "CatArrayBatchedCopy" in e.key)
-        cat_us[use_cache] = total / 3
+        kernel_us[use_cache] = {
+            e.key: e.device_time_total / 3 for e in prof.key_averages() if e.device_time_total
+        }
+        cat_us[use_cache] = sum(v for k, v in kernel_us[use_cache].items() if "CatArrayBatchedCopy" in k)
+    names = set(kernel_us[True]) | set(kernel_us[False])
+    delta = sorted(
+        ((kernel_us[False].get(k, 0.0) - kernel_us[True].get(k, 0.0), k) for k in names),
+        key=lambda x: -abs(x[0]),
+    )
+    for d, k in delta[:12]:  # what use_cache=False changes on the GPU, per step
+        print(f"{d:+10.1f} us  {k[:110]}")
     result = {
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name(),
@@ -67,6 +77,7 @@ def main() -> int:
         "step_ms": {str(k): v for k, v in step_ms.items()},
         "median_step_ms": {str(k): statistics.median(v) for k, v in step_ms.items()},
         "cat_kernel_us_per_step": {str(k): v for k, v in cat_us.items()},
+        "kernel_us_per_step_change": [[k, d] for d, k in delta[:40]],  # use_cache=False minus True
     }
     saved = result["median_step_ms"]["True"] - result["median_step_ms"]["False"]
     print(f"use_cache=True {result['median_step_ms']['True']:.3f} ms, use_cache=False "
