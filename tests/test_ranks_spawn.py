@@ -84,14 +84,17 @@ def test_the_report_names_the_slowed_rank_and_sizes_the_all_reduce(spawn_run):
 
 
 def test_forked_multiprocessing_ranks_are_traced_too(tmp_path):
+    # As many steps as the spawn run: rank 0 announces a window ~1 s (LEAD_S) of steps ahead, so a 60-step run
+    # (0.6 s) ends before any announced window opens and is traced by a set-up time window at most.
     out = tmp_path / "fork.brrr"
     proc = run_brrrtui(
-        "record", "-o", str(out), "--duty", "0.5", "--min-gap", "0", "spawn", SPAWN, "60", "-1", "0", "process",
-        timeout=300,
+        "record", "-o", str(out), "--duty", "0.5", "--min-gap", "0", "spawn", SPAWN, str(STEPS), "-1", "0",
+        "process", timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     ranks = meta(out)["dist"]["ranks"]
-    assert [(e["rank"], e["steps"]) for e in ranks] == [(0, 60), (1, 60)] and all(e["windows"] for e in ranks)
+    assert [(e["rank"], e["steps"]) for e in ranks] == [(0, STEPS), (1, STEPS)], ranks
+    assert all(e["windows"] for e in ranks), ranks
 
 
 def test_the_spawn_target(tmp_path, monkeypatch):
