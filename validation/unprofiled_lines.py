@@ -114,6 +114,10 @@ def compare(a: Analysis, top: int, min_ms: float = 0.0) -> dict[str, object]:
             "run_overhead_raw": a.overhead.raw_overhead_fraction, "lines": rows}  # fmt: skip
 
 
+def _percent(fraction: object) -> str:
+    return f"{fraction:.1%}" if isinstance(fraction, float) else "unknown"
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("recording")
@@ -129,7 +133,7 @@ def main() -> int:
         print(result["error"])
         return 1
     print(f"unprofiled steps in the stream: {result['unprofiled_steps']}; run overhead: measured "
-          f"{result['run_overhead_measured']:.1%}, corrected {result['run_overhead_corrected']}, "
+          f"{result['run_overhead_measured']:.1%}, corrected {_percent(result['run_overhead_corrected'])}, "
           f"raw {result['run_overhead_raw']:.1%}")  # fmt: skip
     rows = result["lines"]
     within = sum(abs(r["diff_points"]) <= 5 for r in rows)  # type: ignore[attr-defined]
