@@ -149,12 +149,12 @@ def analyze(
     launch_gaps, per_launch, launch_bound = _launch_timing(trace, links, busy)
     per_window = bd.window_breakdowns(trace, busy, roof.regime)
     total = bd.total(per_window)
-    steps = bd.steps_analysed(trace)
-    overhead = bd.overhead_correction(total, bd.profiled_step_ns(trace), bd.unprofiled_step_ns(trace), steps)
+    steps, unprofiled = bd.steps_analysed(trace), bd.unprofiled_step_ns(trace)
+    replayed = unprofiled_gaps(trace, links, gaps, busy, unprofiled, waits)
+    overhead = bd.overhead_correction(total, bd.profiled_step_ns(trace), unprofiled, steps, _idle(replayed))
     idle_scale = _idle_scale(total, steps, overhead)
     chains = fusion_chains(trace, links, roof, peaks, lt.unprofiled_launch_ns(launch_gaps, idle_scale))
     ctx = Context(trace, links, roof, peaks, gaps, total, overhead, steps, per_launch, launch_bound)
-    replayed = unprofiled_gaps(trace, links, gaps, busy, overhead.unprofiled_step_ns, waits)
     modules = _module_tree(trace, links, roof, gaps, steps, idle_scale, replayed)
     comm = cm.communication(trace, links, roof.regime)
     return Analysis(
@@ -289,6 +289,10 @@ def _gaps(trace: Trace, links: Links, roof: Roofline) -> tuple[np.ndarray, Table
         for per_stream in (False, True)
     )
     return busy, gaps, stream_gaps, waits
+
+
+def _idle(replayed: Table | None) -> float | None:
+    return float(replayed.dur_ns.sum()) if replayed is not None else None
 
 
 def _idle_scale(total: Breakdown, steps: int, overhead: OverheadCorrection) -> float | None:

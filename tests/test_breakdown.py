@@ -109,6 +109,19 @@ def test_busy_per_step_comes_from_the_steps_not_the_inflated_profiled_step():
     assert c.corrected_overhead_fraction == pytest.approx(0.1)
 
 
+def test_the_replayed_idle_is_a_floor_of_the_corrected_share():
+    b = Breakdown(span_ns=45 * MS, compute_ns=20 * MS, memory_ns=7 * MS, overhead_ns=18 * MS)
+    # 9 ms busy a step, unprofiled 9.05 ms: the subtraction leaves 0.56 %; the replay kept 3 ms of idle in the
+    # 3 steps' 27 ms of busy time: 3 / 30 = 10 %
+    c = bd.overhead_correction(b, profiled=15 * MS, unprofiled=9.05 * MS, steps=3, replayed_idle_ns=3 * MS)
+    assert c.corrected_overhead_fraction == pytest.approx(0.1)
+    # a replay with less idle than the subtraction changes nothing: 1 ms of 10 ms unprofiled
+    c = bd.overhead_correction(b, profiled=15 * MS, unprofiled=10 * MS, steps=3, replayed_idle_ns=0.3 * MS)
+    assert c.corrected_overhead_fraction == pytest.approx(0.1)
+    # no unprofiled step time, no correction, whatever the replay
+    assert bd.overhead_correction(b, 15 * MS, None, 3, 3 * MS).corrected_overhead_fraction is None
+
+
 def test_the_profiler_stop_at_a_windows_end_is_left_out():
     from analyzers.analyze import trim_close_stalls
     from analyzers.model import WindowMode
