@@ -22,6 +22,7 @@ if ROOT not in sys.path:
 
 from analyzers.model import (  # noqa: E402
     GPU_SCHEMA,
+    NONE,
     OP_SCHEMA,
     RUNTIME_SCHEMA,
     SPAN_SCHEMA,
@@ -189,9 +190,9 @@ def generate(n_kernels: int) -> Trace:
                 for i, (k, dt) in enumerate(WINDOW_SCHEMA.items())
             }
         ),
-        steps=Table(
+        steps=Table(  # the optimizer's step()/zero_grad() untimed, as in a foreign trace
             {
-                k: np.array([r[i] for r in step_rows], dtype=dt)
+                k: np.array([r[i] if i < 2 else NONE for r in step_rows], dtype=dt)
                 for i, (k, dt) in enumerate(STEP_SCHEMA.items())
             }
         ),
