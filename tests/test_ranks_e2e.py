@@ -115,9 +115,11 @@ def test_the_report_names_the_slowed_rank_and_its_line(ddp_run):
 def test_brrrtui_torchrun_and_a_rank_killed_mid_run(tmp_path):
     """`brrrtui torchrun ARGS` (default output named after the training script); rank 1 SIGKILLs itself at
     step 150: its committed windows stay readable, rank 0 dies of the broken all-reduce, and brrrtui exits
-    with the launcher's exit code."""
+    with the launcher's exit code. torchrun checks its workers every 2 s here (0.1 s by default): its SIGTERM
+    to rank 0 must not beat gloo's error, or rank 0 too ends without saying goodbye."""
     proc = run_brrrtui(
-        "--duty", "0.5", "--min-gap", "0", "torchrun", "--nproc_per_node=2", DDP, "200", "1", "0",
+        "--duty", "0.5", "--min-gap", "0", "torchrun", "--nproc_per_node=2", "--monitor-interval=2", DDP,
+        "200", "1", "0",
         cwd=str(tmp_path), env={"DDP_FAIL_AT": "150:kill"}, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stderr
