@@ -10,7 +10,10 @@ autograd thread works) or a synchronising call blocked (a sync spins on the CPU 
     stretch       <-- wait --><-- wait --><- work ->
 
 Only a stretch mostly off the CPU (WAIT_SHARE, alone or with a neighbouring stretch: a short sleep straddles
-a sample) is a wait. The short waits of code that runs (the GIL handed to the sampler, an allocator's lock)
+a sample) is a wait. Inside its stretch a wait is placed in the time outside torch calls and syncs, the longest
+free stretch of time first: the sampler says how long the thread was off the CPU, not when, and a sleep is one
+long torch-free stretch where the Python between a loop's torch calls is many short ones (spread over the
+whole stretch, part of a 2 ms sleep went to the GPU gaps of the loop before it: 1.73 ms of 2.1 charged). The short waits of code that runs (the GIL handed to the sampler, an allocator's lock)
 are part of the profiled work. Recordings without the clock (older ones, other platforms) have no waits.
 
 The unprofiled replay keeps a wait's time as it was (the profiler does not slow a sleep), and a GPU gap that
@@ -28,6 +31,31 @@ from analyzers.gap_evidence import Intervals
 from analyzers.model import NONE, Trace, flag_of
 
 WAIT_SHARE = 0.5  # a stretch this much off the CPU (of its time outside torch) is a wait
+MIN_PIECE_NS = 100_000  # a free stretch of time this long can hold a wait on its own
+_DTYPES = (np.int64, np.int64, np.int64, np.float64)  # Pieces' columns
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """Stretches of time a wait fills evenly, in (window, time) order; a stretch's leftover spread over all of
+    it overlaps its other pieces."""
+
+    window: np.ndarray
+    start: np.ndarray  # ns
+    end: np.ndarray  # ns
+    off: np.ndarray  # ns of wait in it
+
+    def cumulative(self, rows: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(times, the wait up to each), a piecewise-linear function of time for np.interp: the pieces'
+        densities (wait per ns) summed where they overlap."""
+        s, e, off = self.start[rows], self.end[rows], self.off[rows]
+        density = off / np.maximum(e - s, 1)
+        t = np.concatenate((s, e))
+        order = np.argsort(t, kind="stable")
+        t = t[order]
+        rate = np.cumsum(np.concatenate((density, -density))[order])  # the density after each time
+        waited = np.concatenate(([0.0], np.cumsum(rate[:-1] * np.diff(t)))) if len(t) else np.zeros(0)
+        return t, waited
 
 
 @dataclass(frozen=True)
@@ -39,34 +67,30 @@ class Waits:
     end: np.ndarray  # ns, the later sample
     off: np.ndarray  # ns the thread waited off the CPU in it (0 for a stretch that is not a wait)
     line: np.ndarray  # the line sampled at its end
+    pieces: Pieces  # where the waits lie: their stretches' free time, longest first
 
     def __len__(self) -> int:
         return len(self.start)
 
     def of_window(self, win: int) -> tuple[np.ndarray, np.ndarray]:
-        """(the window's sample times in ns, the wait time up to each), for interpolation; empty without
-        waits."""
-        lo, hi = np.searchsorted(self.window, win, "left"), np.searchsorted(self.window, win, "right")
-        if hi == lo or not self.off[lo:hi].any():
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        t = np.concatenate((self.start[lo : lo + 1], self.end[lo:hi]))
-        return t, np.concatenate(([0.0], np.cumsum(self.off[lo:hi])))
+        """(times in ns, the wait time up to each) of the window's waits, for interpolation: each piece's start
+        and end, flat between pieces; empty without waits."""
+        p = self.pieces
+        lo, hi = np.searchsorted(p.window, win, "left"), np.searchsorted(p.window, win, "right")
+        return p.cumulative(slice(lo, hi))
 
     def waited(self, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
-        """Wait time inside each [g0, g1), a stretch's wait spread evenly over it."""
-        keep = self.off > 0
-        if not keep.any():
+        """Wait time inside each [g0, g1)."""
+        p = self.pieces
+        order = np.argsort(p.start, kind="stable")
+        t, waited = p.cumulative(order)
+        if not len(t):
             return np.zeros(len(g0))
-        s, e, off = self.start[keep], self.end[keep], self.off[keep]
-        order = np.argsort(s, kind="stable")
-        s, e, off = s[order], e[order], off[order]
-        base = s[0]  # wall-clock ns lose their last digits as float64
-        xs = (np.stack((s, e), axis=1).ravel() - base).astype(np.float64)
-        ys = np.cumsum(np.stack((np.zeros(len(off)), off), axis=1).ravel())  # flat between stretches
-        at = [np.interp((g - base).astype(np.float64), xs, ys) for g in (g0, g1)]
+        base = t[0]  # wall-clock ns lose their last digits as float64
+        xs = (t - base).astype(np.float64)
+        at = [np.interp((g - base).astype(np.float64), xs, waited) for g in (g0, g1)]
         out: np.ndarray = at[1] - at[0]
         return out
-
 
     def line_at(self, t: np.ndarray) -> np.ndarray:
         """The line of the wait stretch holding each time t (sampled at its end), else NONE."""
@@ -127,4 +151,35 @@ def main_thread_waits(trace: Trace, blocked: Intervals) -> Waits:
         free = np.minimum(dt - in_torch.covered(t[a], t[b]), dt - blocked.covered(t[a], t[b]))
         off = np.minimum(off, np.clip(free, 0.0, None))
         off = np.where(is_wait(off, free, win[a]), off, 0.0)
-    return Waits(window=win[a], start=t[a], end=t[b], off=off, line=s.line[known][b])
+        busy = Intervals(np.concatenate((in_torch.s, blocked.s)), np.concatenate((in_torch.e, blocked.e)))
+    else:
+        busy = Intervals(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    pieces = _place(win[a], t[a], t[b], off, busy)
+    return Waits(window=win[a], start=t[a], end=t[b], off=off, line=s.line[known][b], pieces=pieces)
+
+
+def _place(
+    window: np.ndarray, start: np.ndarray, end: np.ndarray, off: np.ndarray, busy: Intervals
+) -> Pieces:
+    """Each wait stretch's wait in its free time (outside `busy`) of at least MIN_PIECE_NS, the longest first;
+    what those do not hold (off-CPU moments between torch calls: a GIL hand-over, a page fault) is spread over
+    the whole stretch, as a blip does not make a short GPU gap a wait."""
+    rows: list[tuple[int, int, int, float]] = []
+    for k in np.nonzero(off > 0)[0].tolist():
+        w, s, e, left = int(window[k]), int(start[k]), int(end[k]), float(off[k])
+        lo, hi = np.searchsorted(busy.e, s, "right"), np.searchsorted(busy.s, e, "left")
+        free_s = np.concatenate(([s], np.clip(busy.e[lo:hi], s, e)))
+        free_e = np.concatenate((np.clip(busy.s[lo:hi], s, e), [e]))
+        lengths = free_e - free_s
+        for i in np.argsort(-lengths, kind="stable").tolist():
+            if left <= 0 or lengths[i] < MIN_PIECE_NS:
+                break
+            take = min(float(lengths[i]), left)
+            rows.append((w, int(free_s[i]), int(free_e[i]), take))
+            left -= take
+        if left > 0:
+            rows.append((w, s, e, left))
+    rows.sort()
+    if not rows:
+        return Pieces(*(np.zeros(0, d) for d in _DTYPES))
+    return Pieces(*(np.array(c, dtype=d) for c, d in zip(zip(*rows, strict=True), _DTYPES, strict=True)))

@@ -14,11 +14,14 @@ from analyzers.links import link
 from brrrtui.recording.load import load_trace
 
 MS = 1_000_000
+US = 1_000
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def waits_of(trace):
-    return main_thread_waits(trace, GapEvidence(trace, link(trace), np.zeros(len(trace.gpu), bool)).sync_union)
+    return main_thread_waits(
+        trace, GapEvidence(trace, link(trace), np.zeros(len(trace.gpu), bool)).sync_union
+    )
 
 
 def test_short_waits_of_running_code_are_not_waits():
@@ -44,16 +47,35 @@ def sleepy(with_torch_call: bool = False) -> TraceBuilder:
     return b
 
 
-def test_a_sleep_between_samples_is_a_wait_and_spread_over_its_stretches():
+def test_a_sleep_between_samples_is_a_wait_that_fills_its_stretches():
     waits = waits_of(sleepy().build())
     assert waits.off.tolist() == [0, 2 * MS, 2 * MS, 2 * MS, 2 * MS, 0]
     t0 = TraceBuilder().t0
     g0 = np.array([t0 + 3 * MS, t0 + 9 * MS, t0])
     g1 = np.array([t0 + 5 * MS, t0 + 13 * MS, t0 + 2 * MS])
     assert waits.waited(g0, g1).tolist() == [2 * MS, 1 * MS, 0]
-    t, waited = waits.of_window(0)
-    assert (t - t0).tolist() == [2 * k * MS for k in range(7)]
-    assert waited.tolist() == [0, 0, 2 * MS, 4 * MS, 6 * MS, 8 * MS, 8 * MS]
+    t, waited = waits.of_window(0)  # no torch call: each stretch's wait fills it
+    assert (t - t0).tolist() == [2 * MS, 4 * MS, 4 * MS, 6 * MS, 6 * MS, 8 * MS, 8 * MS, 10 * MS]
+    assert waited.tolist() == [0, 2 * MS, 2 * MS, 4 * MS, 4 * MS, 6 * MS, 6 * MS, 8 * MS]
+
+
+def test_a_wait_lies_in_its_stretchs_longest_time_outside_torch_not_between_a_loops_calls():
+    # samples at 0, 2 and 4 ms; ten 80 us torch calls 20 us apart up to 0.98 ms, a 2 ms sleep from 1 to 3 ms,
+    # torch calls again from 3 to 4 ms. Each stretch is 1 ms off the CPU: the first stretch's wait lies in
+    # 0.98-2 ms, not partly among the loop's calls (spread over the stretch, 0.49 ms of it went there)
+    b = TraceBuilder()
+    line = b.line("train.py", 7)
+    for at, cpu in ((0, 0), (2 * MS, 1 * MS), (4 * MS, 2 * MS)):
+        b.sample(line, at, cpu)
+    for k in range(10):
+        b.op("aten::tanh", k * 100 * US, 80 * US)
+        b.op("aten::tanh", 3 * MS + k * 100 * US, 80 * US)
+    b.window(0, 4 * MS)
+    waits = waits_of(b.build())
+    assert waits.off.tolist() == [1 * MS, 1 * MS]
+    t0 = TraceBuilder().t0
+    g0, g1 = t0 + np.array([0, 980 * US, 2 * MS]), t0 + np.array([980 * US, 3 * MS, 3 * MS])
+    assert np.allclose(waits.waited(g0, g1), [0, 2 * MS, 1 * MS])
 
 
 def test_a_wait_inside_a_torch_call_is_no_wait():
