@@ -27,7 +27,7 @@ def streamed(tmp_path_factory):
         "--window-steps",
         "2",
         "--duty",
-        "0.2",
+        "0.5",  # at 0.2 the windows' cost spaced them 400-500 steps apart: 2 in 1500 steps; at 0.5, 6-7
         "--min-gap",
         "0",
         "-o",
