@@ -113,19 +113,25 @@ def test_a_run_without_unprofiled_steps_keeps_the_window_idle():
     assert by_line[30].idle_ns == by_line[30].idle_profiled_ns == 3 * MS
 
 
-def test_per_line_overhead_against_the_kernel_streams_unprofiled_steps_on_the_h200():
-    # GPT-2 eager recorded with --stream on the H200: the kernels of the unprofiled steps measure each line's
-    # idle (validation/unprofiled_lines.py). Scaled uniformly, opt.step() and clip_grad_norm_ were charged
-    # 52 and 70 points more overhead than they have; replayed, no top line is off by 15 points
+def _unprofiled_lines(root):
+    """validation/unprofiled_lines.py, which measures each line's idle in the stream's unprofiled steps."""
     import importlib.util
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     spec = importlib.util.spec_from_file_location(
         "unprofiled_lines", os.path.join(root, "validation", "unprofiled_lines.py")
     )
     assert spec is not None and spec.loader is not None
     ul = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ul)
+    return ul
+
+
+def test_per_line_overhead_against_the_kernel_streams_unprofiled_steps_on_the_h200():
+    # GPT-2 eager recorded with --stream on the H200: the kernels of the unprofiled steps measure each line's
+    # idle (validation/unprofiled_lines.py). Scaled uniformly, opt.step() and clip_grad_norm_ were charged
+    # 52 and 70 points more overhead than they have; replayed, no top line is off by 15 points
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ul = _unprofiled_lines(root)
     a = analyze(load_trace(os.path.join(root, "tests", "fixtures", "h200_gpt_stream.brrr.gz")))
     rows = ul.compare(a, 10)["lines"]
     diffs = [abs(r["diff_points"]) for r in rows]
@@ -330,15 +336,8 @@ def test_a_2ms_sleep_is_charged_what_the_streams_unprofiled_steps_measure():
     # GPU gap that ends with line 88's first kernel (the sleep's, line 87, and the Python around it) lasts
     # 2.39 ms in the median step; brrrtui charges lines 87 and 88 2.19 ms a step (1.94 ms with each wait
     # spread evenly over its 2 ms sample stretch, where part of the sleep went to the tanh loop's gaps)
-    import importlib.util
-
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    spec = importlib.util.spec_from_file_location(
-        "unprofiled_lines", os.path.join(root, "validation", "unprofiled_lines.py")
-    )
-    assert spec is not None and spec.loader is not None
-    ul = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ul)
+    ul = _unprofiled_lines(root)
     a = analyze(
         load_trace(os.path.join(root, "tests", "fixtures", "h200_known_regimes_sleep2_stream.brrr.gz"))
     )
