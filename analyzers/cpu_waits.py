@@ -10,11 +10,14 @@ autograd thread works) or a synchronising call blocked (a sync spins on the CPU 
     stretch       <-- wait --><-- wait --><- work ->
 
 Only a stretch mostly off the CPU (WAIT_SHARE, alone or with a neighbouring stretch: a short sleep straddles
-a sample) is a wait. Inside its stretch a wait is placed in the time outside torch calls and syncs, the longest
-free stretch of time first: the sampler says how long the thread was off the CPU, not when, and a sleep is one
-long torch-free stretch where the Python between a loop's torch calls is many short ones (spread over the
-whole stretch, part of a 2 ms sleep went to the GPU gaps of the loop before it: 1.73 ms of 2.1 charged). The short waits of code that runs (the GIL handed to the sampler, an allocator's lock)
-are part of the profiled work. Recordings without the clock (older ones, other platforms) have no waits.
+a sample) is a wait. The short waits of code that runs (the GIL handed to the sampler, an allocator's lock)
+are part of the profiled work.
+
+Inside its stretch a wait is placed in the time outside torch calls and syncs, the longest free stretch of time
+first: the sampler says how long the thread was off the CPU, not when, and a sleep is one long torch-free
+stretch where the Python between a loop's torch calls is many short ones. Spread over the whole stretch, part
+of a 2 ms sleep went to the GPU gaps of the tanh loop before it (H200: 1.73 ms of ~2.1 charged to the sleep).
+Recordings without the clock (older ones, other platforms) have no waits.
 
 The unprofiled replay keeps a wait's time as it was (the profiler does not slow a sleep), and a GPU gap that
 waits cover is a WAIT gap, charged to the line the thread waited on (gaps.classify_gaps).
