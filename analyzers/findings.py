@@ -16,10 +16,8 @@ windows hold steps, else per window; they are estimates of what the change could
 | optimizer       | many small kernels inside Optimizer.step                       | foreach=True / fused=True          |
 | slow_gemm       | tensor-core matmul/conv kernels under half their roof, and why | pad shapes, bigger matmuls         |
 | conv_layout     | cuDNN NCHW<->NHWC conversions around convolutions              | channels_last                      |
-| kv_cache        | kernels from transformers/cache_utils.py in a training window  | use_cache=False when training      |
 
-slow_gemm and conv_layout come from efficiency_findings.py (the causes: gemm_shapes.py), kv_cache from
-kv_cache_findings.py.
+slow_gemm and conv_layout come from efficiency_findings.py (the causes: gemm_shapes.py).
 """
 
 from __future__ import annotations
@@ -34,7 +32,6 @@ from analyzers.finding_context import MIN_SAVING_SHARE, Context, count_lines, wh
 from analyzers.fusion import FusionChain
 from analyzers.idle_findings import gap_findings, overhead_findings, small_kernel_findings
 from analyzers.kernel_costs import MAX_DEPTH
-from analyzers.kv_cache_findings import kv_cache_findings
 from analyzers.model import GpuKind
 from analyzers.op_families import MATMUL_FAMILIES, base_name
 from analyzers.results import REGIME_CODES, Finding, FindingKind, Regime
@@ -253,6 +250,5 @@ def all_findings(ctx: Context, chains: list[FusionChain]) -> list[Finding]:
         + tensor_core_findings(ctx)
         + optimizer_findings(ctx)
         + efficiency_findings(ctx)
-        + kv_cache_findings(ctx)
     )
     return sorted(found, key=lambda f: -(f.saving_ns or 0.0))

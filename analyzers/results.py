@@ -137,7 +137,6 @@ class FindingKind(str, Enum):
     GRAPH_BREAK = "graph_break"
     RECOMPILE = "recompile"
     COMMUNICATION = "communication"  # exposed collectives (analyzers.communication)
-    KV_CACHE = "kv_cache"  # a Hugging Face KV cache built in training (analyzers.kv_cache_findings)
     CPU_WAIT = "cpu_wait"  # the training thread waits off the CPU (a sleep, I/O) while the GPU idles
 
     def __str__(self) -> str:

@@ -5,7 +5,7 @@
 #   against the one the stream measures;
 # - examples/known_regimes.py with a 20 ms and a 2 ms `time.sleep` a step, default options: what the sleep's
 #   line is charged (`brrrtui report`);
-# - validation/kv_cache_saving.py: what use_cache=False saves HF GPT-2 (the kv_cache finding's cure).
+# - validation/kv_cache_saving.py: what use_cache=False changes in an HF GPT-2 training step.
 #   bash validation/run_lines_h200.sh
 #   PARTS="lines sleep" bash validation/run_lines_h200.sh    # some of the three parts: lines, sleep, kv
 set -uo pipefail

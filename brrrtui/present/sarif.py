@@ -68,10 +68,6 @@ RULES: dict[FindingKind, tuple[str, str]] = {
         "CompileRecompile",
         "torch.compile compiles this function again: a guard fails between calls.",
     ),
-    FindingKind.KV_CACHE: (
-        "KvCacheInTraining",
-        "A Hugging Face model builds its generation KV cache in training (use_cache=True): copies nothing reads.",
-    ),
     FindingKind.CPU_WAIT: (
         "TrainingThreadWaits",
         "The training thread waits off the CPU (a sleep, I/O, a lock) while the GPU idles.",
