@@ -184,7 +184,7 @@ def test_spawned_data_loader_workers_are_not_ranks_and_the_user_sitecustomize_st
     assert (
         sum(line.endswith("rank 0") for line in ran) >= 2
         and sum(line.endswith("rank 1") for line in ran) >= 2
-    )
+    ), [line for line in proc.stderr.splitlines() if "sitecustomize" in line]
     # the script sees its own environment: PYTHONPATH as given, none of brrrtui's variables but the claim
     for r in (0, 1):
         assert f"rank {r} PYTHONPATH={pythonpath} brrrtui env ['BRRRTUI_RANK_PID']" in proc.stdout
