@@ -20,15 +20,17 @@ if [[ $PARTS == *" lines "* ]]; then
         echo "== $w unprofiled_lines rc=$?"; cat "$R/${w}_lines.txt"
     done
 fi
-[[ $PARTS == *" sleep "* ]] && for ms in 20 2; do
-    t0=$SECONDS
-    timeout 200 python -m brrrtui record -o "$R/known_regimes_sleep$ms.brrr" examples/known_regimes.py \
-        --steps 300 --sleep-ms "$ms" >"$R/kr$ms.log" 2>&1
-    echo "known_regimes --sleep-ms $ms record rc=$? in $((SECONDS - t0)) s"
-    python -m brrrtui report "$R/known_regimes_sleep$ms.brrr" >"$R/known_regimes_sleep${ms}_report.txt" 2>&1
-    python -m brrrtui report --json "$R/known_regimes_sleep$ms.brrr" >"$R/known_regimes_sleep${ms}_report.json" 2>&1
-    head -40 "$R/known_regimes_sleep${ms}_report.txt"
-done
+if [[ $PARTS == *" sleep "* ]]; then
+    for ms in 20 2; do
+        t0=$SECONDS
+        timeout 200 python -m brrrtui record -o "$R/known_regimes_sleep$ms.brrr" examples/known_regimes.py \
+            --steps 300 --sleep-ms "$ms" >"$R/kr$ms.log" 2>&1
+        echo "known_regimes --sleep-ms $ms record rc=$? in $((SECONDS - t0)) s"
+        python -m brrrtui report "$R/known_regimes_sleep$ms.brrr" >"$R/known_regimes_sleep${ms}_report.txt" 2>&1
+        python -m brrrtui report --json "$R/known_regimes_sleep$ms.brrr" >"$R/known_regimes_sleep${ms}_report.json" 2>&1
+        head -40 "$R/known_regimes_sleep${ms}_report.txt"
+    done
+fi
 if [[ $PARTS == *" kv "* ]]; then
     timeout 300 python validation/kv_cache_saving.py --json "$R/kv_cache_saving.json" >"$R/kv_cache_saving.txt" 2>&1
     echo "kv_cache_saving rc=$?"; tail -3 "$R/kv_cache_saving.txt"
