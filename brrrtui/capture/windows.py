@@ -10,7 +10,11 @@ thread that competes for the GIL. So windows are small and spaced out by a duty-
                 <------------- cost(W1) / duty ------------->   next window may open
 
 cost(W) = stall + conversion time + the extra time the steps took inside the window (against the median
-unprofiled step), all measured. Windows are sized to about `target_events` events: fewer steps per window
+unprofiled step), all measured. The spacing alone would let a run pay for one window more than its duty
+allows (a 45 s run gets W1 at once and W2 cost/duty later: two windows' cost in 45 s), so a window also
+waits until the cost of every window so far, the next one's included (estimated as the last one's), is at
+most `duty` of the time since the training loop began: a run of any length past cost(W1) / duty spends at
+most `duty` of it on capture, and a shorter run still gets W1. Windows are sized to about `target_events` events: fewer steps per window
 when a step makes many events, shorter time windows when ops come fast.
 Training scripts open and close windows on optimizer steps; scripts with no optimizer get time-based windows
 from ticks the timer thread delivers to the main thread (the profiler must start and stop on the thread that
@@ -65,6 +69,8 @@ class Scheduler:
         self.time_window_s = config.time_window_s
         self.events_per_call: float | None = None  # Kineto events per tagged torch call, from the last window
         self.last_cost_ns: float | None = None
+        self.charged_ns = 0.0  # cost of the windows charged to the duty budget since `budget_from_ns`
+        self.budget_from_ns = now_ns  # the training loop's first step, once there is one
         self.last_opened_ns = 0
         self.tail_open = False  # steps after a window are still slow (CUPTI teardown, caches): add them
         self.disabled = False
@@ -76,8 +82,10 @@ class Scheduler:
     # -- inputs
     def on_step(self, now_ns: int) -> Action:
         self.step_times_ns.append(now_ns)
-        if len(self.step_times_ns) == 1 and self.next_open_ns != NEVER:
-            self.next_open_ns = now_ns  # set-up windows are not charged to the training loop
+        if len(self.step_times_ns) == 1:
+            self.budget_from_ns, self.charged_ns = now_ns, 0.0  # set-up windows are not charged to the loop
+            if self.next_open_ns != NEVER:
+                self.next_open_ns = now_ns
         if self.tail_open and self.open_since_ns is None and self.next_open_ns != NEVER:
             self._charge_tail(now_ns)
         if self.lockstep is not None:
@@ -219,16 +227,20 @@ class Scheduler:
             if self.step_times_ns:  # the training loop began: its budget starts afresh
                 self.next_open_ns = int(settled_ns + self.cfg.min_gap_s * 1e9)
             else:
+                self.charged_ns += cost
                 self._schedule()
             return cost
+        self.charged_ns += cost
         self.tail_open = True
         self._schedule()
         return cost
 
     def _schedule(self) -> None:
-        gap_ns = max((self.last_cost_ns or 0) / self.cfg.duty, self.cfg.min_gap_s * 1e9)
+        last = self.last_cost_ns or 0
+        gap_ns = max(last / self.cfg.duty, self.cfg.min_gap_s * 1e9)
+        budget_ns = self.budget_from_ns + (self.charged_ns + last) / self.cfg.duty  # the next one included
         self.next_open_ns = int(
-            max(self.last_opened_ns + gap_ns, self.last_settled_ns + self.cfg.min_gap_s * 1e9)
+            max(self.last_opened_ns + gap_ns, self.last_settled_ns + self.cfg.min_gap_s * 1e9, budget_ns)
         )
 
     def _charge_tail(self, now_ns: int) -> None:
@@ -242,6 +254,7 @@ class Scheduler:
         interval = t[-1] - t[-2]
         if interval > 1.2 * base:
             self.last_cost_ns = (self.last_cost_ns or 0) + interval - base
+            self.charged_ns += interval - base
             self.perturbed.append((t[-2], t[-1]))
             self._schedule()
         else:
