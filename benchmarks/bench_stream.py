@@ -55,12 +55,23 @@ def children(pid: int) -> list[int]:
         return []
 
 
-def run(cmd: list[str], timeout_s: float) -> dict[str, Any]:
+def parse_cpus(spec: str) -> set[int]:
+    """'0-3,8' -> {0, 1, 2, 3, 8} (the format of sysfs' local_cpulist)."""
+    cpus: set[int] = set()
+    for part in filter(None, spec.split(",")):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def run(cmd: list[str], timeout_s: float, cpus: set[int] | None = None) -> dict[str, Any]:
     env = dict(os.environ)
     env.pop("OUT", None)
     env["PYTHONFAULTHANDLER"] = "1"  # a crash in the script leaves its Python stack in stderr_tail
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None  # the recorder and the script inherit it
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=pin)  # fmt: skip
     mem: list[tuple[float, float | None, float | None]] = []  # (t, parent MB, child MB)
     out_parts: list[str] = []
     while True:
@@ -103,6 +114,23 @@ def stream_meta(path: str) -> dict[str, Any]:
     return {**json.loads(row[0]), "rows": n} if row else {}
 
 
+def round_ratios(results: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Each recorded run's mean step against the plain run of its own round (the runs of a round are back to
+    back), and their median: between processes the same script's step time moves by several percent."""
+    lines = []
+    for name, runs in results.items():
+        plain = {x["round"]: x["mean_step_ms"] for x in runs if x["variant"] == "plain" and x["mean_step_ms"]}
+        for v in sorted({x["variant"] for x in runs} - {"plain"}):
+            ratios = [x["mean_step_ms"] / plain[x["round"]] for x in runs
+                      if x["variant"] == v and x["mean_step_ms"] and x["round"] in plain]  # fmt: skip
+            if ratios:
+                shown = ", ".join(f"{r:.3f}" for r in ratios)
+                lines.append(
+                    f"{name} {v} / its round's plain: {shown}; median {statistics.median(ratios):.3f}"
+                )
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=1)
@@ -113,7 +141,10 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--smoke", action="store_true", help="CPU: tiny sizes, checks the plumbing only")
     ap.add_argument("--out", default=os.environ.get("OUT") or os.path.join(ROOT, "bench_out"))
+    ap.add_argument("--cpus", default="", help="run every variant on these CPUs (e.g. 0-7: the GPU's NUMA node's); "
+                    "a loop of tiny ops is as fast as the core it runs on")  # fmt: skip
     a = ap.parse_args()
+    cpus = parse_cpus(a.cpus) or None
     py = sys.executable
     subjects = {
         "gpt": ["examples/train_gpt.py", "--steps", str(a.gpt_steps)],
@@ -134,7 +165,7 @@ def main() -> int:
                 wrapper = ["benchmarks/cupti_only.py"] if v == "cupti" else []
                 cmd = [py, *wrapper, *script] if extra is None else [
                     py, "-m", "brrrtui", "record", "--no-calibrate", *extra, "-o", rec, *script]  # fmt: skip
-                res = run(cmd, a.timeout)
+                res = run(cmd, a.timeout, cpus)
                 res.update(variant=v, round=r, memory=memory_growth(res.pop("mem")))
                 if extra is not None and os.path.exists(rec):
                     res["recording"] = recording_stats(rec)
@@ -169,6 +200,7 @@ def main() -> int:
                          f"{rc.get('longest_stall_ms', '—')} | {st.get('rows', '—')} | {lat} | "
                          f"{pair('parent_mb') if recorded else '—'} | "
                          f"{pair('child_mb') if recorded else pair('parent_mb')} |")  # fmt: skip
+    table += ["", *round_ratios(results)]
     text = "\n".join(table)
     print(text)
     os.makedirs(a.out, exist_ok=True)
