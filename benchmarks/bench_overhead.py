@@ -54,6 +54,7 @@ def recording_stats(path: str) -> dict[str, Any]:
     sys.path.insert(0, ROOT)
     from brrrtui.recording.store import RecordingError, load_recording
 
+    costs: list[int] = []
     try:
         trace = load_recording(path, stream_tail=0)
     except RecordingError:
@@ -69,6 +70,7 @@ def recording_stats(path: str) -> dict[str, Any]:
         columns = (w.start_ns[order].tolist(), w.end_ns[order].tolist(), w.stall_ns[order].tolist())
         windows = list(zip(*columns, strict=True))
         steps = sorted(zip(st.step.tolist(), st.t_ns.tolist(), strict=True))
+        costs = trace.capture_costs.cost_ns.tolist()
     stalls = [s for _, _, s in windows if s is not None and s >= 0]
     inside, outside = [], []
     for (_, t_prev), (_, t) in zip(steps, steps[1:], strict=False):
@@ -85,6 +87,7 @@ def recording_stats(path: str) -> dict[str, Any]:
         "window_share": round(windowed_ns / span_ns, 4) if span_ns > 0 else None,
         "median_step_ms_in_windows": round(statistics.median(inside), 3) if inside else None,
         "median_step_ms_outside": round(statistics.median(outside), 3) if outside else None,
+        "measured_cost_ms": round(sum(costs) / 1e6, 1),  # what the scheduler charged at each conversion's end
     }
 
 

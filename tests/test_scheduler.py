@@ -208,3 +208,26 @@ def test_slow_steps_after_a_window_are_charged_to_it():
     assert not sched.tail_open
     sched.on_step(900 * MS)  # a later slow step is not the window's doing
     assert sched.last_cost_ns == 110 * MS
+
+
+def test_a_window_costs_the_time_the_loop_lost_until_its_steps_are_back_to_full_speed():
+    """The conversion holds the GIL most of its time: the steps beside it can lose more than its own time."""
+    cfg = WindowConfig(duty=0.05, window_steps=1, min_gap_s=0)
+    sched = Scheduler(cfg, now_ns=0)
+    sched.step_times_ns = [i * 50 * MS for i in range(1, 11)]  # 50 ms steps
+    assert sched.on_step(550 * MS) == Action.OPEN
+    sched.opened(550 * MS)
+    assert sched.on_step(650 * MS) == Action.CLOSE  # the window's step: 100 ms
+    sched.closing()
+    for t in (850, 1000, 1150):  # the close stall (100 ms), then steps at 150 ms beside the conversion
+        assert sched.on_step(t * MS) == Action.NONE
+    cost = sched.settled(
+        550 * MS, 650 * MS, 1160 * MS, stall_ns=150 * MS, convert_ns=100 * MS, events=10, steps=1
+    )
+    # stall + conversion + the window step's extra 50 ms = 300 ms; the loop lost 600 - 4 x 50 = 400 ms
+    assert cost == 400 * MS
+    sched.on_step(1250 * MS)  # 100 ms: still slow, the step the conversion ended in
+    assert sched.last_cost_ns == 450 * MS
+    sched.on_step(1300 * MS)  # back to 50 ms: the tail is over
+    assert not sched.tail_open and sched.last_cost_ns == 450 * MS == sched.charged_ns
+    assert sched.next_open_ns == int(2 * 450 * MS / 0.05)  # the run's budget, the next window's included

@@ -9,8 +9,11 @@ thread that competes for the GIL. So windows are small and spaced out by a duty-
                       ^ stall (stop)  ~ conversion
                 <------------- cost(W1) / duty ------------->   next window may open
 
-cost(W) = stall + conversion time + the extra time the steps took inside the window (against the median
-unprofiled step), all measured. The spacing alone would let a run pay for one window more than its duty
+cost(W) = the time the training loop lost from the step the window opened in until the first step back at
+full speed after its conversion: those steps' time minus as many median unprofiled steps, all measured; and
+at least stall + conversion time + the extra time the steps took inside the window (a conversion that ran
+beside the steps still took a core). The conversion holds the GIL most of its time, so the steps it runs
+beside can lose more than its own time. The spacing alone would let a run pay for one window more than its duty
 allows (a 45 s run gets W1 at once and W2 cost/duty later: two windows' cost in 45 s), so a window also
 waits until the cost of every window so far, the next one's included (estimated as the last one's), is at
 most `duty` of the time since the training loop began: a run of any length past cost(W1) / duty spends at
@@ -72,6 +75,8 @@ class Scheduler:
         self.charged_ns = 0.0  # cost of the windows charged to the duty budget since `budget_from_ns`
         self.budget_from_ns = now_ns  # the training loop's first step, once there is one
         self.last_opened_ns = 0
+        self.open_index: int | None = None  # steps taken when the last window opened (None: before any)
+        self.floor_cost_ns = 0.0  # the last window's stall + conversion + in-window slowdown
         self.tail_open = False  # steps after a window are still slow (CUPTI teardown, caches): add them
         self.disabled = False
         self.steady_from_step: int | None = None  # step count at which the durations settled (or forced)
@@ -185,6 +190,7 @@ class Scheduler:
         self.windows += 1
         self.step_windows += self.open_mode == WindowMode.STEPS
         self.setup_window = not self.step_times_ns
+        self.open_index = len(self.step_times_ns) or None
 
     def closing(self) -> None:
         """The window is stopped; no new one opens until its conversion has `settled`."""
@@ -208,7 +214,9 @@ class Scheduler:
         base = self.unprofiled_step_ns()
         wall = closed_ns - opened_ns
         slowdown = 0.25 * wall if base is None or not steps else max(0.0, wall - base * steps)
-        cost = stall_ns + convert_ns + slowdown  # conversion counted whole: it holds the GIL most of its time
+        self.floor_cost_ns = stall_ns + convert_ns + slowdown  # conversion counted whole: it takes a core
+        lost = self._lost_since_open(base) if steps and base is not None else None
+        cost = max(self.floor_cost_ns, lost or 0)
         self.perturbed.append((opened_ns, settled_ns))
         self.last_cost_ns = cost
         if events > 0 and calls > 0:
@@ -245,20 +253,35 @@ class Scheduler:
 
     def _charge_tail(self, now_ns: int) -> None:
         """Steps right after a window can stay slow (measured on the H200: CUPTI's teardown lands on the next
-        CUDA calls). Charge every step that took over 1.2x the unprofiled median to the window's cost, until
-        one step is back to normal, and push the next window out accordingly."""
+        CUDA calls). Until one step is back to normal (within 1.2x the unprofiled median), the window's cost
+        is the loop's time lost since it opened; push the next window out accordingly. A window whose opening
+        step is not known (a time window): every slow step after its conversion is charged."""
         base = self.unprofiled_step_ns()
         t = self.step_times_ns
-        if base is None or len(t) < 2 or t[-2] < self.last_settled_ns:
+        if base is None or len(t) < 2:
             return
-        interval = t[-1] - t[-2]
+        interval, last = t[-1] - t[-2], self.last_cost_ns or 0
+        lost = self._lost_since_open(base)
+        if lost is not None:
+            cost = max(self.floor_cost_ns, lost)
+        elif t[-2] < self.last_settled_ns:
+            return  # the step the conversion ended in: its part before then is the conversion's
+        else:
+            cost = last + (interval - base if interval > 1.2 * base else 0.0)
+        self.last_cost_ns = cost
+        self.charged_ns += cost - last
         if interval > 1.2 * base:
-            self.last_cost_ns = (self.last_cost_ns or 0) + interval - base
-            self.charged_ns += interval - base
             self.perturbed.append((t[-2], t[-1]))
-            self._schedule()
         else:
             self.tail_open = False
+        self._schedule()
+
+    def _lost_since_open(self, base: float) -> float | None:
+        """The time the steps since the last window opened took, less as many unprofiled steps."""
+        t, i = self.step_times_ns, self.open_index
+        if i is None or i > len(t) - 1:
+            return None
+        return float((t[-1] - t[i - 1]) - base * (len(t) - i))
 
     def unprofiled_step_ns(self) -> float | None:
         """Median interval of recent steps that no window or conversion touched."""

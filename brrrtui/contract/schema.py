@@ -97,7 +97,9 @@ capture stopped the training thread to open, close and convert the window."""
 
 CAPTURE_COST_SCHEMA = {"window": i32, "convert_ns": i64, "cost_ns": i64}
 """What each window cost the run: convert_ns, the time to turn its events into rows (on a background thread);
-cost_ns, stall + conversion + the extra time its steps took, the figure the duty cycle budgets."""
+cost_ns, the time the loop lost from the window's opening until its conversion ended (at least stall +
+conversion + the window's extra step time), the figure the duty cycle budgets (slow steps after it add to it
+in the scheduler, not here)."""
 
 LINE_SAMPLE_SCHEMA = {"window": i32, "line": i32, "t_ns": i64, "cpu_ns": i64}
 """Inside windows, the user line the main thread was executing, sampled every few ms (also lines that call no
