@@ -25,9 +25,9 @@ from brrrtui.recording.chrome_rows import Parsed, Rows, int_field, window_row
 from brrrtui.recording.safe import safe_text
 
 try:  # msgspec reads big traces in bulk; without it (a machine that lacks it) the json module reads them
-    from brrrtui.recording import chrome_fast
+    from brrrtui.recording import chrome_fast, chrome_split
 except ImportError:  # pragma: no cover - exercised where msgspec is not installed
-    chrome_fast = None  # type: ignore[assignment]
+    chrome_fast = chrome_split = None  # type: ignore[assignment]
 
 
 class TraceFormatError(InputError):
@@ -81,8 +81,11 @@ def _device(data: dict[str, Any]) -> Device:
 
 def load_chrome(path: str, fast: bool = True) -> Trace:
     """A Chrome trace as a Trace of one window. `fast`: read it in bulk with msgspec when it is installed
-    (chrome_fast), else, or where that reader cannot follow the document, with `json` (read_events)."""
-    parsed = chrome_fast.read_events(path) if fast and chrome_fast is not None else None
+    (chrome_fast; a big plain file in two processes, chrome_split), else, or where that reader cannot follow
+    the document, with `json` (read_events)."""
+    parsed = None
+    if fast and chrome_fast is not None:
+        parsed = chrome_split.read_events(path) or chrome_fast.read_events(path)
     if parsed is None:
         parsed = read_events(path)
     t, data = parsed.tables, parsed.top

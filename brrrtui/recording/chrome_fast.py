@@ -133,12 +133,7 @@ class _Columns:
 
     def __init__(self, rows: Rows):
         self.rows = rows  # shares its string table, lines and thread ids with this reader
-        self.parts: dict[str, list[dict[str, np.ndarray]]] = {
-            "gpu": [],
-            "runtime": [],
-            "ops": [],
-            "spans": [],
-        }
+        self.parts: dict[str, list[dict[str, np.ndarray]]] = {name: [] for name in SCHEMAS}
         self.step_ends: list[np.ndarray] = []
         self.skipped = 0
         self.name = _Memo(lambda s: rows.strings(safe_text(s)))
@@ -289,10 +284,12 @@ class _Columns:
 _DECODE = msgspec.json.Decoder(list[_Event])
 
 
-def _blocks(path: str) -> Iterator[bytes]:
+def _blocks(path: str, start: int = 0, end: int = -1) -> Iterator[bytes]:
+    """The file in blocks; bytes [start, end) of a plain file (brrrtui.recording.chrome_split's halves)."""
     opener: Any = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
-        while block := f.read(BLOCK):
+        f.seek(start)
+        while (size := BLOCK if end < 0 else min(BLOCK, end - f.tell())) > 0 and (block := f.read(size)):
             yield block
 
 
