@@ -73,3 +73,8 @@ def test_gzip_and_small_files_are_read_in_one_process(tmp_path, monkeypatch):
     assert chrome_split.read_events(write(str(tmp_path / "t.json.gz"), events(50))) is None
     monkeypatch.setattr(chrome_split, "MIN_BYTES", 1 << 30)
     assert chrome_split.read_events(write(str(tmp_path / "t.json"), events(50))) is None
+
+
+def test_one_cpu_reads_in_one_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(chrome_split, "_cpus", lambda: 1)
+    assert chrome_split.read_events(write(str(tmp_path / "t.json"), events(50))) is None

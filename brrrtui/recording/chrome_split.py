@@ -39,7 +39,7 @@ TID_COLUMNS = {"runtime": ("tid",), "ops": ("tid",), "spans": ("tid",)}
 def read_events(path: str) -> Parsed | None:
     """The trace's events as tables, read in two processes; None where this reader does not apply (gzip, a
     file under MIN_BYTES, one CPU) or either half cannot be read."""
-    if path.endswith(".gz") or len(os.sched_getaffinity(0)) < 2:
+    if path.endswith(".gz") or _cpus() < 2:
         return None
     try:
         size = os.path.getsize(path)
@@ -95,6 +95,11 @@ def read_events(path: str) -> Parsed | None:
     return Parsed(
         top, rows.strings.strings, rows.lines, tables, step_ends, cols.skipped, events + second["events"]
     )
+
+
+def _cpus() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere every CPU counts
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 def _head(path: str) -> tuple[bytes, int] | None:
