@@ -85,15 +85,15 @@ def test_cost_over_duty_spaces_the_windows():
     )
     assert cost == 100 * MS + 70 * MS + 30 * MS  # stall + conversion + the step's extra 30 ms
     # cost / duty after it opened would be 4.55 s; but the loop began at 0, so that the run's cost stays
-    # within 5 % with the next window's (estimated: the same 200 ms) counted, it waits for 2 x 200 ms / 5 %
-    assert sched.next_open_ns == int(2 * cost / 0.05) == 8 * S
+    # within 5 % once the next window (estimated: the same 200 ms) has cost it: 2 x 200 ms / 5 % - 200 ms
+    assert sched.next_open_ns == int(2 * cost / 0.05 - cost) == 7_800 * MS
     t = 700 * MS
     actions = []
-    while t < 8_100 * MS:  # steady 50 ms steps after the window
+    while t < 7_900 * MS:  # steady 50 ms steps after the window
         t += 50 * MS
         actions.append((t, sched.on_step(t)))
     opened = [t for t, a in actions if a == Action.OPEN]
-    assert opened[0] == 8 * S
+    assert opened[0] == 7_800 * MS
 
 
 def test_the_runs_capture_cost_stays_within_the_duty_at_every_window():
@@ -203,7 +203,7 @@ def test_slow_steps_after_a_window_are_charged_to_it():
     assert sched.next_open_ns == 400 * MS + int(10 * MS / 0.05)  # = 2 x 10 ms / 5 % from the loop's start
     assert sched.on_step(650 * MS) == Action.NONE  # 150 ms: 100 ms over the median, charged
     assert sched.last_cost_ns == 110 * MS
-    assert sched.next_open_ns == int((110 + 110) * MS / 0.05)  # its cost and the next one's estimate
+    assert sched.next_open_ns == int((110 + 110) * MS / 0.05 - 110 * MS)  # its cost and the next one's
     sched.on_step(700 * MS)  # back to 50 ms: the tail is over
     assert not sched.tail_open
     sched.on_step(900 * MS)  # a later slow step is not the window's doing
@@ -230,4 +230,22 @@ def test_a_window_costs_the_time_the_loop_lost_until_its_steps_are_back_to_full_
     assert sched.last_cost_ns == 450 * MS
     sched.on_step(1300 * MS)  # back to 50 ms: the tail is over
     assert not sched.tail_open and sched.last_cost_ns == 450 * MS == sched.charged_ns
-    assert sched.next_open_ns == int(2 * 450 * MS / 0.05)  # the run's budget, the next window's included
+    assert sched.next_open_ns == int(2 * 450 * MS / 0.05 - 450 * MS)  # the run's budget, the next one's too
+
+
+def test_a_time_window_is_not_charged_the_pause_before_the_steps_resume():
+    """A time window opens while the steps have paused (an evaluation loop): the time until they resume is
+    not the window's cost; only a slow step after its conversion is."""
+    cfg = WindowConfig(duty=0.05, window_steps=1, min_gap_s=0, step_stale_s=1.0)
+    sched = Scheduler(cfg, now_ns=0)
+    sched.step_times_ns = [i * 50 * MS for i in range(11)]  # 50 ms steps, then a pause
+    sched.steady_from_step, sched.torch_seen_ns = 11, 0
+    assert sched.on_timer(3 * S) == Action.OPEN
+    sched.opened(3 * S)
+    assert sched.open_index is None
+    sched.closing()
+    sched.settled(
+        3 * S, 3 * S + 200 * MS, 3 * S + 300 * MS, stall_ns=50 * MS, convert_ns=50 * MS, events=10, steps=0
+    )
+    sched.on_step(20 * S)  # the steps resume 17 s later
+    assert sched.last_cost_ns == 150 * MS  # stall + conversion + a quarter of its 200 ms (no steps in it)

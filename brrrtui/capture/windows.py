@@ -9,16 +9,18 @@ thread that competes for the GIL. So windows are small and spaced out by a duty-
                       ^ stall (stop)  ~ conversion
                 <------------- cost(W1) / duty ------------->   next window may open
 
-cost(W) = the time the training loop lost from the step the window opened in until the first step back at
-full speed after its conversion: those steps' time minus as many median unprofiled steps, all measured; and
-at least stall + conversion time + the extra time the steps took inside the window (a conversion that ran
-beside the steps still took a core). The conversion holds the GIL most of its time, so the steps it runs
-beside can lose more than its own time. The spacing alone would let a run pay for one window more than its duty
-allows (a 45 s run gets W1 at once and W2 cost/duty later: two windows' cost in 45 s), so a window also
-waits until the cost of every window so far, the next one's included (estimated as the last one's), is at
-most `duty` of the time since the training loop began: a run of any length past cost(W1) / duty spends at
-most `duty` of it on capture, and a shorter run still gets W1. Windows are sized to about `target_events` events: fewer steps per window
-when a step makes many events, shorter time windows when ops come fast.
+cost(W) = the time the training loop lost from the step a step window opened in until the first step back
+at full speed after its conversion: those steps' time minus as many median unprofiled steps, all measured;
+and at least stall + conversion time + the extra time the steps took inside the window (a conversion that
+ran beside the steps still took a core). The conversion holds the GIL most of its time, so the steps it runs
+beside can lose more than its own time.
+The spacing alone would let a run pay for one window more than its duty allows (a 45 s run gets W1 at once
+and W2 cost/duty later: two windows' cost in 45 s), so a window also waits until the cost of every window so
+far, the next one's included (estimated as the last one's), is at most `duty` of the time since the training
+loop began by the time it has cost it: a run of any length past 2 cost(W) / duty spends at most `duty` of it
+on capture, and a shorter run still gets W1.
+Windows are sized to about `target_events` events: fewer steps per window when a step makes many events,
+shorter time windows when ops come fast.
 Training scripts open and close windows on optimizer steps; scripts with no optimizer get time-based windows
 from ticks the timer thread delivers to the main thread (the profiler must start and stop on the thread that
 runs the model).
@@ -75,7 +77,7 @@ class Scheduler:
         self.charged_ns = 0.0  # cost of the windows charged to the duty budget since `budget_from_ns`
         self.budget_from_ns = now_ns  # the training loop's first step, once there is one
         self.last_opened_ns = 0
-        self.open_index: int | None = None  # steps taken when the last window opened (None: before any)
+        self.open_index: int | None = None  # steps taken when the last step window opened
         self.floor_cost_ns = 0.0  # the last window's stall + conversion + in-window slowdown
         self.tail_open = False  # steps after a window are still slow (CUPTI teardown, caches): add them
         self.disabled = False
@@ -190,7 +192,8 @@ class Scheduler:
         self.windows += 1
         self.step_windows += self.open_mode == WindowMode.STEPS
         self.setup_window = not self.step_times_ns
-        self.open_index = len(self.step_times_ns) or None
+        steps_mode = self.open_mode == WindowMode.STEPS  # a time window's steps may be far apart (stale)
+        self.open_index = len(self.step_times_ns) if steps_mode and self.step_times_ns else None
 
     def closing(self) -> None:
         """The window is stopped; no new one opens until its conversion has `settled`."""
@@ -246,7 +249,8 @@ class Scheduler:
     def _schedule(self) -> None:
         last = self.last_cost_ns or 0
         gap_ns = max(last / self.cfg.duty, self.cfg.min_gap_s * 1e9)
-        budget_ns = self.budget_from_ns + (self.charged_ns + last) / self.cfg.duty  # the next one included
+        # once the next window (estimated to cost as much as the last) has cost it, the run is within the duty
+        budget_ns = self.budget_from_ns + (self.charged_ns + last) / self.cfg.duty - last
         self.next_open_ns = int(
             max(self.last_opened_ns + gap_ns, self.last_settled_ns + self.cfg.min_gap_s * 1e9, budget_ns)
         )

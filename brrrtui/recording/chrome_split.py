@@ -56,10 +56,10 @@ def read_events(path: str) -> Parsed | None:
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")])),
     }
+    argv = [sys.executable, "-m", __name__, path, str(cut + 1), str(base)]
     child = subprocess.Popen(
-        [sys.executable, "-m", __name__, path, str(cut + 1), str(base)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-    )  # fmt: skip
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+    )
     assert child.stdout is not None
     first = second = None
     collecting = gc.isenabled()
@@ -67,7 +67,7 @@ def read_events(path: str) -> Parsed | None:
     try:
         first = _first_half(path, head[1], cut, base)
         second = pickle.load(child.stdout) if first is not None else None
-    except (OSError, EOFError, ValueError, pickle.UnpicklingError):
+    except (OSError, EOFError, ValueError, RecursionError, pickle.UnpicklingError):
         pass
     finally:
         if collecting:
