@@ -78,3 +78,9 @@ def test_gzip_and_small_files_are_read_in_one_process(tmp_path, monkeypatch):
 def test_one_cpu_reads_in_one_process(tmp_path, monkeypatch):
     monkeypatch.setattr(chrome_split, "_cpus", lambda: 1)
     assert chrome_split.read_events(write(str(tmp_path / "t.json"), events(50))) is None
+
+
+def test_the_second_reader_stops_once_the_first_is_gone():
+    blocks = chrome_split._while_alive(iter([b"[{}", b"]"]), parent=-1)  # no process has that parent id
+    with pytest.raises(SystemExit):
+        next(blocks)

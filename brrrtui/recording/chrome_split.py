@@ -18,6 +18,7 @@ import pickle
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -126,10 +127,10 @@ def _first_half(path: str, start: int, cut: int, base: int) -> tuple[_Columns, i
     return None if count is None else (cols, events + count)
 
 
-def _second_half(path: str, start: int, base: int) -> dict[str, Any]:
-    """The events from `start` to the end of the document, for the first half's process."""
+def _second_half(path: str, start: int, base: int, parent: int) -> dict[str, Any]:
+    """The events from `start` to the end of the document, for the first half's process (`parent`)."""
     cols = _Columns(Rows(base))
-    events, rest = _event_runs(_blocks(path, start), b"", cols)
+    events, rest = _event_runs(_while_alive(_blocks(path, start), parent), b"", cols)
     count, trailer = _finish(rest, cols)
     tables, step_ends = cols.tables()
     rows = cols.rows
@@ -143,6 +144,14 @@ def _second_half(path: str, start: int, base: int) -> dict[str, Any]:
         "tids": list(rows.tids.items()),
         "trailer": trailer,
     }
+
+
+def _while_alive(blocks: Iterator[bytes], parent: int) -> Iterator[bytes]:
+    """`blocks`, while the process that wants them lives (a `view` whose user quit does not wait for it)."""
+    for block in blocks:
+        if os.getppid() != parent:
+            raise SystemExit(1)
+        yield block
 
 
 def _merge(cols: _Columns, part: dict[str, Any]) -> None:
@@ -177,7 +186,7 @@ def _line_id(rows: Rows, key: tuple[str, int, str]) -> int:
 def main(argv: list[str]) -> int:
     path, start, base = argv[0], int(argv[1]), int(argv[2])
     gc.disable()
-    part = _second_half(path, start, base)
+    part = _second_half(path, start, base, os.getppid())
     pickle.dump(part, sys.stdout.buffer, protocol=pickle.HIGHEST_PROTOCOL)
     sys.stdout.buffer.flush()
     return 0
