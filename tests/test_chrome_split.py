@@ -84,3 +84,10 @@ def test_the_second_reader_stops_once_the_first_is_gone():
     blocks = chrome_split._while_alive(iter([b"[{}", b"]"]), parent=-1)  # no process has that parent id
     with pytest.raises(SystemExit):
         next(blocks)
+
+
+def test_no_second_process_to_start_reads_in_one_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(chrome_split.sys, "executable", str(tmp_path / "no-python"))
+    path = write(str(tmp_path / "t.json"), events(50))
+    assert chrome_split.read_events(path) is None
+    assert len(load_chrome(path).gpu) == 50

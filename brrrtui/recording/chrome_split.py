@@ -53,15 +53,9 @@ def read_events(path: str) -> Parsed | None:
     if head is None or cut is None:
         return None
     base = max(0, int_field(base_value, 0, TIME_LIMIT // 2))
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")])),
-    }
-    argv = [sys.executable, "-m", __name__, path, str(cut + 1), str(base)]
-    child = subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
-    )
-    assert child.stdout is not None
+    child = _start_second_half(path, cut + 1, base)
+    if child is None or child.stdout is None:
+        return None
     first = second = None
     collecting = gc.isenabled()
     gc.disable()  # runs make millions of short-lived objects, none of them cyclic
@@ -96,6 +90,20 @@ def read_events(path: str) -> Parsed | None:
     return Parsed(
         top, rows.strings.strings, rows.lines, tables, step_ends, cols.skipped, events + second["events"]
     )
+
+
+def _start_second_half(path: str, start: int, base: int) -> subprocess.Popen[bytes] | None:
+    """The process that reads from `start` to the end (None where none can be started: no interpreter to
+    run, an embedded Python, no process left to make)."""
+    paths = [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+    argv = [sys.executable, "-m", __name__, path, str(start), str(base)]
+    try:
+        return subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env
+        )
+    except OSError:
+        return None
 
 
 def _cpus() -> int:
