@@ -19,9 +19,8 @@ from brrrtui.contract.schema import (
     TELEMETRY_SCHEMA,
     WINDOW_SCHEMA,
 )
-from brrrtui.recording.checks import TIME_LIMIT
 from brrrtui.recording.chrome_extras import restore
-from brrrtui.recording.chrome_rows import Parsed, Rows, int_field, window_row
+from brrrtui.recording.chrome_rows import Parsed, Rows, base_ns, int_field, window_row
 from brrrtui.recording.safe import safe_text
 
 try:  # msgspec reads big traces in bulk; without it (a machine that lacks it) the json module reads them
@@ -49,7 +48,7 @@ def read_json(path: str) -> dict[str, Any]:
 def read_events(path: str) -> Parsed:
     """The whole document with `json`, then its events one by one (chrome_rows.Rows)."""
     data = read_json(path)
-    rows = Rows(max(0, int_field(data.get("baseTimeNanoseconds"), 0, TIME_LIMIT // 2)))
+    rows = Rows(base_ns(data.get("baseTimeNanoseconds")))
     events = data.pop("traceEvents")
     for ev in events:
         rows.add(ev)

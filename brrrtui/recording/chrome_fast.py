@@ -36,14 +36,22 @@ from analyzers.model import Table, table_from_rows
 from brrrtui.contract.collectives import DTYPE_KEY, NELEMS_KEY, message_bytes
 from brrrtui.contract.schema import NONE, GpuKind
 from brrrtui.recording.checks import TIME_LIMIT
-from brrrtui.recording.chrome_rows import SCHEMAS, Parsed, Rows, int_field, shape_text, tid_of
+from brrrtui.recording.chrome_rows import (
+    SCHEMAS,
+    Parsed,
+    Rows,
+    document,
+    header_base,
+    shape_text,
+    tid_of,
+)
 from brrrtui.recording.safe import safe_text
 
 BLOCK = 16 << 20
 _MISSING = -(2**63)
 _NULL = msgspec.Raw(b"null")
-_START = re.compile(rb'"traceEvents"\s*:\s*\[')
-_CUT = re.compile(rb"\}\s*,\s*\{")
+START = re.compile(rb'"traceEvents"\s*:\s*\[')
+CUT = re.compile(rb"\}\s*,\s*\{")
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -298,7 +306,7 @@ def _header(blocks: Iterator[bytes]) -> tuple[bytes, bytes]:
     buf = b""
     for block in blocks:
         buf += block
-        m = _START.search(buf)
+        m = START.search(buf)
         if m:
             return buf[: m.start()], buf[m.end() :]
     raise ValueError("no traceEvents array")
@@ -309,7 +317,7 @@ def _last_cut(buf: bytearray) -> int | None:
     tail = len(buf)
     while tail > 1:
         tail = max(1, tail - 65536)
-        found = list(_CUT.finditer(buf, tail))
+        found = list(CUT.finditer(buf, tail))
         if found:
             return buf.index(b",", found[-1].start())
     return None
@@ -374,23 +382,18 @@ def read_events(path: str) -> Parsed | None:
         blocks = _blocks(path)
         head_bytes, first = _header(blocks)
         header = head_bytes.decode("utf-8")
-        head = json.loads(header + '"traceEvents": []}')
-        base = max(0, int_field(head.get("baseTimeNanoseconds"), 0, TIME_LIMIT // 2))
+        base_value, base = header_base(header)
         cols = _Columns(Rows(base))
         events, rest = _event_runs(blocks, first, cols)
         count, trailer = _finish(rest, cols)
-        top = json.loads(header + '"traceEvents": []' + trailer)
+        top = document(header, trailer, base_value)
     except (OSError, EOFError, ValueError, RecursionError):
         return None
     finally:
         if collecting:
             gc.enable()
-    if (
-        not isinstance(top, dict)
-        or top.pop("traceEvents") != []
-        or top.get("baseTimeNanoseconds") != head.get("baseTimeNanoseconds")
-    ):
-        return None  # not the document the header began, or its base time came after the events
+    if top is None:
+        return None
     tables, step_ends = cols.tables()
     rows = cols.rows
     return Parsed(top, rows.strings.strings, rows.lines, tables, step_ends, cols.skipped, events + count)

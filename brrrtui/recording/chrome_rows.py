@@ -184,7 +184,10 @@ class Rows:
         m = _FRAME.match(safe_text(name))
         if not m or not is_user_file(m["file"]):
             return NONE
-        key = (m["file"], min(int(m["line"][:10]), 2**31 - 1), m["func"])
+        return self.line_id((m["file"], min(int(m["line"][:10]), 2**31 - 1), m["func"]))
+
+    def line_id(self, key: tuple[str, int, str]) -> int:
+        """The id of the source line (file, line, function), interned on first sight."""
         lid = self.line_ids.get(key)
         if lid is None:
             lid = self.line_ids[key] = len(self.lines)
@@ -196,6 +199,30 @@ class Rows:
         lid = self.frame_line(name)
         if lid != NONE:
             self.spans.append((0, lid, start, dur, tid_of(tid, self.tids), NONE, NONE))
+
+
+def base_ns(value: Any) -> int:
+    """A trace's `baseTimeNanoseconds`, the ns every event time is added to (0 where unusable)."""
+    return max(0, int_field(value, 0, TIME_LIMIT // 2))
+
+
+def header_base(header: str) -> tuple[Any, int]:
+    """The document's base time as written before its events, and as the ns every event time is added to."""
+    value = json.loads(header + '"traceEvents": []}').get("baseTimeNanoseconds")
+    return value, base_ns(value)
+
+
+def document(header: str, trailer: str, base_value: Any) -> dict[str, Any] | None:
+    """The document's values around its events; None where the text after the events does not close the
+    document the header began, or its base time came after the events."""
+    top = json.loads(header + '"traceEvents": []' + trailer)
+    if (
+        not isinstance(top, dict)
+        or top.pop("traceEvents") != []
+        or top.get("baseTimeNanoseconds") != base_value
+    ):
+        return None
+    return top
 
 
 def window_row(gpu: Table, ops: Table, steps: int, events: int) -> Row | None:

@@ -12,10 +12,8 @@ sides; a failure of either half returns None, and the caller reads the file in o
 from __future__ import annotations
 
 import gc
-import json
 import os
 import pickle
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,15 +21,19 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.model import SourceLine
 from brrrtui.contract.schema import NONE
-from brrrtui.recording.checks import TIME_LIMIT
-from brrrtui.recording.chrome_fast import _blocks, _Columns, _decode_run, _event_runs, _finish
-from brrrtui.recording.chrome_rows import Parsed, Rows, int_field, tid_of
+from brrrtui.recording.chrome_fast import (
+    CUT,
+    START,
+    _blocks,
+    _Columns,
+    _decode_run,
+    _event_runs,
+    _finish,
+)
+from brrrtui.recording.chrome_rows import Parsed, Rows, document, header_base, tid_of
 
 MIN_BYTES = 128 << 20  # below this a second process (~0.3 s to start) saves little
-_START = re.compile(rb'"traceEvents"\s*:\s*\[')
-_CUT = re.compile(rb"\}\s*,\s*\{")
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STRING_COLUMNS = {"gpu": ("name", "grid", "block"), "runtime": ("name",), "ops": ("name", "shapes", "dtypes")}
 TID_COLUMNS = {"runtime": ("tid",), "ops": ("tid",), "spans": ("tid",)}
@@ -47,12 +49,11 @@ def read_events(path: str) -> Parsed | None:
         head = _head(path) if size >= MIN_BYTES else None
         cut = _cut_after(path, max(head[1], size // 2)) if head else None
         header = head[0].decode("utf-8") if head else ""
-        base_value = json.loads(header + '"traceEvents": []}').get("baseTimeNanoseconds") if head else None
-    except (OSError, ValueError, AttributeError):
+        base_value, base = header_base(header) if head else (None, 0)
+    except (OSError, ValueError):
         return None
     if head is None or cut is None:
         return None
-    base = max(0, int_field(base_value, 0, TIME_LIMIT // 2))
     child = _start_second_half(path, cut + 1, base)
     if child is None or child.stdout is None:
         return None
@@ -75,15 +76,11 @@ def read_events(path: str) -> Parsed | None:
         return None
     cols, events = first
     try:
-        top = json.loads(header + '"traceEvents": []' + second["trailer"])
+        top = document(header, second["trailer"], base_value)
     except ValueError:
         return None
-    if (
-        not isinstance(top, dict)
-        or top.pop("traceEvents") != []
-        or top.get("baseTimeNanoseconds") != base_value
-    ):
-        return None  # not the document the header began, or its base time came after the events
+    if top is None:
+        return None
     _merge(cols, second)
     tables, step_ends = cols.tables()
     rows = cols.rows
@@ -114,7 +111,7 @@ def _cpus() -> int:
 def _head(path: str) -> tuple[bytes, int] | None:
     """(the document up to its traceEvents array, the offset of the array's first event)."""
     with open(path, "rb") as f:
-        m = _START.search(data := f.read(1 << 20))
+        m = START.search(data := f.read(1 << 20))
     return (data[: m.start()], m.end()) if m else None
 
 
@@ -122,7 +119,7 @@ def _cut_after(path: str, offset: int) -> int | None:
     """The offset of the comma of the first `},{` at or after `offset`."""
     with open(path, "rb") as f:
         f.seek(offset)
-        m = _CUT.search(data := f.read(4 << 20))
+        m = CUT.search(data := f.read(4 << 20))
     return offset + data.index(b",", m.start()) if m else None
 
 
@@ -167,7 +164,7 @@ def _merge(cols: _Columns, part: dict[str, Any]) -> None:
     rows = cols.rows
     cols.flush_rows()
     strings = np.array([rows.strings(s) for s in part["strings"]] + [NONE], np.int64)
-    lines = np.array([_line_id(rows, key) for key in part["lines"]] + [NONE], np.int64)
+    lines = np.array([rows.line_id(key) for key in part["lines"]] + [NONE], np.int64)
     lanes = [(lane, tid_of(value, rows.tids)) for value, lane in part["tids"]]
     for name, columns in part["columns"].items():
         for c in STRING_COLUMNS.get(name, ()):
@@ -181,14 +178,6 @@ def _merge(cols: _Columns, part: dict[str, Any]) -> None:
         cols.parts[name].append(columns)
     cols.step_ends.append(np.asarray(part["step_ends"], dtype=np.int64))
     cols.skipped += part["skipped"]
-
-
-def _line_id(rows: Rows, key: tuple[str, int, str]) -> int:
-    lid = rows.line_ids.get(key)
-    if lid is None:
-        lid = rows.line_ids[key] = len(rows.lines)
-        rows.lines.append(SourceLine(*key))
-    return lid
 
 
 def main(argv: list[str]) -> int:
