@@ -297,3 +297,35 @@ async def test_mouse_click_moves_the_timeline_cursor_and_the_source_cursor(resne
         await pilot.click(SourceView, offset=(20, 1 + 3))
         assert src.current_lineno() == src.rows[int(src.scroll_y) + 3].lineno
         assert resnet.main.focused_pane() == "source"
+
+
+@run_async
+async def test_source_view_shows_a_new_files_line_when_the_layout_comes_late(resnet, tmp_path):
+    """Told to show line 300 of a long file while showing a file short enough for no scrollbar, the view has
+    the line in view once the app settles, even where its after-refresh retry runs before the layout pass that
+    turns scrolling on (as on a loaded CI machine, which caught the view stuck at line 1)."""
+    from analyzers.model import SourceLine
+
+    (tmp_path / "short.py").write_text("a = 1\n")
+    (tmp_path / "long.py").write_text("".join(f"x{k} = {k}\n" for k in range(400)))
+    async with resnet.run_test(size=SIZE) as pilot:
+        await analysed(pilot)
+        src = resnet.main.source
+        src.show_line(SourceLine("short.py", 1, ""), notify=False)
+        await pilot.pause()
+        assert not src.show_vertical_scrollbar
+        later = src.call_after_refresh
+        early = [True]
+
+        def racing(callback, *args):  # the first retry runs at once, before any layout
+            if early.pop() if early else False:
+                callback(*args)
+                return True
+            return later(callback, *args)
+
+        src.call_after_refresh = racing
+        src.show_line(SourceLine("long.py", 300, ""), notify=False)
+        assert not early and src.current_lineno() == 300
+        await pilot.pause()
+        await pilot.pause()
+        assert src.scroll_y <= src.cursor < src.scroll_y + src.scrollable_content_region.height

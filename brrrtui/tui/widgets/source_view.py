@@ -165,14 +165,20 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
     def _post_chosen(self) -> None:
         self.post_message(self.LineChosen(self.current_line(), self.current_stat()))
 
+    def _cursor_in_view(self) -> bool:
+        return self.scroll_y <= self.cursor < self.scroll_y + max(self.size.height, 1)
+
     def _scroll_cursor_into_view(self, center: bool = False) -> None:
         h = max(self.size.height, 1)
-        if center and not (self.scroll_y <= self.cursor < self.scroll_y + h):
-            self.scroll_to(y=max(self.cursor - h // 2, 0), animate=False, immediate=True)
+        if center and not self._cursor_in_view():
+            self._scroll_y_to(max(self.cursor - h // 2, 0))
         elif self.cursor < self.scroll_y:
-            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+            self._scroll_y_to(self.cursor)
         elif self.cursor >= self.scroll_y + h:
-            self.scroll_to(y=self.cursor - h + 1, animate=False, immediate=True)
+            self._scroll_y_to(self.cursor - h + 1)
+
+    def _scroll_y_to(self, y: int) -> None:
+        self.scroll_to(y=y, animate=False, immediate=True)
 
     # ------------------------------------------------------------------ drawing
 
@@ -201,9 +207,21 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
         self._ensure_cursor_visible()
 
     def _ensure_cursor_visible(self) -> None:
-        """Centre the cursor line now, and again once the pending layout has settled the view's size."""
+        """Centre the cursor line if it is out of view: now, and again once the pending layout has settled the
+        view's size (a centre taken from the size before it is off by the rows the layout moved)."""
+        hidden = not self._cursor_in_view()
         self._scroll_cursor_into_view(center=True)
-        self.call_after_refresh(self._scroll_cursor_into_view, True)
+        self.call_after_refresh(self._recentre, hidden)
+
+    def _recentre(self, was_hidden: bool, tries: int = 20) -> None:
+        if not was_hidden and self._cursor_in_view():
+            return
+        if not self.allow_vertical_scroll and self.virtual_size.height > self.size.height and tries:
+            # Textual turns scrolling on at the layout pass that shows the scrollbar for the rows just loaded;
+            # on a loaded machine that pass can come after this refresh (scrolling now would do nothing)
+            self.call_after_refresh(self._recentre, was_hidden, tries - 1)
+            return
+        self._scroll_y_to(max(self.cursor - max(self.size.height, 1) // 2, 0))
 
     def render_line(self, y: int) -> Strip:
         row_i = y + int(self.scroll_y)
