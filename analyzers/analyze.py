@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from analyzers import breakdown as bd, communication as cm, gaps as gp, launch_timing as lt
-from analyzers.arrays import window_max, window_rows
+from analyzers.arrays import window_rows
 from analyzers.compile_findings import graph_break_findings
 from analyzers.compiled import kernel_line_shares
 from analyzers.cpu_waits import Waits, main_thread_waits
@@ -32,22 +32,20 @@ from analyzers.gap_evidence import GapEvidence
 from analyzers.kernel_stats import kernel_stats
 from analyzers.lines import line_stats, unprofiled_idle_scale
 from analyzers.links import Links, link
-from analyzers.model import Peaks, Table, Trace, WindowMode, empty_table, flag_of
+from analyzers.model import Peaks, Table, Trace, empty_table
 from analyzers.modules import KernelColumns, ModuleTree, module_tree
 from analyzers.peaks import resolve_peaks
 from analyzers.phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
 from analyzers.results import (
-    GAP_CAUSE_CODES,
     Analysis,
     Breakdown,
     Finding,
-    GapCause,
     LineStat,
     OverheadCorrection,
 )
 from analyzers.roofline import Roofline, roofline
 from analyzers.unprofiled_replay import unprofiled_gaps
-from brrrtui.contract.units import fmt_ns, fmt_pct
+from analyzers.window_edges import tail_notes, trim_close_stalls
 
 NO_GPU_NOTE = (
     "no GPU activity in this recording: the figures are CPU time per line (inside torch calls, and where the "
@@ -77,52 +75,6 @@ def select_windows(trace: Trace, windows: Iterable[int]) -> Trace:
         line_samples=cut(trace.line_samples),
         _ids=None,
     )
-
-
-def trim_close_stalls(trace: Trace) -> tuple[Trace, list[str]]:
-    """Leave each recorded window's closing stall out of its span.
-
-    brrrtui's recorder stamps a window's end after the profiler has stopped, so its last tens to hundreds of
-    ms hold the stop itself: no kernel, launch or operator, and the training thread blocked. It records the
-    stall (open + close) as `stall_ns`; the tail after the last recorded activity, up to that stall, is cut::
-
-        window  |....kernels, launches, operators....| profiler stop (stall) |
-        kept    |<---------------------------------->|  cut: min(tail, stall_ns)
-
-    Foreign traces carry no stall; their tail is only flagged (see _tail_notes).
-    """
-    w = trace.windows
-    if not len(w) or not (w.stall_ns > 0).any():
-        return trace, []
-    ops = trace.ops
-    is_real = flag_of(trace.string_flags(lambda s: "::" in s), ops.name)
-    op_end = ops.start_ns + ops.dur_ns
-    last = np.maximum.reduce(
-        [
-            window_max(trace.gpu.window, trace.gpu.start_ns + trace.gpu.dur_ns, w.window),
-            window_max(trace.runtime.window, trace.runtime.start_ns + trace.runtime.dur_ns, w.window),
-            window_max(ops.window, np.where(is_real, op_end, np.iinfo(np.int64).min), w.window),
-        ]
-    )
-    del is_real, op_end
-    new_end = w.end_ns.copy()
-    notes: list[str] = []
-    columns = (w.window, w.mode, w.start_ns, w.end_ns, w.stall_ns, last)
-    for i, (win, mode, lo, hi, stall, mine) in enumerate(zip(*(c.tolist() for c in columns), strict=True)):
-        if mode == WindowMode.FOREIGN or stall <= 0:
-            continue
-        last_end = mine if mine != np.iinfo(np.int64).min else lo
-        cut = min(max(0, hi - max(last_end, lo)), stall)
-        if cut > 0:
-            new_end[i] = hi - cut
-            notes.append(
-                f"window {win}: left out its last {fmt_ns(cut)}, the profiler stopping (nothing ran)"
-            )
-    if not notes:
-        return trace, []
-    cols = dict(w.columns)
-    cols["end_ns"] = new_end
-    return replace(trace, windows=Table(cols)), notes
 
 
 def phases_of(trace: Trace) -> TracePhases:
@@ -178,7 +130,7 @@ def analyze(
             *_phase_notes(phases, lead),
             *_notes(trace, links, peaks),
             *trim_notes,
-            *_tail_notes(trace, gaps),
+            *tail_notes(trace, gaps),
         ],
         **_kernel_details(roof, launch_bound),
         stream_gaps=stream_gaps,
@@ -352,33 +304,6 @@ def _notes(trace: Trace, links: Links, peaks: Peaks) -> list[str]:
         no_line = int((links.kernel_line < 0).sum())
         if no_line and no_line > unlinked:
             notes.append(f"{no_line} of {n} GPU rows map to no line of the user's code")
-    return notes
-
-
-def _tail_notes(trace: Trace, gaps: Table) -> list[str]:
-    """Flag a window whose end holds no GPU work and no CPU operator: a foreign trace's profiler stop."""
-    notes: list[str] = []
-    if not len(gaps) or not len(trace.windows):
-        return notes
-    other = GAP_CAUSE_CODES[GapCause.OTHER]
-    w = trace.windows
-    order = np.argsort(w.window, kind="stable")
-    pos = np.minimum(np.searchsorted(w.window[order], gaps.window), len(order) - 1)
-    at = order[pos]  # each gap's window row
-    tail = (
-        (w.window[at] == gaps.window) & (gaps.start_ns + gaps.dur_ns == w.end_ns[at]) & (gaps.cause == other)
-    )
-    count = np.bincount(at[tail], minlength=len(w))
-    tail_ns = np.bincount(at[tail], weights=gaps.dur_ns[tail], minlength=len(w))  # exact: far below 2**53 ns
-    columns = (w.window, w.start_ns, w.end_ns, count, tail_ns)
-    for win, lo, hi, n, total in zip(*(c.tolist() for c in columns), strict=True):
-        if n:
-            ns = int(total)
-            if hi > lo and ns > 0.1 * (hi - lo):
-                notes.append(
-                    f"window {win}: its last {fmt_ns(ns)} ({fmt_pct(ns / (hi - lo))}) hold no GPU work and no"
-                    " CPU operator (the profiler stopping?); they count as overhead"
-                )
     return notes
 
 
