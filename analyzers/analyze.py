@@ -44,6 +44,7 @@ from analyzers.results import (
     OverheadCorrection,
 )
 from analyzers.roofline import Roofline, roofline
+from analyzers.slow_steps import slow_steps, slow_steps_finding
 from analyzers.unprofiled_replay import unprofiled_gaps
 from analyzers.window_edges import tail_notes, trim_close_stalls
 
@@ -92,6 +93,7 @@ def analyze(
     or only `windows`, or only the windows of `phase`. `peaks_override`: "flops=800e12,bw=4.2e12", a dict
     with those keys, or a complete Peaks used as is."""
     phases = phases_of(trace)
+    slow = slow_steps_finding(slow_steps(trace, phases.run), trace.stream_total > 0)  # of the whole run
     lead, chosen = choose_windows(phases, windows, phase)
     trace, trim_notes = trim_close_stalls(select_windows(trace, chosen))
     links = link(trace)
@@ -121,7 +123,7 @@ def analyze(
         lines=_line_stats(trace, links, roof, gaps, steps, idle_scale, replayed),
         library_lines=_library_line_stats(trace, links, roof, steps),
         modules=modules,
-        findings=_findings(ctx, chains, modules, comm) + graph_break_findings(trace),
+        findings=_findings(ctx, chains, modules, comm, [slow] if slow else []) + graph_break_findings(trace),
         breakdown=total,
         window_breakdowns=per_window,
         overhead=overhead,
@@ -153,12 +155,17 @@ def _launch_timing(
 
 
 def _findings(
-    ctx: Context, chains: list[FusionChain], modules: ModuleTree | None, comm: cm.Communication | None
+    ctx: Context,
+    chains: list[FusionChain],
+    modules: ModuleTree | None,
+    comm: cm.Communication | None,
+    run: list[Finding],
 ) -> list[Finding]:
-    """The GPU findings, by saving, placed in the module tree (none without GPU activity)."""
+    """The GPU findings and the `run`'s own (its slow steps), by saving, placed in the module tree (none
+    without GPU activity)."""
     if not ctx.trace.has_gpu:
         return []
-    found = all_findings(ctx, chains) + cm.communication_findings(ctx, comm)
+    found = all_findings(ctx, chains) + cm.communication_findings(ctx, comm) + run
     found.sort(key=lambda f: -(f.saving_ns or 0.0))
     return place_findings(ctx.trace, ctx.links, modules, found)
 

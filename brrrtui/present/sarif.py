@@ -72,6 +72,10 @@ RULES: dict[FindingKind, tuple[str, str]] = {
         "TrainingThreadWaits",
         "The training thread waits off the CPU (a sleep, I/O, a lock) while the GPU idles.",
     ),
+    FindingKind.SLOW_STEPS: (
+        "SlowSteps",
+        "Steady-state steps far slower than the median step (logging, evaluation, garbage collection, data).",
+    ),
 }
 
 
