@@ -26,11 +26,10 @@ AccumulateGrad before it in its window (no backward recorded) an optimizer op st
 from __future__ import annotations
 
 import json
-from functools import reduce
-from math import gcd
 
 import numpy as np
 
+from analyzers.arrays import lexsort
 from analyzers.links import Links
 from analyzers.model import Trace
 from analyzers.op_families import base_name
@@ -60,45 +59,79 @@ def list_accesses(name: str, dtypes_json: str | None) -> int | None:
     return lists + (0 if b in _SCALAR_RESULT else 1)
 
 
-def _param_bytes(counts: dict[tuple[tuple[int, ...], str], tuple[int, float]]) -> float:
-    """Bytes of one copy of the parameters: each (shape, dtype) counted once per backward pass."""
-    k = reduce(gcd, (n for n, _ in counts.values()))
-    return sum(n // k * nbytes for n, nbytes in counts.values())
-
-
 def _steps(trace: Trace, rows: np.ndarray) -> dict[int, tuple[int, float]]:
-    """Optimizer op row -> (its optimizer step's number, P: the parameter bytes of the backward before it)."""
+    """Optimizer op row -> (its optimizer step's number, P: the parameter bytes of the backward before it).
+
+    AccumulateGrad ops and the optimizer ops, in time order within each window, form alternating runs: an
+    optimizer run takes P from the backward run just before it in its window (none: P unknown), and each such
+    run is one optimizer step."""
     ops = trace.ops
     acc_id = trace.sid(ACCUMULATE_GRAD)
     acc = np.nonzero(ops.name == acc_id)[0] if acc_id >= 0 else np.zeros(0, dtype=np.int64)
-    events = [(int(ops.window[r]), int(ops.start_ns[r]), 0, int(r)) for r in acc.tolist()]
-    events += [(int(ops.window[r]), int(ops.start_ns[r]), 1, int(r)) for r in rows.tolist()]
+    if not len(acc):
+        return {}  # no backward recorded: P unknown
+    r = np.concatenate([acc, rows]).astype(np.int64)
+    kind = np.concatenate([np.zeros(len(acc), np.int8), np.ones(len(rows), np.int8)])
+    order = lexsort((r, kind, ops.start_ns[r], ops.window[r]))
+    r, kind, window = r[order], kind[order], ops.window[r[order]]
+    run_start = np.ones(len(r), dtype=bool)
+    run_start[1:] = (kind[1:] != kind[:-1]) | (window[1:] != window[:-1])
+    bounds = np.append(np.nonzero(run_start)[0], len(r)).tolist()
+    key, nbytes = _gradient_keys(trace, r, kind == 0)
     out: dict[int, tuple[int, float]] = {}
-    counts: dict[tuple[tuple[int, ...], str], tuple[int, float]] = {}
-    window, p, step = None, None, 0
-    for w, _, kind, r in sorted(events):
-        if w != window:
-            window, counts, p = w, {}, None
-        if kind == 0:
-            if p is not None:  # a new backward after an optimizer step
-                counts, p = {}, None
-            args = parse_args(trace.name(int(ops.shapes[r])), trace.name(int(ops.dtypes[r])))
-            t = next((a for a in (args or []) if a is not None), None)
-            if t is not None:
-                n, _ = counts.get((t.shape, t.dtype), (0, 0.0))
-                counts[(t.shape, t.dtype)] = (n + 1, float(t.nbytes))
-        else:
-            if p is None and counts:
-                p, step = _param_bytes(counts), step + 1
-            if p is not None:
-                out[r] = (step, p)
+    step, p, backward_window = 0, None, None
+    for s, e in zip(bounds[:-1], bounds[1:], strict=True):
+        if kind[s] == 0:
+            counts = np.bincount(key[s:e][key[s:e] >= 0], minlength=len(nbytes))
+            p = _param_bytes(counts, nbytes) if counts.any() else None
+            backward_window = window[s]
+        elif p is not None and window[s] == backward_window:
+            step += 1
+            out.update((row, (step, p)) for row in r[s:e].tolist())
+            p = None
     return out
+
+
+def _gradient_keys(trace: Trace, rows: np.ndarray, gradient: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each AccumulateGrad row (where `gradient`), the index of its gradient's (shape, dtype) among the
+    distinct ones (-1 unrecorded, and for the other rows), and each distinct one's bytes. The recorded JSON is
+    parsed once per distinct (shapes, dtypes) string pair."""
+    ops = trace.ops
+    pairs = np.stack([ops.shapes[rows], ops.dtypes[rows]], axis=1)
+    distinct, inverse = np.unique(pairs[gradient], axis=0, return_inverse=True)
+    index: dict[tuple[tuple[int, ...], str], int] = {}
+    sizes: list[float] = []
+    of_pair = np.full(len(distinct), -1, dtype=np.int64)
+    for i, (shapes, dtypes) in enumerate(distinct.tolist()):
+        args = parse_args(trace.name(shapes), trace.name(dtypes))
+        t = next((a for a in (args or []) if a is not None), None)
+        if t is not None:
+            if (t.shape, t.dtype) not in index:
+                index[(t.shape, t.dtype)] = len(sizes)
+                sizes.append(float(t.nbytes))
+            of_pair[i] = index[(t.shape, t.dtype)]
+    key = np.full(len(rows), -1, dtype=np.int64)
+    key[gradient] = of_pair[inverse.reshape(-1)]
+    nbytes = np.array(sizes, dtype=np.float64)
+    return key, nbytes
+
+
+def _param_bytes(counts: np.ndarray, nbytes: np.ndarray) -> float:
+    """Bytes of one copy of the parameters: each (shape, dtype) counted once per backward pass (its count over
+    the greatest common divisor of the counts: k micro-batches accumulate every parameter k times)."""
+    seen = counts > 0
+    k = int(np.gcd.reduce(counts[seen]))
+    return float(((counts[seen] // k) * nbytes[seen]).sum())
 
 
 def optimizer_bytes(trace: Trace, links: Links, rows: np.ndarray) -> dict[int, float]:
     """Bytes each optimizer op of `rows` (op rows) moves, where known (module doc)."""
     ops, gpu = trace.ops, trace.gpu
-    acc = {int(r): list_accesses(trace.name(int(ops.name[r])), trace.name(int(ops.dtypes[r]))) for r in rows}
+    accesses = {  # by (name, dtypes) string ids: parsed once
+        key: list_accesses(trace.name(key[0]), trace.name(key[1]))
+        for key in set(zip(ops.name[rows].tolist(), ops.dtypes[rows].tolist(), strict=True))
+    }
+    acc = {int(r): accesses[(int(ops.name[r]), int(ops.dtypes[r]))] for r in rows}
     rows = np.array([r for r, a in acc.items() if a], dtype=np.int64)
     if not len(rows):
         return {}

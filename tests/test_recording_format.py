@@ -203,6 +203,11 @@ DAMAGE = {
         (blob(2**40, 0),),
         "gpu.name holds 1099511627776",
     ),
+    "values that wrap around in int64": (  # a base near 2**63 plus an offset: read as one, it wraps
+        "UPDATE gpu SET start_ns = ?",
+        (b"\x01" + np.array([2**63 - 2], dtype="<i8").tobytes() + bytes([0, 5]),),
+        "gpu.start_ns holds -9223372036854775805",
+    ),
 }
 
 
@@ -218,6 +223,43 @@ def test_a_damaged_blob_is_one_error_line(tmp_path, case):
     with pytest.raises(RecordingError) as e:
         load_recording(path)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_small_batches_decoded_together_read_as_one_by_one():
+    """codec.decode_many (a table's batches of up to columns.SMALL_BATCH rows, a column at a time) fills the
+    same values and finds the same (min, max) as decode_into on each blob: every code, batches out of order and
+    interleaved codes (rows that are not one stretch), an empty batch."""
+    rng = np.random.default_rng(7)
+    batches = [
+        rng.integers(0, 200, 5),  # code 1
+        np.full(3, 41),  # code 5
+        rng.integers(-(2**40), 2**40, 4),  # code 4
+        rng.integers(10**12, 10**12 + 60_000, 6),  # code 2
+        np.zeros(0, dtype=np.int64),
+        rng.integers(0, 2**31, 2) + 10**15,  # code 3
+        rng.integers(0, 250, 7),  # code 1 again
+    ]
+    blobs = [codec.encode(b) if len(b) else b"\x05" + bytes(8) for b in batches]
+    sizes = [len(b) for b in batches][::-1]  # the last batch first in the column
+    at = (np.cumsum([0, *sizes])[:-1])[::-1]
+    total = sum(len(b) for b in batches)
+    one, many = np.zeros(total, dtype=np.int64), np.zeros(total, dtype=np.int64)
+    bounds = []
+    for b, blob_, a in zip(batches, blobs, at.tolist(), strict=True):
+        more = codec.decode_into(one[a : a + len(b)], blob_, len(b), 0, False, "t.c")
+        bounds += [more] if more else []
+    got = codec.decode_many(
+        many, [(bl, a, len(b)) for b, bl, a in zip(batches, blobs, at.tolist(), strict=True)], False, "t.c"
+    )
+    assert (one == many).all() and (one == np.concatenate(batches[::-1])).all()
+    assert got == (min(lo for lo, _ in bounds), max(hi for _, hi in bounds))
+    floats = [np.array([1.5, np.nan]), np.full(4, 2.25), np.arange(3.0)]
+    f_one, f_many = np.zeros(9), np.zeros(9)
+    parts = [(codec.encode(v), a, len(v)) for v, a in zip(floats, (0, 2, 6), strict=True)]
+    for bl, a, n in parts:
+        codec.decode_into(f_one[a : a + n], bl, n, 0, True, "t.f")
+    assert codec.decode_many(f_many, parts, True, "t.f") is None
+    np.testing.assert_array_equal(f_one, f_many)
 
 
 def test_each_column_takes_the_narrowest_code_that_holds_its_batch():

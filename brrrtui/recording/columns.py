@@ -25,6 +25,8 @@ from analyzers.model import NONE, Table
 from brrrtui.recording import codec
 from brrrtui.recording.checks import RecordingError, check_column
 
+SMALL_BATCH = 1024
+"""Batches of at most this many rows are decoded a column at a time (codec.decode_many), not one by one."""
 COUNT = "batch_rows"
 """The column holding a batch's row count (no schema column has this name)."""
 _MAX_ROWS = 2**40
@@ -136,6 +138,7 @@ class _Reader:
         self.out = {c: np.empty(n, dtype=d) for c, d in self.dtypes.items()}
         # each integer column's (min, max) so far, from the batches' offsets: the checks need no pass of their own
         self.bounds: dict[str, tuple[int, int] | None] = {c: None for c in schema}
+        self.pending: dict[str, list[tuple[Any, int, int]]] = {c: [] for c in self.present}  # (blob, at, n)
         for c, d in self.dtypes.items():
             if c not in present:
                 self.out[c].fill(_unknown(d))
@@ -148,17 +151,32 @@ class _Reader:
         )
 
     def fill(self, blobs: Iterable[Any], at: int, n: int, skip: int, take: int) -> None:
-        """One batch of `n` rows; its rows [skip, skip + take) go to out[at:at + take]."""
+        """One batch of `n` rows; its rows [skip, skip + take) go to out[at:at + take]. A small whole batch
+        waits for `finish`, which decodes a column's small batches together."""
+        small = skip == 0 and take == n <= SMALL_BATCH
         for c, blob in zip(self.present, blobs, strict=True):
             dt = self.dtypes[c]
             if blob is None:
                 self.out[c][at : at + take] = _unknown(dt)
                 self._widen(c, (NONE, NONE) if take and dt.kind != "f" else None)
-                continue
-            where = f"{self.path} is damaged: {self.table}.{c}"
-            self._widen(
-                c, codec.decode_into(self.out[c][at : at + take], blob, n, skip, dt.kind == "f", where)
-            )
+            elif small:
+                self.pending[c].append((blob, at, n))
+            else:
+                more = codec.decode_into(
+                    self.out[c][at : at + take], blob, n, skip, dt.kind == "f", self._where(c)
+                )
+                self._widen(c, more)
+
+    def finish(self) -> None:
+        for c, parts in self.pending.items():
+            if parts:
+                self._widen(
+                    c, codec.decode_many(self.out[c], parts, self.dtypes[c].kind == "f", self._where(c))
+                )
+                parts.clear()
+
+    def _where(self, c: str) -> str:
+        return f"{self.path} is damaged: {self.table}.{c}"
 
 
 def read_table(
@@ -197,6 +215,7 @@ def read_table(
             done += 1
         if done != len(wanted):
             raise RecordingError(f"{path} is damaged: the batches of {table} changed while they were read")
+    reader.finish()
     for c, d in schema.items():
         check_column(path, table, c, reader.out[c], d, reader.bounds[c])
     return Table(reader.out)
