@@ -107,7 +107,7 @@ class Agent(StreamControl):
 
     def on_torch_imported(self, torch: Any) -> None:
         self.torch = torch
-        from brrrtui.capture.lines import LineSampler, LineTable, UserFrames
+        from brrrtui.capture.lines import LineSampler, LineTable, UserFrames, untagged
 
         self.lines = LineTable()
         self.user_frames = self.ticks.user_frames = UserFrames(self.is_user_file)
@@ -116,15 +116,13 @@ class Agent(StreamControl):
         optimizer.register_optimizer_step_pre_hook(self._guard(self.on_optimizer_step_start))
         optimizer.register_optimizer_step_post_hook(self._guard(self.on_optimizer_step))
         on_user_profiler_start(self._guard(self._step_aside))
-        on_compile(torch, self._guard(self._on_compile))
+        on_compile(torch, self._guard(self._on_compile), untagged)
         self.sched.torch_seen_ns = time.time_ns()
 
-    def _on_compile(self) -> None:  # before Dynamo traces anything: the tagger leaves its mode stack for good
+    def _on_compile(self) -> None:  # before Dynamo traces anything
         from brrrtui.capture.compile_events import watch_graph_breaks, watch_recompiles
         from brrrtui.capture.inductor_sources import watch_compiled_graphs  # imports torch: not at start-up
 
-        if self.tagger is not None:
-            self.tagger.suspend()
         if not self.watching_compile:
             self.watching_compile = True
             event = self._guard(self._on_compile_event)

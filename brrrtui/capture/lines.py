@@ -16,17 +16,20 @@ line of a model library that is not torch itself (transformers, torchvision): th
 The mode is active only inside profiler windows; inside its handler torch disables it, so a call made by
 torch's own Python code is not tagged again (nn.Module calls resolve to the line that called the module).
 
-Under torch.compile the mode stays off. Dynamo guards every compiled graph on the torch-function mode stack
-and traces an active mode's handler: on a CPU test, a 60-step compiled loop went from 1 frame compiled and 0
-graph breaks to 53 frames, 2 graphs and 8 graph breaks (`sys._getframe`, RecordFunctionFast) once windows
-pushed the tagger. So once the script has called `torch.compile` (the agent hooks it), a window does not
-push it, and one already open when torch.compile is called suspends it (`suspend`); inside a trace
-that still meets it, the handler is a plain pass-through (`torch.compiler.is_compiling()` is a constant to
-Dynamo). Lines then come from the line sampler.
+Under torch.compile the mode is off inside compiled code only. Dynamo guards every compiled graph on the
+torch-function mode stack and traces an active mode's handler: on a CPU test, a 60-step compiled loop went
+from 1 frame compiled and 0 graph breaks to 53 frames, 2 graphs and 8 graph breaks (`sys._getframe`,
+RecordFunctionFast) when windows pushed the tagger around it. So the agent's hook on torch.compile wraps what
+it returns (`untagged`): each call of the compiled function or module takes the tagger off the stack and puts
+it back after, and the script's eager code around it (the loss, `backward()`, the optimizer step, gradient
+clipping) keeps its exact lines. Compiled kernels get theirs from Inductor (analyzers.compiled). Code that
+Dynamo traces without going through that wrapper still meets a plain pass-through handler
+(`torch.compiler.is_compiling()` is a constant to Dynamo).
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import time
@@ -147,19 +150,32 @@ class LineSampler:
                 self.samples.append((line, time.time_ns(), self._cpu_ns()))
 
 
-_compile_called = False
+_current: LineTagger | None = None  # the open window's tagger
+_compiled_calls = 0  # calls of compiled code running on the main thread: no tagger goes on the stack then
 
 
-def mark_compile_called() -> None:
-    """The script called torch.compile (the agent's hook on it says so)."""
-    global _compile_called
-    _compile_called = True
+def untagged(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` (a torch.compile'd function or module's forward), called on the main thread (where windows open)
+    with the tagger off torch's mode stack (module doc): Dynamo then sees the same empty stack in and out of
+    windows. A window that opens or closes during the call (an optimizer hook inside compiled code) leaves
+    the stack as the call found it once the outermost compiled call returns."""
 
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        global _compiled_calls
+        if is_compiling() or threading.current_thread() is not threading.main_thread():
+            return fn(*args, **kwargs)
+        _compiled_calls += 1
+        if _current is not None:
+            _current.suspend()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _compiled_calls -= 1
+            if not _compiled_calls and _current is not None:
+                _current.resume()
 
-def compile_in_use() -> bool:
-    # Not "torch._dynamo in sys.modules": eager CUDA training imports it too (seen on the H200 with GPT-2 and
-    # a fused AdamW), which would switch the tagger off for scripts that never compile.
-    return _compile_called
+    return call
 
 
 class LineTagger(TorchFunctionMode):
@@ -180,23 +196,32 @@ class LineTagger(TorchFunctionMode):
         self.pushed = False  # on torch's mode stack
 
     def __enter__(self) -> LineTagger:
+        global _current
         # a window's names start afresh: a module built anew every step (a loss inside forward) would
         # otherwise add a key per call for the whole run
         self._names.clear()
         self.modules.new_window()
-        if not compile_in_use():
-            super().__enter__()
-            self.pushed = True
+        if not _compiled_calls:
+            self.resume()
+        _current = self
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        global _current
         self.suspend()
+        if _current is self:
+            _current = None
 
     def suspend(self) -> None:
-        """Take the mode off the stack now (torch.compile was just called inside a window)."""
+        """Take the mode off the stack (a compiled function is being called)."""
         if self.pushed:
             self.pushed = False
             super().__exit__(None, None, None)
+
+    def resume(self) -> None:
+        if not self.pushed:
+            super().__enter__()
+            self.pushed = True
 
     def _scope_name(self) -> str | None:
         """`brrr:<user line>:<library line>:<module chain>` for the call being made (ids; -1 / "" if none).

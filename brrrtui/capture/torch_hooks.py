@@ -54,18 +54,27 @@ def on_user_profiler_start(callback: Callable[[], None]) -> None:
     legacy._prepare_trace = _prepare_trace
 
 
-def on_compile(torch: Any, callback: Callable[[], None]) -> None:
+def on_compile(torch: Any, callback: Callable[[], None], wrap: Callable[[Any], Any]) -> None:
     """Call `callback()` whenever the script calls `torch.compile` (also through `nn.Module.compile`, which
-    looks it up on the torch module), before it compiles anything."""
+    looks it up on the torch module), before it compiles anything, and return what it compiled through
+    `wrap` (a compiled module: its forward). `torch.compile(mode=...)` used as a decorator factory: the
+    decorated function is wrapped."""
     compile_ = torch.compile
 
     @functools.wraps(compile_)
     def compile(*args: Any, **kwargs: Any) -> Any:
-        from brrrtui.capture.lines import mark_compile_called
-
-        mark_compile_called()  # from now on no window pushes the line tagger
         callback()
-        return compile_(*args, **kwargs)
+        model = args[0] if args else kwargs.get("model")
+        if model is None:  # @torch.compile(...) : a decorator that compiles what it is given
+            rest = {k: v for k, v in kwargs.items() if k != "model"}
+            return lambda fn: compile(fn, *args[1:], **rest)
+        compiled = compile_(*args, **kwargs)
+        if compiled is model:  # disable=True and the like: nothing was compiled
+            return compiled
+        if isinstance(compiled, torch.nn.Module):
+            compiled.forward = wrap(compiled.forward)
+            return compiled
+        return wrap(compiled) if callable(compiled) else compiled
 
     torch.compile = compile
 
