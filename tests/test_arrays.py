@@ -76,3 +76,10 @@ def test_unique_rows_agrees_with_unique_along_axis_0() -> None:
             np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True
         )
         assert first.tolist() == want_first.tolist() and inverse.tolist() == want_inverse.reshape(-1).tolist()
+
+
+def test_window_keys_beyond_the_columns_type_are_not_wrapped_into_it() -> None:
+    """Keys are searched in the window column's own type only when they fit it: 2**32 as int32 would be 0."""
+    window = np.repeat(np.arange(3, dtype=np.int32), 2)
+    assert window_rows(window, np.array([2**32])) == slice(0, 0)
+    assert window_max(window, np.arange(6, dtype=np.int64), np.array([2**32, 1])).tolist() == [LOW, 3]
