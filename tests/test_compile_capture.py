@@ -103,7 +103,7 @@ def test_a_compiled_scripts_eager_lines_keep_their_spans(tmp_path, head):
 
 
 def test_an_eager_script_that_imports_dynamo_keeps_its_exact_lines(tmp_path):
-    """Only a call of torch.compile turns the tagger off: eager CUDA training imports torch._dynamo too."""
+    """An eager script that imports torch._dynamo (eager CUDA training with a fused optimizer does) keeps its lines."""
     from brrrtui.recording.load import load_trace
 
     out = str(tmp_path / "e.brrr")
