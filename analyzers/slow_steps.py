@@ -110,9 +110,9 @@ def slow_steps_finding(s: SlowSteps | None, streamed: bool) -> Finding | None:
     where = f"they recur every {s.period} steps (steps {shown})" if s.period else f"steps {shown}"
     message = (
         f"{len(s.slow)} of {s.steps} steady steps took over {SLOW:g}× the median step ({fmt_ns(s.median_ns)}), up to "
-        f"{fmt_ns(max(s.slow_ns))}; {where}. The run loses {fmt_ns(s.lost_ns)} a step to them "
-        f"({fmt_pct(s.lost_ns / s.median_ns)} of the median step), which no line's figures include: they "
-        "describe the median step"
+        f"{fmt_ns(max(s.slow_ns))}; {where}. The mean step is {fmt_ns(s.lost_ns)} "
+        f"({fmt_pct(s.lost_ns / s.median_ns)}) longer than the median, time that no line's figures include: "
+        "they describe the median step"
     )
     if s.period:
         action = (
