@@ -93,8 +93,8 @@ def analyze(
     or only `windows`, or only the windows of `phase`. `peaks_override`: "flops=800e12,bw=4.2e12", a dict
     with those keys, or a complete Peaks used as is."""
     phases = phases_of(trace)
-    slow = slow_steps_finding(slow_steps(trace, phases.run), trace.stream_total > 0)  # of the whole run
     lead, chosen = choose_windows(phases, windows, phase)
+    run_found = _run_findings(trace, phases, lead)
     trace, trim_notes = trim_close_stalls(select_windows(trace, chosen))
     links = link(trace)
     peaks = peaks_override if isinstance(peaks_override, Peaks) else resolve_peaks(trace, peaks_override)
@@ -123,7 +123,7 @@ def analyze(
         lines=_line_stats(trace, links, roof, gaps, steps, idle_scale, replayed),
         library_lines=_library_line_stats(trace, links, roof, steps),
         modules=modules,
-        findings=_findings(ctx, chains, modules, comm, [slow] if slow else []) + graph_break_findings(trace),
+        findings=_findings(ctx, chains, modules, comm, run_found) + graph_break_findings(trace),
         breakdown=total,
         window_breakdowns=per_window,
         overhead=overhead,
@@ -152,6 +152,15 @@ def _launch_timing(
     the launch-bound kernels."""
     gaps = lt.same_stream_gaps(trace, busy)
     return gaps, lt.per_launch_ns(gaps), lt.launch_bound(trace, links, busy)
+
+
+def _run_findings(trace: Trace, phases: TracePhases, lead: Phase) -> list[Finding]:
+    """The whole run's own findings (its slow steps, from every step), in the analysis of the phase the run
+    leads with only: the set-up and warm-up analyses shown apart do not repeat them."""
+    if lead is not phases.lead()[0]:
+        return []
+    slow = slow_steps_finding(slow_steps(trace, phases.run), trace.stream_total > 0)
+    return [slow] if slow else []
 
 
 def _findings(

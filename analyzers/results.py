@@ -138,7 +138,7 @@ class FindingKind(str, Enum):
     RECOMPILE = "recompile"
     COMMUNICATION = "communication"  # exposed collectives (analyzers.communication)
     CPU_WAIT = "cpu_wait"  # the training thread waits off the CPU (a sleep, I/O) while the GPU idles
-    SLOW_STEPS = "slow_steps"  # steady steps far slower than the median cost the run time (analyzers.slow_steps)
+    SLOW_STEPS = "slow_steps"  # steady steps far slower than the median (analyzers.slow_steps)
 
     def __str__(self) -> str:
         return str(self.value)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyzers.arrays import median as sorted_median
 from analyzers.model import Trace
 from analyzers.phases import TOLERANCE, RunPhases, perturbed_steps
 from analyzers.results import Finding, FindingKind
@@ -75,7 +76,7 @@ def slow_steps(trace: Trace, run: RunPhases) -> SlowSteps | None:
     d = durations[keep]
     if len(d) < 3:
         return None
-    median = float(np.median(d))
+    median = sorted_median(d)
     slow = step[keep][d > SLOW * median]
     return SlowSteps(
         steps=len(d),

@@ -12,6 +12,7 @@ from fixtures.synthetic import TraceBuilder, phased_trace
 
 from analyzers.analyze import analyze, phases_of
 from analyzers.model import Table
+from analyzers.phases import Phase
 from analyzers.results import FindingKind
 from analyzers.slow_steps import slow_steps, slow_steps_finding
 from brrrtui.contract.schema import CAPTURE_COST_SCHEMA
@@ -145,8 +146,11 @@ def test_the_finding_reaches_the_report_and_sarif():
     t = trace.steps.t_ns.copy()
     t[30:] += 40 * MS  # steps 30 and 35 take 45 ms
     t[35:] += 40 * MS
-    a = analyze(replace(trace, steps=Table({**trace.steps.columns, "t_ns": t})))
+    slowed = replace(trace, steps=Table({**trace.steps.columns, "t_ns": t}))
+    a = analyze(slowed)
     (f,) = [f for f in a.findings if f.kind is FindingKind.SLOW_STEPS]
+    warmup = analyze(slowed, phase=Phase.WARMUP)  # the analyses shown apart do not repeat the run's finding
+    assert warmup.phase is Phase.WARMUP and FindingKind.SLOW_STEPS not in [g.kind for g in warmup.findings]
     assert "steps 30, 35." in f.message and f is a.findings[0]  # 80 ms over 19 steady steps: the largest
     assert "slow_steps" in [g["kind"] for g in to_json(a)["findings"]]
     assert "[slow_steps]" in render_text(a)
