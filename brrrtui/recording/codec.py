@@ -90,9 +90,7 @@ def decode_into(
     lo, hi = (base, base) if raw is None else (base + int(raw.min()), base + int(raw.max()))
     if hi >= 2**63 or lo < -(2**63):  # a damaged blob whose values wrap in int64: decode() says which
         lo, hi = _bounds(decode(blob, n, skip, take, floats, where))
-    info = np.iinfo(out.dtype)
-    if lo < info.min or hi > info.max:
-        raise RecordingError(f"{where} holds {lo if lo < info.min else hi}")
+    _check_fits(out, lo, hi, where)
     if raw is None:
         out.fill(base)
     elif code == 4:
@@ -100,6 +98,13 @@ def decode_into(
     else:  # in int64, then to out's type: every value fits it (checked above)
         np.add(raw, np.int64(base), out=out, casting="unsafe")
     return lo, hi
+
+
+def _check_fits(out: np.ndarray, lo: int, hi: int, where: str) -> None:
+    """Values from lo to hi fit `out`'s integer type, else one RecordingError line."""
+    info = np.iinfo(out.dtype)
+    if lo < info.min or hi > info.max:
+        raise RecordingError(f"{where} holds {lo if lo < info.min else hi}")
 
 
 def _bounds(values: np.ndarray) -> tuple[int, int]:
@@ -161,9 +166,7 @@ def decode_many(
             continue
         values = np.repeat(bases, ns) if raw is None else raw.astype(np.int64) + np.repeat(bases, ns)
         lo, hi = _bounds(values)
-        info = np.iinfo(out.dtype)
-        if lo < info.min or hi > info.max:
-            raise RecordingError(f"{where} holds {lo if lo < info.min else hi}")
+        _check_fits(out, lo, hi, where)
         out[rows] = values
         bounds = _union(bounds, (lo, hi))
     return bounds
