@@ -171,14 +171,14 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
     def _scroll_cursor_into_view(self, center: bool = False) -> None:
         h = max(self.size.height, 1)
         if center and not self._cursor_in_view():
-            self._scroll_y_to(max(self.cursor - h // 2, 0))
+            self._centre()
         elif self.cursor < self.scroll_y:
-            self._scroll_y_to(self.cursor)
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
         elif self.cursor >= self.scroll_y + h:
-            self._scroll_y_to(self.cursor - h + 1)
+            self.scroll_to(y=self.cursor - h + 1, animate=False, immediate=True)
 
-    def _scroll_y_to(self, y: int) -> None:
-        self.scroll_to(y=y, animate=False, immediate=True)
+    def _centre(self) -> None:
+        self.scroll_to(y=max(self.cursor - max(self.size.height, 1) // 2, 0), animate=False, immediate=True)
 
     # ------------------------------------------------------------------ drawing
 
@@ -221,7 +221,7 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
             # on a loaded machine that pass can come after this refresh (scrolling now would do nothing)
             self.call_after_refresh(self._recentre, was_hidden, tries - 1)
             return
-        self._scroll_y_to(max(self.cursor - max(self.size.height, 1) // 2, 0))
+        self._centre()
 
     def render_line(self, y: int) -> Strip:
         row_i = y + int(self.scroll_y)
