@@ -162,15 +162,16 @@ def decode_many(
         if hi >= 2**63 or lo < -(2**63):  # may wrap in int64: decode_into finds the blob and says which
             for blob, at, n in group:
                 more = decode_into(out[at : at + n], blob, n, 0, False, where)
-                bounds = _union(bounds, more)
+                bounds = union_bounds(bounds, more)
             continue
         values = np.repeat(bases, ns) if raw is None else raw.astype(np.int64) + np.repeat(bases, ns)
         lo, hi = _bounds(values)
         _check_fits(out, lo, hi, where)
         out[rows] = values
-        bounds = _union(bounds, (lo, hi))
+        bounds = union_bounds(bounds, (lo, hi))
     return bounds
 
 
-def _union(a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:
+def union_bounds(a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:
+    """The (min, max) of two sets of values' (min, max), either of them None (no values)."""
     return b if a is None else a if b is None else (min(a[0], b[0]), max(a[1], b[1]))

@@ -145,10 +145,7 @@ class _Reader:
                 self._widen(c, (NONE, NONE) if n and d.kind != "f" else None)
 
     def _widen(self, c: str, more: tuple[int, int] | None) -> None:
-        had = self.bounds[c]
-        self.bounds[c] = (
-            more if had is None else had if more is None else (min(had[0], more[0]), max(had[1], more[1]))
-        )
+        self.bounds[c] = codec.union_bounds(self.bounds[c], more)
 
     def fill(self, blobs: Iterable[Any], at: int, n: int, skip: int, take: int) -> None:
         """One batch of `n` rows; its rows [skip, skip + take) go to out[at:at + take]. A small whole batch
