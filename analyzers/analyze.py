@@ -8,6 +8,7 @@
       -> per-kernel-name, per-line and per-module statistics
       -> fusion chains -> findings
 
+Independent passes run at the same time on threads (analyzers.pass_groups says which).
 Pure: no UI, no torch. A million kernels take seconds (see benchmarks/bench_analyze.py).
 """
 
@@ -19,22 +20,20 @@ from typing import Any
 
 import numpy as np
 
-from analyzers import breakdown as bd, communication as cm, gaps as gp, launch_timing as lt
+from analyzers import breakdown as bd, communication as cm, launch_timing as lt
 from analyzers.arrays import window_rows
 from analyzers.compile_findings import graph_break_findings
 from analyzers.compiled import kernel_line_shares
-from analyzers.cpu_waits import Waits, main_thread_waits
 from analyzers.finding_context import Context
 from analyzers.finding_places import place_findings
 from analyzers.findings import all_findings
 from analyzers.fusion import FusionChain, fusion_chains
-from analyzers.gap_evidence import GapEvidence
-from analyzers.kernel_stats import kernel_stats
 from analyzers.lines import line_stats, unprofiled_idle_scale
-from analyzers.links import Links, link
-from analyzers.model import Peaks, Table, Trace, empty_table
+from analyzers.links import Links
+from analyzers.model import Peaks, Table, Trace
 from analyzers.modules import KernelColumns, ModuleTree, module_tree
-from analyzers.peaks import resolve_peaks
+from analyzers.parallel import concurrently
+from analyzers.pass_groups import idle_passes, links_and_roofline
 from analyzers.phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
 from analyzers.results import (
     Analysis,
@@ -43,9 +42,8 @@ from analyzers.results import (
     LineStat,
     OverheadCorrection,
 )
-from analyzers.roofline import Roofline, roofline
+from analyzers.roofline import Roofline
 from analyzers.slow_steps import slow_steps, slow_steps_finding
-from analyzers.unprofiled_replay import unprofiled_gaps
 from analyzers.window_edges import tail_notes, trim_close_stalls
 
 NO_GPU_NOTE = (
@@ -96,21 +94,20 @@ def analyze(
     lead, chosen = choose_windows(phases, windows, phase)
     run_found = _run_findings(trace, phases, lead)
     trace, trim_notes = trim_close_stalls(select_windows(trace, chosen))
-    links = link(trace)
-    peaks = peaks_override if isinstance(peaks_override, Peaks) else resolve_peaks(trace, peaks_override)
-    roof = cm.classify(trace, roofline(trace, links, peaks))
-    busy, gaps, stream_gaps, waits = _gaps(trace, links, roof)
-    launch_gaps, per_launch, launch_bound = _launch_timing(trace, links, busy)
-    per_window = bd.window_breakdowns(trace, busy, roof.regime)
-    total = bd.total(per_window)
-    steps, unprofiled = bd.steps_analysed(trace), bd.unprofiled_step_ns(trace)
-    replayed = unprofiled_gaps(trace, links, gaps, busy, unprofiled, waits)
-    overhead = bd.overhead_correction(total, bd.profiled_step_ns(trace), unprofiled, steps, _idle(replayed))
-    idle_scale = _idle_scale(total, steps, overhead)
-    chains = fusion_chains(trace, links, roof, peaks, lt.unprofiled_launch_ns(launch_gaps, idle_scale))
-    ctx = Context(trace, links, roof, peaks, gaps, total, overhead, steps, per_launch, launch_bound)
-    modules = _module_tree(trace, links, roof, gaps, steps, idle_scale, replayed)
-    comm = cm.communication(trace, links, roof.regime)
+    # the passes in one concurrently(...) need only what came before it (analyzers.parallel)
+    links, peaks, roof = links_and_roofline(trace, peaks_override)
+    g = idle_passes(trace, links, roof)
+    total = bd.total(g.per_window)
+    overhead = bd.overhead_correction(
+        total, bd.profiled_step_ns(trace), g.unprofiled, g.steps, _idle(g.replayed)
+    )
+    idle_scale = _idle_scale(total, g.steps, overhead)
+    chains, lines, modules = concurrently(
+        lambda: fusion_chains(trace, links, roof, peaks, lt.unprofiled_launch_ns(g.launch_gaps, idle_scale)),
+        lambda: _line_stats(trace, links, roof, g.gaps, g.steps, idle_scale, g.replayed),
+        lambda: _module_tree(trace, links, roof, g.gaps, g.steps, idle_scale, g.replayed),
+    )
+    ctx = Context(trace, links, roof, peaks, g.gaps, total, overhead, g.steps, g.per_launch, g.launch_bound)
     return Analysis(
         trace=trace,
         links=links,
@@ -118,40 +115,31 @@ def analyze(
         kernel_regime=roof.regime,
         kernel_flops=roof.flops,
         kernel_bytes=roof.bytes,
-        gaps=gaps,
-        kernels=kernel_stats(trace, roof),
-        lines=_line_stats(trace, links, roof, gaps, steps, idle_scale, replayed),
-        library_lines=_library_line_stats(trace, links, roof, steps),
+        gaps=g.gaps,
+        kernels=g.side.kernels,
+        lines=lines,
+        library_lines=g.side.library_lines,
         modules=modules,
-        findings=_findings(ctx, chains, modules, comm, run_found) + graph_break_findings(trace),
+        findings=_findings(ctx, chains, modules, g.side.comm, run_found) + graph_break_findings(trace),
         breakdown=total,
-        window_breakdowns=per_window,
+        window_breakdowns=g.per_window,
         overhead=overhead,
-        steps_analysed=steps,
+        steps_analysed=g.steps,
         notes=[
             *_phase_notes(phases, lead),
             *_notes(trace, links, peaks),
             *trim_notes,
-            *tail_notes(trace, gaps),
+            *tail_notes(trace, g.gaps),
         ],
-        **_kernel_details(roof, launch_bound),
-        stream_gaps=stream_gaps,
-        queue_depth=lt.queue_depth(trace, links),
-        per_launch_ns=per_launch,
+        **_kernel_details(roof, g.launch_bound),
+        stream_gaps=g.stream_gaps,
+        queue_depth=g.side.queue_depth,
+        per_launch_ns=g.per_launch,
         windows=tuple(int(w) for w in trace.windows.window.tolist()),
         phase=lead,
         phases=phases,
-        communication=comm,
+        communication=g.side.comm,
     )
-
-
-def _launch_timing(
-    trace: Trace, links: Links, busy: np.ndarray
-) -> tuple[np.ndarray | None, float | None, np.ndarray]:
-    """The idle gaps between a stream's kernels, their median (what one more launch costs in the window) and
-    the launch-bound kernels."""
-    gaps = lt.same_stream_gaps(trace, busy)
-    return gaps, lt.per_launch_ns(gaps), lt.launch_bound(trace, links, busy)
 
 
 def _run_findings(trace: Trace, phases: TracePhases, lead: Phase) -> list[Finding]:
@@ -195,18 +183,6 @@ def _line_stats(
     )
 
 
-def _library_line_stats(trace: Trace, links: Links, roof: Roofline, steps: int) -> list[LineStat]:
-    """GPU time per model-library line (`transformers/activations.py:66`): what the module tree's library lines
-    hold, for the source view's gutter on a library file. Idle and CPU time stay with the user's lines."""
-    libs = links.kernel_lib_line
-    if not (libs >= 0).any():
-        return []
-    no_gaps = empty_table(gp.GAP_SCHEMA)
-    stats = line_stats(trace, libs, roof.regime, roof.flops, roof.bytes, no_gaps, steps)
-    held = set(np.unique(libs[libs >= 0]).tolist())
-    return [replace(s, cpu_ns=0, sampled_ns=0) for s in stats if s.line_id in held]
-
-
 def _module_tree(
     trace: Trace,
     links: Links,
@@ -244,19 +220,6 @@ def _kernel_details(roof: Roofline, launch_bound: np.ndarray) -> dict[str, np.nd
         "kernel_fits_in_l2": roof.fits_in_l2,
         "kernel_launch_bound": launch_bound,
     }
-
-
-def _gaps(trace: Trace, links: Links, roof: Roofline) -> tuple[np.ndarray, Table, Table, Waits]:
-    """The busy mask, then GPU idle gaps device-wide and per stream, each with its cause and line, and the
-    main thread's waits off the CPU they were classified with."""
-    busy = gp.busy_mask(trace, roof.host_copy)
-    evidence = GapEvidence(trace, links, roof.host_copy)
-    waits = main_thread_waits(trace, evidence.sync_union)
-    gaps, stream_gaps = (
-        gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, per_stream), roof.host_copy, evidence, waits)
-        for per_stream in (False, True)
-    )
-    return busy, gaps, stream_gaps, waits
 
 
 def _idle(replayed: Table | None) -> float | None:

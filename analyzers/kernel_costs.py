@@ -28,7 +28,7 @@ import numpy as np
 
 from analyzers.arrays import dense_ids, lexsort
 from analyzers.attention_cost import is_causal
-from analyzers.links import Links
+from analyzers.links import Calls
 from analyzers.model import NONE, GpuKind, Trace, flag_of
 from analyzers.op_families import Family, base_name
 from analyzers.opcost import OpCost, op_cost, parse_args
@@ -66,7 +66,7 @@ class OpCosts:
         return self.costs[i] if i >= 0 else None
 
 
-def _ancestors(links: Links, start: np.ndarray) -> np.ndarray:
+def _ancestors(links: Calls, start: np.ndarray) -> np.ndarray:
     """(depth, n) op rows: the op itself, its parent, ... up to MAX_DEPTH levels above it (NONE past the root);
     the levels stop at the first one where every row is past its root."""
     levels = []
@@ -216,7 +216,7 @@ def _recost_causal(trace: Trace, cand: np.ndarray, index: np.ndarray, costs: lis
 
 
 def _recost_optimizers(
-    trace: Trace, links: Links, cand: np.ndarray, index: np.ndarray, costs: list[OpCost]
+    trace: Trace, links: Calls, cand: np.ndarray, index: np.ndarray, costs: list[OpCost]
 ) -> None:
     """Fused and foreach optimizer ops: their bytes from the parameters the backward before them accumulated
     (optimizer_cost.py); one cost per op (appended to `costs`, index updated)."""
@@ -278,7 +278,7 @@ def _recost_conv_backward(
         index[o] = masked[key]
 
 
-def cost_ops(trace: Trace, links: Links) -> tuple[OpCosts, np.ndarray, np.ndarray]:
+def cost_ops(trace: Trace, links: Calls) -> tuple[OpCosts, np.ndarray, np.ndarray]:
     """Cost the ops that launch kernels (or enclose ops that do); choose, per gpu row, the op whose cost it
     takes. Returns (op costs, flops op per row, bytes op per row)."""
     gpu, ops = trace.gpu, trace.ops
@@ -305,7 +305,7 @@ def cost_ops(trace: Trace, links: Links) -> tuple[OpCosts, np.ndarray, np.ndarra
     return OpCosts(index, costs), flops_op, bytes_op
 
 
-def recorded_flops(trace: Trace, links: Links, op: np.ndarray, fam: np.ndarray) -> np.ndarray:
+def recorded_flops(trace: Trace, links: Calls, op: np.ndarray, fam: np.ndarray) -> np.ndarray:
     """Profiler-recorded FLOPs of `op` or of its nearest ancestor of the same family (NaN when none)."""
     ops = trace.ops
     out = np.full(len(op), np.nan)

@@ -17,12 +17,14 @@ without a span of its own inherits its parent's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
 from analyzers.arrays import distinct, lexsort
 from analyzers.compiled import CompiledLines, compiled_lines, fill_op_lines
 from analyzers.model import NONE, Trace
+from analyzers.parallel import concurrently
 
 
 def _nesting_order(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -131,14 +133,22 @@ def innermost_enclosing(
 
 
 @dataclass(frozen=True)
-class Links:
-    """Row and id columns as int32 (half the memory of int64: 1 M kernels' 3 M ops hold ~75 MB less) when
-    every table is shorter than 2**31 rows; line, module and string ids are int32 in the recording anyway."""
+class Calls:
+    """Who launched what, without source lines: all the roofline's op costs need, so they are worked out
+    beside the lines' join (`link_lines`). Row and id columns are int32 (half the memory of int64: 1 M
+    kernels' 3 M ops hold ~75 MB less) when every table is shorter than 2**31 rows; line, module and string
+    ids are int32 in the recording anyway."""
 
     kernel_launch: np.ndarray  # gpu row -> runtime row (NONE: no launch seen)
     launch_op: np.ndarray  # runtime row -> op row
     kernel_op: np.ndarray  # gpu row -> op row
     op_parent: np.ndarray  # op row -> enclosing op row
+
+
+@dataclass(frozen=True)
+class Links(Calls):
+    """The calls and each op's, launch's and kernel's source line, module chain and library line."""
+
     op_line: np.ndarray  # op row -> line id
     kernel_line: np.ndarray  # gpu row -> line id
     launch_line: np.ndarray  # runtime row -> line id
@@ -243,28 +253,45 @@ def _index_dtype(trace: Trace) -> type[np.signedinteger]:
 
 
 def link(trace: Trace) -> Links:
-    rt, ops, spans = trace.runtime, trace.ops, trace.spans
+    calls, span_rows = link_calls(trace)
+    return link_lines(trace, calls, span_rows)
+
+
+def link_calls(trace: Trace) -> tuple[Calls, np.ndarray]:
+    """The calls, and each op's innermost span (found on a second thread while the ops nest)."""
+    rt, ops = trace.runtime, trace.ops
     idx = _index_dtype(trace)
     kernel_launch = _kernel_launches(trace).astype(idx)
-
     op_end = ops.start_ns + ops.dur_ns
-    op_nesting = nesting_parents(ops.start_ns, op_end, ops.tid)
+    op_nesting, span_rows = concurrently(
+        partial(nesting_parents, ops.start_ns, op_end, ops.tid), partial(_span_rows, trace, idx)
+    )
     launch_op = innermost_enclosing(ops.start_ns, op_end, ops.tid, rt.start_ns, rt.tid, op_nesting, idx)
     del op_end
-
-    # op -> enclosing op (for inheritance)
-    op_parent = np.full(len(ops), NONE, dtype=idx)
+    op_parent = np.full(len(ops), NONE, dtype=idx)  # op -> enclosing op (for inheritance)
     if len(ops):
         order, parent_sorted = op_nesting
         op_parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], NONE)
-    del op_nesting
-    op_span = _op_spans(trace, _span_rows(trace, idx), op_parent)
+    return Calls(kernel_launch, launch_op, _take(launch_op, kernel_launch, idx), op_parent), span_rows
+
+
+def link_lines(trace: Trace, calls: Calls, span_rows: np.ndarray) -> Links:
+    """Each op's line from its span (`span_rows`: link_calls's), by inheritance or from Inductor's provenance,
+    and the launches' and kernels' from their ops."""
+    rt, spans = trace.runtime, trace.spans
+    idx = _index_dtype(trace)
+    kernel_launch, launch_op, kernel_op, op_parent = (
+        calls.kernel_launch,
+        calls.launch_op,
+        calls.kernel_op,
+        calls.op_parent,
+    )
+    op_span = _op_spans(trace, span_rows, op_parent)
     op_line, op_lib_line = _take(spans.line, op_span, idx), _take(spans.lib_line, op_span, idx)
     compiled = compiled_lines(trace)
     op_line, op_lib_line, op_compiled = _compiled_op_lines(trace, op_line, op_lib_line, op_parent, compiled)
     op_line, op_lib_line = op_line.astype(idx, copy=False), op_lib_line.astype(idx, copy=False)
 
-    kernel_op = _take(launch_op, kernel_launch, idx)
     kernel_line = _take(op_line, kernel_op, idx)
     launch_line = _take(op_line, launch_op, idx)
     # a launch outside any op (rare) can still sit inside a span

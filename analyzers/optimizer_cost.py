@@ -30,7 +30,7 @@ import json
 import numpy as np
 
 from analyzers.arrays import lexsort
-from analyzers.links import Links
+from analyzers.links import Calls
 from analyzers.model import Trace
 from analyzers.op_families import base_name
 from analyzers.opcost import parse_args
@@ -124,7 +124,7 @@ def _param_bytes(counts: np.ndarray, nbytes: np.ndarray) -> float:
     return float(((counts[seen] // k) * nbytes[seen]).sum())
 
 
-def optimizer_bytes(trace: Trace, links: Links, rows: np.ndarray) -> dict[int, float]:
+def optimizer_bytes(trace: Trace, links: Calls, rows: np.ndarray) -> dict[int, float]:
     """Bytes each optimizer op of `rows` (op rows) moves, where known (module doc)."""
     ops, gpu = trace.ops, trace.gpu
     accesses = {  # by (name, dtypes) string ids: parsed once

@@ -48,7 +48,7 @@ import numpy as np
 
 from analyzers.gemm_shapes import narrow_load_bytes
 from analyzers.kernel_costs import GEMM_NAME, OpCosts, cost_ops, recorded_flops, split_costs
-from analyzers.links import Links
+from analyzers.links import Calls
 from analyzers.model import NONE, GpuKind, Peaks, Trace, flag_of
 from analyzers.op_families import MATMUL_FAMILIES, Family
 from analyzers.results import REGIME_CODES, Regime
@@ -102,7 +102,7 @@ def _lower_flags(trace: Trace, pattern: re.Pattern[str]) -> np.ndarray:
 
 
 def _row_costs(
-    trace: Trace, links: Links, op_costs: OpCosts, flops_op: np.ndarray, bytes_op: np.ndarray
+    trace: Trace, links: Calls, op_costs: OpCosts, flops_op: np.ndarray, bytes_op: np.ndarray
 ) -> _RowCosts:
     """Each row's FLOPs and bytes: its op's cost (a profiler-recorded FLOP count wins) split by duration."""
     gpu, ops = trace.gpu, trace.ops
@@ -189,7 +189,7 @@ def _unit_peak(trace: Trace, rc: _RowCosts, tensor_cores: np.ndarray, peaks: Pea
     return unit_peak
 
 
-def roofline(trace: Trace, links: Links, peaks: Peaks) -> Roofline:
+def roofline(trace: Trace, links: Calls, peaks: Peaks) -> Roofline:
     gpu = trace.gpu
     dur = gpu.dur_ns.astype(np.float64)
     kind = gpu.kind

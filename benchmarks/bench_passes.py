@@ -3,7 +3,8 @@
     python benchmarks/bench_passes.py --kernels 1000000            # the synthetic run (benchmarks/synthetic_run.py)
     python benchmarks/bench_passes.py path/to/run.brrr [--repeat 3]
 
-Each pass of analyzers.analyze.analyze (the functions it calls by name: link, roofline, _gaps, ...) is wrapped:
+Each pass of analyzers.analyze.analyze (the functions it and analyzers.pass_groups call by name: link_calls,
+roofline, gaps_and_waits, ...) is wrapped, and the passes run one by one (not on threads):
 
 - CPU s: the pass's process CPU time (`time.process_time`, which other sessions' load on shared cores inflates
   less than wall time), the least over `--repeat` analyses without tracemalloc;
@@ -30,12 +31,21 @@ from typing import Any
 from synthetic_run import generate, write_recording
 
 import analyzers.analyze as analyze_module
+import analyzers.pass_groups as pass_groups
+from analyzers import parallel
 from brrrtui.recording.load import load_trace
 
-PASSES = (
-    "select_windows trim_close_stalls link roofline _gaps _launch_timing fusion_chains unprofiled_gaps "
-    "_module_tree kernel_stats _line_stats _library_line_stats _findings"
-).split()
+# (module, pass) of the functions analyze() calls by name; with the passes one by one (THREADS = 1), each
+# pass's process CPU time and tracemalloc's figures are its own
+PASSES = [
+    *(
+        (analyze_module, n)
+        for n in "select_windows trim_close_stalls fusion_chains _module_tree _line_stats".split()
+    ),
+    *((pass_groups, n) for n in "link_calls link_lines roofline gaps_and_waits launch_timing".split()),
+    *((pass_groups, n) for n in "unprofiled_gaps kernel_stats library_line_stats".split()),
+    (analyze_module, "_findings"),
+]
 MB = 1e6
 
 
@@ -65,7 +75,8 @@ def _wrapped(
 
 
 def measure(path: str, repeat: int) -> None:
-    originals = {n: getattr(analyze_module, n) for n in PASSES}
+    parallel.THREADS = 1
+    originals = {n: (m, getattr(m, n)) for m, n in PASSES}
     cpu: dict[str, float] = {}
     load_trace(path)  # once before timing: the first call also imports the readers
     t = time.process_time()
@@ -73,8 +84,8 @@ def measure(path: str, repeat: int) -> None:
     load_cpu = time.process_time() - t
     for _ in range(repeat):  # CPU time, without tracemalloc's overhead
         seen: dict[str, list[float]] = {}
-        for n, f in originals.items():
-            setattr(analyze_module, n, _wrapped(n, f, seen, False))
+        for n, (m, f) in originals.items():
+            setattr(m, n, _wrapped(n, f, seen, False))
         t = time.process_time()
         analyze_module.analyze(trace)
         seen["analyze (all)"] = [time.process_time() - t, 0.0, 0.0]
@@ -85,8 +96,8 @@ def measure(path: str, repeat: int) -> None:
     trace = load_trace(path)
     loaded, load_peak = tracemalloc.get_traced_memory()
     seen = {}
-    for n, f in originals.items():
-        setattr(analyze_module, n, _wrapped(n, f, seen, True))
+    for n, (m, f) in originals.items():
+        setattr(m, n, _wrapped(n, f, seen, True))
     tracemalloc.reset_peak()
     analysis = analyze_module.analyze(trace)  # kept: what the analysis holds when it is done
     end = tracemalloc.get_traced_memory()[0]
@@ -95,7 +106,7 @@ def measure(path: str, repeat: int) -> None:
     print(f"{path} ({os.path.getsize(path) / MB:.0f} MB)")
     print(f"  {'pass':<22} {'CPU s':>7} {'kept MB':>8} {'peak MB':>8}")
     print(f"  {'load_trace':<22} {load_cpu:7.3f} {loaded / MB:8.0f} {load_peak / MB:8.0f}")
-    for n in [*PASSES, "analyze (all)"]:
+    for n in [*(n for _, n in PASSES), "analyze (all)"]:
         kept, top = (seen[n][1], seen[n][2]) if n in seen else (end - loaded, peak)
         if n in cpu:
             print(f"  {n:<22} {cpu[n]:7.3f} {kept / MB:8.0f} {top / MB:8.0f}")

@@ -1,0 +1,60 @@
+"""analyzers.parallel: passes on threads give the results, the errors and the report of passes run one by one."""
+
+import json
+import threading
+import time
+
+import pytest
+
+from analyzers import parallel
+from analyzers.analyze import analyze
+from brrrtui.present.report import to_json
+from tests.test_h200_recordings import open_fixture
+
+
+def test_results_come_back_in_the_calls_order_from_threads_of_their_own(monkeypatch):
+    monkeypatch.setattr(parallel, "THREADS", 2)
+    names = parallel.concurrently(
+        lambda: (time.sleep(0.05), threading.current_thread().name)[1],
+        lambda: threading.current_thread().name,
+        lambda: threading.current_thread().name,
+    )
+    assert names[0] == threading.current_thread().name
+    assert len(set(names)) == 3
+
+
+def test_one_thread_runs_the_calls_in_order_on_the_callers_thread(monkeypatch):
+    monkeypatch.setattr(parallel, "THREADS", 1)
+    seen: list[int] = []
+    out = parallel.concurrently(lambda: seen.append(1) or "a", lambda: seen.append(2) or "b")
+    assert out == ["a", "b"] and seen == [1, 2]
+    names = parallel.concurrently(
+        lambda: threading.current_thread().name, lambda: threading.current_thread().name
+    )
+    assert set(names) == {threading.current_thread().name}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_first_error_in_the_calls_order_is_raised_once_every_started_call_has_ended(monkeypatch, threads):
+    monkeypatch.setattr(parallel, "THREADS", threads)
+    finished = threading.Event()
+
+    def slow_then_fail() -> None:
+        time.sleep(0.05)
+        finished.set()
+        raise KeyError("second")
+
+    with pytest.raises(ValueError, match="first"):
+        parallel.concurrently(lambda: (_ for _ in ()).throw(ValueError("first")), slow_then_fail)
+    # on threads the second call is not left running behind the raise; one by one it never starts
+    assert finished.is_set() == (threads == 2)
+
+
+def test_a_recordings_report_is_the_same_with_passes_on_threads_or_one_by_one(monkeypatch, tmp_path_factory):
+    trace, _ = open_fixture(tmp_path_factory, "h200_hf_gpt2_modules")
+    reports = []
+    for threads in (1, 2):
+        monkeypatch.setattr(parallel, "THREADS", threads)
+        reports.append(json.dumps(to_json(analyze(trace)), sort_keys=True))
+    assert reports[0] == reports[1]
+    assert '"findings": []' not in reports[0]  # a report with findings, lines and modules to compare
