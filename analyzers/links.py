@@ -202,7 +202,10 @@ def _op_spans(trace: Trace, direct: np.ndarray, op_parent: np.ndarray) -> np.nda
     # Every op records the thread's *next* sequence number, and an autograd node takes it when created,
     # so all ops since the previous node share a number and the node's creator is the last of them
     # (`x * 1.5` and fifty `tanh` before `w * t` all carry MulBackward0's number).
-    fwd = np.nonzero((seq >= 0) & (direct >= 0) & (ops.fwd_tid <= 0))[0]
+    # The creator may have no span (a torch.compile'd call runs untagged): its node then has none either,
+    # rather than the span of an earlier op that merely shares the number (the data slicing before the
+    # compiled model, whose line would take the whole compiled backward).
+    fwd = np.nonzero((seq >= 0) & (ops.fwd_tid <= 0))[0]
     fwd = fwd[lexsort((ops.start_ns[fwd], seq[fwd]))]
     last = np.concatenate((seq[fwd][1:] != seq[fwd][:-1], [True])) if len(fwd) else np.zeros(0, bool)
     fwd_seq, fwd_span = seq[fwd][last], direct[fwd][last]
