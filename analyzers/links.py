@@ -112,23 +112,26 @@ def innermost_enclosing(
     s, e, t = start[order], end[order], tid[order]
     # Candidate: the last interval on the same thread starting at or before the point; if it ended before the
     # point, walk up its parents (depth is small: tens of levels at most).
-    for thread in distinct(t).tolist():  # t is sorted
+    one_thread = t[0] == t[-1] and bool((q_tid == t[0]).all())  # t is sorted
+    for thread in [int(t[0])] if one_thread else distinct(t).tolist():
         lo, hi = np.searchsorted(t, thread, "left"), np.searchsorted(t, thread, "right")
-        mine = q_tid == thread
-        q: np.ndarray | slice = slice(None) if mine.all() else np.nonzero(mine)[0]  # one thread: no copies
+        q: np.ndarray | slice = slice(None) if one_thread else np.nonzero(q_tid == thread)[0]  # no copies
         if isinstance(q, np.ndarray) and not len(q):
             continue
         qt = q_time[q]
         cand = np.searchsorted(s[lo:hi], qt, "right") - 1 + lo
         cand[cand < lo] = NONE
-        walk = np.nonzero(cand >= 0)[0]  # the points whose candidate may still end before them
+        # the points whose candidate ended before them (few: most points lie in their candidate)
+        walk = np.nonzero(e[np.maximum(cand, 0)] < qt)[0]
+        walk = walk[cand[walk] >= 0]
         for _ in range(256):
-            walk = walk[e[cand[walk]] < qt[walk]]
             if not len(walk):
                 break
             cand[walk] = parent[cand[walk]]
             walk = walk[cand[walk] >= 0]
-        result[q] = np.where(cand >= 0, order[np.where(cand >= 0, cand, 0)], NONE)
+            walk = walk[e[cand[walk]] < qt[walk]]
+        has = cand >= 0
+        result[q] = np.where(has, order[np.where(has, cand, 0)], NONE)
     return result
 
 
