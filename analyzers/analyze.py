@@ -33,7 +33,7 @@ from analyzers.links import Links
 from analyzers.model import Peaks, Table, Trace
 from analyzers.modules import KernelColumns, ModuleTree, module_tree
 from analyzers.parallel import concurrently
-from analyzers.pass_groups import idle_passes, links_and_roofline
+from analyzers.pass_groups import idle_passes, links_roofline_gaps
 from analyzers.phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
 from analyzers.results import (
     Analysis,
@@ -95,8 +95,8 @@ def analyze(
     run_found = _run_findings(trace, phases, lead)
     trace, trim_notes = trim_close_stalls(select_windows(trace, chosen))
     # the passes in one concurrently(...) need only what came before it (analyzers.parallel)
-    links, peaks, roof = links_and_roofline(trace, peaks_override)
-    g = idle_passes(trace, links, roof)
+    links, peaks, roof, gw = links_roofline_gaps(trace, peaks_override)
+    g = idle_passes(trace, links, roof, gw)
     total = bd.total(g.per_window)
     overhead = bd.overhead_correction(
         total, bd.profiled_step_ns(trace), g.unprofiled, g.steps, _idle(g.replayed)
@@ -104,10 +104,10 @@ def analyze(
     idle_scale = _idle_scale(total, g.steps, overhead)
     chains, lines, modules = concurrently(
         lambda: fusion_chains(trace, links, roof, peaks, lt.unprofiled_launch_ns(g.launch_gaps, idle_scale)),
-        lambda: _line_stats(trace, links, roof, g.gaps, g.steps, idle_scale, g.replayed),
-        lambda: _module_tree(trace, links, roof, g.gaps, g.steps, idle_scale, g.replayed),
+        lambda: _line_stats(trace, links, roof, gw.gaps, g.steps, idle_scale, g.replayed),
+        lambda: _module_tree(trace, links, roof, gw.gaps, g.steps, idle_scale, g.replayed),
     )
-    ctx = Context(trace, links, roof, peaks, g.gaps, total, overhead, g.steps, g.per_launch, g.launch_bound)
+    ctx = Context(trace, links, roof, peaks, gw.gaps, total, overhead, g.steps, g.per_launch, g.launch_bound)
     return Analysis(
         trace=trace,
         links=links,
@@ -115,7 +115,7 @@ def analyze(
         kernel_regime=roof.regime,
         kernel_flops=roof.flops,
         kernel_bytes=roof.bytes,
-        gaps=g.gaps,
+        gaps=gw.gaps,
         kernels=g.side.kernels,
         lines=lines,
         library_lines=g.side.library_lines,
@@ -129,10 +129,10 @@ def analyze(
             *_phase_notes(phases, lead),
             *_notes(trace, links, peaks),
             *trim_notes,
-            *tail_notes(trace, g.gaps),
+            *tail_notes(trace, gw.gaps),
         ],
         **_kernel_details(roof, g.launch_bound),
-        stream_gaps=g.stream_gaps,
+        stream_gaps=gw.stream_gaps,
         queue_depth=g.side.queue_depth,
         per_launch_ns=g.per_launch,
         windows=tuple(int(w) for w in trace.windows.window.tolist()),

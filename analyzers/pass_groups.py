@@ -1,16 +1,16 @@
 """The analysis's passes in the groups that run at the same time (analyzers.parallel): each group needs only
 what the groups before it produced.
 
-    link_calls ─┬─ link_lines                          (lines, modules)
-                └─ roofline                            (needs only the calls)
-    gaps_and_waits (device-wide ‖ per stream) ‖ side_passes (kernel stats, library lines, queue depth, comm)
-    unprofiled replay ‖ launch_timing ‖ window breakdowns
+    link_calls (the op nesting ‖ each op's span)
+      -> link_lines -> gaps_and_waits (device-wide ‖ per stream)   ‖ roofline (needs only the calls)
+      -> unprofiled replay ‖ launch_timing ‖ window breakdowns ‖ side_passes (kernel stats, library lines,
+         queue depth, collectives)
+      -> (analyze) fusion ‖ per-line figures ‖ module tree
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,21 +25,34 @@ from analyzers.model import Peaks, Table, Trace, empty_table
 from analyzers.parallel import concurrently
 from analyzers.peaks import resolve_peaks
 from analyzers.results import Breakdown, KernelStat, LineStat
-from analyzers.roofline import Roofline, roofline
+from analyzers.roofline import Roofline, host_copies, roofline
 from analyzers.unprofiled_replay import unprofiled_gaps
 
 
-def links_and_roofline(
+class GapsAndWaits(NamedTuple):
+    busy: np.ndarray  # per GPU row: counts as GPU work (host copies do not)
+    gaps: Table  # device-wide idle gaps, with cause and line
+    stream_gaps: Table  # the same per stream
+    waits: Waits  # the main thread's waits off the CPU
+
+
+def links_roofline_gaps(
     trace: Trace, peaks_override: str | dict[str, Any] | Peaks | None
-) -> tuple[Links, Peaks, Roofline]:
-    """The links, and beside the join of their source lines the roofline, which needs only the calls."""
+) -> tuple[Links, Peaks, Roofline, GapsAndWaits]:
+    """The links; then the roofline (it needs only the calls) beside the lines' join and the gaps (they need
+    only the lines and which rows are host copies)."""
     calls, span_rows = link_calls(trace)
     peaks = peaks_override if isinstance(peaks_override, Peaks) else resolve_peaks(trace, peaks_override)
-    links, roof = concurrently(
-        partial(link_lines, trace, calls, span_rows),
-        lambda: cm.classify(trace, roofline(trace, calls, peaks)),
+    host_copy = host_copies(trace)
+
+    def lines_then_gaps() -> tuple[Links, GapsAndWaits]:
+        links = link_lines(trace, calls, span_rows)
+        return links, gaps_and_waits(trace, links, host_copy)
+
+    (links, gaps), roof = concurrently(
+        lines_then_gaps, lambda: cm.classify(trace, roofline(trace, calls, peaks))
     )
-    return links, peaks, roof
+    return links, peaks, roof, gaps
 
 
 class SidePasses(NamedTuple):
@@ -61,12 +74,8 @@ def side_passes(trace: Trace, links: Links, roof: Roofline) -> SidePasses:
 
 
 class IdlePasses(NamedTuple):
-    """The GPU's idle gaps and what is worked out from them, with the passes run beside them."""
+    """What is worked out from the GPU's idle gaps, with the passes run beside them."""
 
-    busy: np.ndarray
-    gaps: Table
-    stream_gaps: Table
-    waits: Waits
     side: SidePasses
     steps: int
     unprofiled: float | None
@@ -77,30 +86,15 @@ class IdlePasses(NamedTuple):
     per_window: dict[int, Breakdown]
 
 
-def idle_passes(trace: Trace, links: Links, roof: Roofline) -> IdlePasses:
-    (busy, gaps, stream_gaps, waits), side = concurrently(
-        lambda: gaps_and_waits(trace, links, roof), lambda: side_passes(trace, links, roof)
-    )
+def idle_passes(trace: Trace, links: Links, roof: Roofline, g: GapsAndWaits) -> IdlePasses:
     steps, unprofiled = bd.steps_analysed(trace), bd.unprofiled_step_ns(trace)
-    replayed, (launch_gaps, per_launch, launch_bound), per_window = concurrently(
-        lambda: unprofiled_gaps(trace, links, gaps, busy, unprofiled, waits),
-        lambda: launch_timing(trace, links, busy),
-        lambda: bd.window_breakdowns(trace, busy, roof.regime),
+    replayed, (launch_gaps, per_launch, launch_bound), per_window, side = concurrently(
+        lambda: unprofiled_gaps(trace, links, g.gaps, g.busy, unprofiled, g.waits),
+        lambda: launch_timing(trace, links, g.busy),
+        lambda: bd.window_breakdowns(trace, g.busy, roof.regime),
+        lambda: side_passes(trace, links, roof),
     )
-    return IdlePasses(
-        busy,
-        gaps,
-        stream_gaps,
-        waits,
-        side,
-        steps,
-        unprofiled,
-        replayed,
-        launch_gaps,
-        per_launch,
-        launch_bound,
-        per_window,
-    )
+    return IdlePasses(side, steps, unprofiled, replayed, launch_gaps, per_launch, launch_bound, per_window)
 
 
 def launch_timing(
@@ -124,18 +118,18 @@ def library_line_stats(trace: Trace, links: Links, roof: Roofline, steps: int) -
     return [replace(s, cpu_ns=0, sampled_ns=0) for s in stats if s.line_id in held]
 
 
-def gaps_and_waits(trace: Trace, links: Links, roof: Roofline) -> tuple[np.ndarray, Table, Table, Waits]:
+def gaps_and_waits(trace: Trace, links: Links, host_copy: np.ndarray) -> GapsAndWaits:
     """The busy mask, then GPU idle gaps device-wide and per stream, each with its cause and line, and the
     main thread's waits off the CPU they were classified with."""
-    busy = gp.busy_mask(trace, roof.host_copy)
-    evidence = GapEvidence(trace, links, roof.host_copy)
+    busy = gp.busy_mask(trace, host_copy)
+    evidence = GapEvidence(trace, links, host_copy)
     waits = main_thread_waits(trace, evidence.sync_union)
     gaps, stream_gaps = concurrently(
         *(
             lambda per_stream=per_stream: gp.classify_gaps(
-                trace, links, gp.find_gaps(trace, busy, per_stream), roof.host_copy, evidence, waits
+                trace, links, gp.find_gaps(trace, busy, per_stream), host_copy, evidence, waits
             )
             for per_stream in (False, True)
         )
     )
-    return busy, gaps, stream_gaps, waits
+    return GapsAndWaits(busy, gaps, stream_gaps, waits)

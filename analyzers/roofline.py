@@ -133,13 +133,20 @@ def _row_costs(
     )
 
 
+def host_copies(trace: Trace) -> np.ndarray:
+    """Per GPU row: a copy between host and device (overhead, not GPU work: the gaps need only this of the
+    roofline, so they need not wait for it)."""
+    host_flag = trace.string_flags(lambda s: any(h in s for h in _HOST_COPY))
+    host_copy: np.ndarray = (trace.gpu.kind == GpuKind.MEMCPY) & flag_of(host_flag, trace.gpu.name)
+    return host_copy
+
+
 def _take_copy_bytes(trace: Trace, rc: _RowCosts) -> np.ndarray:
     """Memcpy / memset rows take their own byte counts (device-to-device copies read and write) and no FLOPs;
     updates `rc` in place and returns the host<->device copy mask."""
     gpu, kind = trace.gpu, trace.gpu.kind
-    host_flag = trace.string_flags(lambda s: any(h in s for h in _HOST_COPY))
     is_copy = kind == GpuKind.MEMCPY
-    host_copy: np.ndarray = is_copy & flag_of(host_flag, gpu.name)
+    host_copy = host_copies(trace)
     mem_rows = (kind != GpuKind.KERNEL) & (gpu.bytes >= 0)
     factor = np.where(is_copy & ~host_copy, 2.0, 1.0)
     rc.bytes[mem_rows] = gpu.bytes[mem_rows] * factor[mem_rows]
