@@ -17,7 +17,6 @@ without a span of its own inherits its parent's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 
@@ -264,20 +263,24 @@ def link(trace: Trace) -> Links:
 
 
 def link_calls(trace: Trace) -> tuple[Calls, np.ndarray]:
-    """The calls, and each op's innermost span (found on a second thread while the ops nest)."""
+    """The calls, and each op's innermost span: the ops' nesting and the launches' ops on this thread, the
+    kernels' launches and the ops' spans on a second one (the two halves take about as long)."""
     rt, ops = trace.runtime, trace.ops
     idx = _index_dtype(trace)
-    kernel_launch = _kernel_launches(trace).astype(idx)
-    op_end = ops.start_ns + ops.dur_ns
-    op_nesting, span_rows = concurrently(
-        partial(nesting_parents, ops.start_ns, op_end, ops.tid), partial(_span_rows, trace, idx)
+
+    def ops_and_launches() -> tuple[np.ndarray, np.ndarray]:
+        op_end = ops.start_ns + ops.dur_ns
+        nesting = nesting_parents(ops.start_ns, op_end, ops.tid)
+        launch_op = innermost_enclosing(ops.start_ns, op_end, ops.tid, rt.start_ns, rt.tid, nesting, idx)
+        op_parent = np.full(len(ops), NONE, dtype=idx)  # op -> enclosing op (for inheritance)
+        if len(ops):
+            order, parent_sorted = nesting
+            op_parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], NONE)
+        return launch_op, op_parent
+
+    (launch_op, op_parent), (kernel_launch, span_rows) = concurrently(
+        ops_and_launches, lambda: (_kernel_launches(trace).astype(idx), _span_rows(trace, idx))
     )
-    launch_op = innermost_enclosing(ops.start_ns, op_end, ops.tid, rt.start_ns, rt.tid, op_nesting, idx)
-    del op_end
-    op_parent = np.full(len(ops), NONE, dtype=idx)  # op -> enclosing op (for inheritance)
-    if len(ops):
-        order, parent_sorted = op_nesting
-        op_parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], NONE)
     return Calls(kernel_launch, launch_op, _take(launch_op, kernel_launch, idx), op_parent), span_rows
 
 
