@@ -39,8 +39,14 @@ from brrrtui.contract.schema import (  # the columns are the recording's contrac
 
 def flag_of(flags: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """flags[ids] per row (flags from Trace.string_flags); False where the id is NONE."""
+    hits = np.flatnonzero(flags).tolist()
+    if len(hits) <= 4:  # most tests match a few names: comparing ids is ~10x faster than a gather
+        out: np.ndarray = np.zeros(len(ids), dtype=bool)
+        for h in hits:
+            out |= ids == h
+        return out
     if not len(ids) or int(ids.min()) >= NONE:  # one gather: NONE (-1) reads the False appended
-        out: np.ndarray = np.append(flags, False)[ids]
+        out = np.append(flags, False).view(np.uint8).take(ids).view(bool)  # take of bytes: 2x fancy indexing
         return out
     ok = ids >= 0
     out = np.zeros(len(ids), dtype=bool)
