@@ -45,7 +45,8 @@ def compiled_lines(trace: Trace) -> CompiledLines | None:
         if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], str)):
             continue
         name, line, lib, share = row
-        ok = isinstance(line, int) and 0 <= line < n_lines and isinstance(lib, int) and -1 <= lib < n_lines
+        ok = isinstance(line, int) and isinstance(lib, int) and -1 <= line < n_lines and -1 <= lib < n_lines
+        ok = ok and max(line, lib) >= 0  # a user line, or at least a library line
         if not ok or not isinstance(share, int | float) or not math.isfinite(share) or share <= 0:
             continue
         sid = trace.sid(name)
@@ -57,6 +58,8 @@ def compiled_lines(trace: Trace) -> CompiledLines | None:
         return None
     by_name = {}
     for sid, places in pooled.items():
+        if any(line >= 0 for line, _ in places):  # library-only traces count only where no user line is known
+            places = {k: v for k, v in places.items() if k[0] >= 0}
         total = sum(places.values())
         by_name[sid] = tuple((line, lib, s / total) for (line, lib), s in sorted(places.items()))
     return CompiledLines(by_name)
@@ -66,7 +69,8 @@ def fill_op_lines(
     trace: Trace, op_line: np.ndarray, op_lib_line: np.ndarray, lines: CompiledLines
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Ops with no line of their own whose name is a compiled kernel's take its top line and library line.
-    Returns the new columns and which ops took them."""
+    Returns the new columns and which ops took a line so. A kernel Inductor traced to library code only
+    gives its library line alone (the line comes from the compiled call: analyzers.links)."""
     op_line, op_lib_line = op_line.copy(), op_lib_line.copy()
     filled = np.zeros(len(op_line), dtype=bool)
     names = trace.ops.name
@@ -75,7 +79,7 @@ def fill_op_lines(
         top = lines.top(sid)
         if len(rows) and top is not None:
             op_line[rows], op_lib_line[rows] = top
-            filled[rows] = True
+            filled[rows] = top[0] >= 0
     return op_line, op_lib_line, filled
 
 

@@ -24,6 +24,7 @@ from analyzers.arrays import distinct, lexsort
 from analyzers.compiled import CompiledLines, compiled_lines, fill_op_lines
 from analyzers.model import NONE, Trace
 from analyzers.parallel import concurrently
+from brrrtui.contract.schema import COMPILED_CALL_PREFIX
 
 
 def _nesting_order(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.ndarray:
@@ -251,6 +252,23 @@ def _compiled_op_lines(
     return op_line, op_lib_line, op_compiled
 
 
+def _compiled_call_lines(trace: Trace, op_parent: np.ndarray) -> np.ndarray | None:
+    """op row -> the line that made the compiled call it ran in (the op the capture puts around each call,
+    schema.COMPILED_CALL_PREFIX, names it), or the call its backward node's creator ran in, as spans go
+    (`_op_spans`); NONE elsewhere. None without compiled calls."""
+    ops, strings = trace.ops, trace.strings
+    flagged = np.flatnonzero(trace.string_flags(lambda s: s.startswith(COMPILED_CALL_PREFIX)))
+    if not len(flagged) or not len(ops):
+        return None
+    line_of_name = np.full(len(strings) + 1, NONE, dtype=np.int64)  # the last: NONE's (-1) name
+    for sid in flagged.tolist():
+        text = strings[sid].removeprefix(COMPILED_CALL_PREFIX)
+        if text.isdigit() and int(text) < len(trace.lines):
+            line_of_name[sid] = int(text)
+    inside = _from_nearest_ancestor(line_of_name[ops.name], op_parent)
+    return _op_spans(trace, inside, op_parent)
+
+
 def _index_dtype(trace: Trace) -> type[np.signedinteger]:
     """int32 when every row index (and NONE) fits in it, else int64."""
     longest = max(len(trace.gpu), len(trace.runtime), len(trace.ops), len(trace.spans))
@@ -299,6 +317,10 @@ def link_lines(trace: Trace, calls: Calls, span_rows: np.ndarray) -> Links:
     op_line, op_lib_line = _take(spans.line, op_span, idx), _take(spans.lib_line, op_span, idx)
     compiled = compiled_lines(trace)
     op_line, op_lib_line, op_compiled = _compiled_op_lines(trace, op_line, op_lib_line, op_parent, compiled)
+    call_line = _compiled_call_lines(trace, op_parent)
+    if call_line is not None:  # what Inductor did not place: the line that called the compiled code
+        unplaced = (op_line < 0) & (call_line >= 0)
+        op_line[unplaced] = call_line[unplaced]
     op_line, op_lib_line = op_line.astype(idx, copy=False), op_lib_line.astype(idx, copy=False)
 
     kernel_line = _take(op_line, kernel_op, idx)

@@ -100,6 +100,19 @@ def test_a_compiled_scripts_eager_lines_keep_their_spans(tmp_path, head):
     tagged = {trace.lines[i].line for i in trace.spans.line.tolist()}
     eager = {27, 28, 45, 46, 47} if head else {45, 46, 47}
     assert eager <= tagged and not tagged & ({17, 27, 28, 29} - eager), tagged
+    # the compiled call's own ops (aot_eager: every op; Inductor would place its kernels' ops itself) take
+    # the line that made the call: `step_fn(x)` (45), or `self.head(h)` (29)
+    from analyzers.links import link
+    from analyzers.model import flag_of
+
+    links = link(trace)
+    call = flag_of(trace.string_flags(lambda s: s.startswith("brrr.compiled:")), trace.ops.name)
+    assert call.sum() >= 3  # one a step in every window
+    inside = links.op_parent >= 0
+    inside[inside] = call[links.op_parent[inside]]
+    lines = {trace.lines[i].line for i in links.op_line[call | inside].tolist()}
+    assert lines == ({29} if head else {45}), lines
+    assert (links.op_line >= 0).all()  # every op of the windows has a line
 
 
 def test_an_eager_script_that_imports_dynamo_keeps_its_exact_lines(tmp_path):
@@ -138,3 +151,15 @@ def test_code_that_torch_compile_generates_is_never_the_users():
     )
     assert not is_user_file("/home/me/.triton/cache/abc/triton_poi_fused_gelu_0.py")
     assert is_user_file("/home/me/nanogpt/model.py")
+
+
+def test_code_generated_into_caches_the_environment_moved_is_never_the_users(monkeypatch):
+    from brrrtui.contract.userfiles import is_model_library_file, is_user_file
+
+    generated = "/scratch/run1/inductor/c5/c5y5ozz2ns3mutpqaid4q3xbsbrrqrvfkinuj62aiwhoxwfjmzn2.py"
+    assert is_user_file(generated)  # nothing in the path says so
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/scratch/run1/inductor/")
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/scratch/triton")
+    assert not is_user_file(generated) and not is_model_library_file(generated)
+    assert not is_user_file("/scratch/triton/ab/triton_poi_fused_gelu_0.py")
+    assert is_user_file("/scratch/run1/train.py") and is_user_file("/scratch/inductor_notes.py")

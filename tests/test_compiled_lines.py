@@ -12,6 +12,7 @@ from fixtures.recording import record
 from fixtures.synthetic import BF16, TraceBuilder
 
 from analyzers.analyze import analyze
+from analyzers.model import NONE
 from analyzers.opcost import op_cost, parse_args
 from brrrtui.capture.inductor_sources import kernel_name, source_rows
 from brrrtui.capture.lines import LineTable, UserFrames
@@ -39,17 +40,19 @@ def test_stack_traces_give_the_innermost_user_line_and_library_line_with_shares(
             "triton_poi_fused_0:1": [
                 '  File "/venv/lib/python3.11/site-packages/torch/nn/x.py", line 1, in f\n'
             ],
+            "triton_per_fused_gelu_2:3": [lib, lib],  # a library model compiled whole: no user frame
         }
     )
     lines = LineTable()
     frames = UserFrames(lambda path: path.startswith("/home/u/"))
     rows = source_rows(provenance, lines, frames, lambda path: "transformers/" in path)
     key = {i: k for k, i in lines.ids.items()}  # line id -> (file, line, function)
-    named = {(key[r[1]][1], r[2] >= 0 and key[r[2]][1], round(r[3], 3)) for r in rows}
+    named = {(r[0], r[1] >= 0 and key[r[1]][1], r[2] >= 0 and key[r[2]][1], round(r[3], 3)) for r in rows}
     assert named == {
-        (67, False, 0.667),
-        (101, 66, 0.333),
-    }  # no user frame in the second kernel's trace: dropped
+        ("triton_poi_fused_add_mul_tanh_3", 67, False, 0.667),
+        ("triton_poi_fused_add_mul_tanh_3", 101, 66, 0.333),
+        ("triton_per_fused_gelu_2", False, 66, 1.0),  # its library line alone
+    }  # neither a user nor a model-library frame in the second kernel's trace: dropped
     assert source_rows("not json", lines, frames, lambda p: False) == []
 
 
@@ -82,6 +85,34 @@ def test_a_compiled_kernel_takes_its_top_line_and_splits_its_time_by_share():
     assert a.kernel_bytes[0] == 2 * 1024 * 1024 * 2  # two bf16 buffers of 1 Mi elements
     assert a.kernel_flops[0] == 2 * 1024 * 1024  # two fused ops per element
     assert a.kernels[0].regime.value == "memory"
+
+
+def test_a_kernel_traced_to_library_code_only_takes_its_library_line_and_the_compiled_calls_line():
+    """A library model compiled whole (HF GPT-2): Inductor's traces hold no user frame, so its kernels take
+    their library line from them and their line from the capture's op around the compiled call (the user's
+    `model(...)`). A kernel also traced to a user line keeps only its user places."""
+    b = TraceBuilder()
+    call, l57 = b.line("train.py", 35, "loss_of"), b.line("train.py", 57, "forward")
+    lib = b.line("/venv/site-packages/transformers/activations.py", 66, "forward")
+    b.op(f"brrr.compiled:{call}", 0, 90_000)
+    b.op("triton_poi_fused_gelu_0", 100, 5_000)
+    b.launch("triton_poi_fused_gelu_0", 1_000, 10_000, 40_000)
+    b.op("triton_poi_fused_add_1", 50_000, 5_000)
+    b.launch("triton_poi_fused_add_1", 51_000, 60_000, 20_000)
+    b.window(0, 200_000, first_step=0, last_step=0)
+    trace = b.build()
+    trace.meta["compiled_kernels"] = [
+        ["triton_poi_fused_gelu_0", -1, lib, 1.0],
+        ["triton_poi_fused_add_1", -1, lib, 0.5],
+        ["triton_poi_fused_add_1", l57, -1, 0.5],
+        ["triton_poi_fused_add_1", -1, -1, 1.0],  # neither: ignored
+    ]
+    a = analyze(trace)
+    assert a.links.kernel_line.tolist() == [call, l57]
+    assert a.links.kernel_lib_line.tolist() == [lib, NONE]
+    assert a.links.op_compiled.tolist() == [False, False, True]
+    assert {s.line.line: s.gpu_ns for s in a.lines} == {35: 40_000, 57: 20_000}
+    assert [(s.line.line, s.gpu_ns) for s in a.library_lines] == [(66, 40_000)]
 
 
 def test_a_generated_kernel_without_buffers_or_a_template_gets_no_estimate():
@@ -147,10 +178,40 @@ def test_graph_break_messages_of_two_torch_versions_parse():
         "/home/u/train.py",
         57,
         "Dynamo does not know how to trace builtin operator `print`",
+        (),
     )
     old = "Graph break in user code at /home/u/train.py:9\nGraph Break Reason: Tensor.item\nUser code traceback:"
-    assert parse_break(old) == ("/home/u/train.py", 9, "Tensor.item")
+    assert parse_break(old) == ("/home/u/train.py", 9, "Tensor.item", ())
     assert parse_break("Graph break: no user code") is None
+
+
+def test_a_graph_break_in_library_code_belongs_to_the_users_line_that_called_it():
+    """HF GPT-2 compiled whole breaks in transformers' `logger.warning_once` (H200 log of
+    validation/run_compile_models_h200.sh): Dynamo's "user code" is the library's; the break goes on the
+    user's innermost frame of the stack it prints, `return model(...).loss`, and says where it broke."""
+    from brrrtui.capture.compile_events import parse_break, user_place
+
+    site = "/venv/lib/python3.12/site-packages/"
+    message = (
+        f"Graph break in user code at {site}transformers/modeling_utils.py:4635\n"
+        "Graph Break Reason: Logger not supported for non-export cases.\n"
+        "User code traceback:\n"
+        '  File "/w/validation/workloads/common.py", line 38, in train\n    loss = loss_of()\n'
+        '  File "/w/validation/workloads/hf_gpt2.py", line 35, in loss_of\n    return model(input_ids=ids).loss\n'
+        f'  File "{site}torch/nn/modules/module.py", line 1779, in _wrapped_call_impl\n'
+        f'  File "{site}transformers/models/gpt2/modeling_gpt2.py", line 702, in forward\n'
+        f'  File "{site}transformers/modeling_utils.py", line 4635, in loss_function\n'
+    )
+    file, line, reason, frames = parse_break(message)
+    assert (file, line) == (f"{site}transformers/modeling_utils.py", 4635) and len(frames) == 5
+    is_user = lambda path: path.startswith("/w/")  # noqa: E731
+    assert user_place(file, line, reason, frames, is_user) == (
+        "/w/validation/workloads/hf_gpt2.py",
+        35,
+        "transformers/modeling_utils.py:4635: Logger not supported for non-export cases.",
+    )
+    assert user_place("/w/train.py", 9, "Tensor.item", (), is_user) == ("/w/train.py", 9, "Tensor.item")
+    assert user_place(file, line, reason, (), is_user) is None  # a repeated break prints no stack
 
 
 def test_a_recompiled_function_is_a_finding_on_its_def_line(tmp_path):

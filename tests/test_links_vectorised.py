@@ -110,3 +110,46 @@ def test_from_nearest_ancestor_matches_a_walk_up_the_parents():
                 k = int(parent[k])
             want.append(int(value[k]) if k != NONE else NONE)
         assert _from_nearest_ancestor(value, parent).tolist() == want
+
+
+def test_kernels_of_a_compiled_call_and_of_its_backward_take_the_calls_line_when_inductor_names_none():
+    """A torch.compile'd library model runs untagged: the capture's `brrr.compiled:<line id>` op around the
+    call names the line that made it. Its ops, and the backward node its last op created (with the node's
+    kernels, on the autograd thread), take that line; an eager op after the call keeps its own span, and a
+    backward node created by eager code keeps its creator's span."""
+    from fixtures.synthetic import TraceBuilder
+
+    from analyzers.links import link
+
+    b = TraceBuilder()
+    l35, l40 = b.line("hf_gpt2.py", 35), b.line("hf_gpt2.py", 40)
+    b.op(f"brrr.compiled:{l35}", 0, 500)  # the compiled call, no span around it
+    b.op("CompiledFunction", 10, 480, seq=3, fwd_tid=0)  # creates CompiledFunctionBackward (seq 3)
+    b.op("triton_poi_fused_gelu_0", 20, 10)
+    b.launch("triton_poi_fused_gelu_0", 21, 1_000, 5)
+    b.span(l40, 600, 50)  # eager: `loss * 2` creates MulBackward0 (seq 4)
+    b.op("aten::mul", 601, 40, seq=4, fwd_tid=0)
+    b.launch("vectorized_elementwise_kernel<mul>", 602, 1_100, 5)
+    b.op("autograd::engine::evaluate_function: MulBackward0", 2_000, 100, tid=2, seq=4, fwd_tid=1)
+    b.launch("vectorized_elementwise_kernel<mul>", 2_010, 2_200, 5, tid=2)
+    b.op("autograd::engine::evaluate_function: CompiledFunctionBackward", 3_000, 400, tid=2, seq=3, fwd_tid=1)
+    b.op("triton_poi_fused_gelu_backward_0", 3_010, 10, tid=2)
+    b.launch("triton_poi_fused_gelu_backward_0", 3_011, 3_500, 5, tid=2)
+    b.window(0, 4_000)
+    links = link(b.build())
+    assert links.kernel_line.tolist() == [l35, l40, l40, l35]
+
+
+def test_without_a_compiled_call_op_unplaced_ops_keep_no_line():
+    from fixtures.synthetic import TraceBuilder
+
+    from analyzers.links import link
+
+    b = TraceBuilder()
+    b.line("hf_gpt2.py", 35)
+    b.op("CompiledFunction", 10, 480, seq=3, fwd_tid=0)
+    b.launch("triton_poi_fused_gelu_0", 21, 1_000, 5)
+    b.op("brrr.compiled:notanumber", 600, 10)  # not the capture's: ignored
+    b.launch("triton_poi_fused_gelu_1", 601, 1_100, 5)
+    b.window(0, 4_000)
+    assert link(b.build()).kernel_line.tolist() == [NONE, NONE]

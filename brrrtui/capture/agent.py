@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from brrrtui.capture.agent_stream import StreamControl
+from brrrtui.capture.compile_events import Frames, user_place
 from brrrtui.capture.convert import Interner, convert_events
 from brrrtui.capture.optimizer_timing import OptimizerTiming
 from brrrtui.capture.session import ProfilerSession
@@ -135,11 +136,11 @@ class Agent(StreamControl):
                 "compiled kernels come from the line sampler only",
             )
 
-    def _on_compile_event(self, kind: str, file: str, line: int, reason: str) -> None:
-        if self.user_frames.is_user(file):
-            lid = self.lines.intern(file, line, "")
+    def _on_compile_event(self, kind: str, file: str, line: int, reason: str, frames: Frames = ()) -> None:
+        if (place := user_place(file, line, reason, frames, self.user_frames.is_user)) is not None:
+            lid = self.lines.intern(place[0], place[1], "")
             with self.strings.lock:  # the window thread takes new lines under it too
-                self.channel.send(CompileEvent(self.lines.take_new_rows(), kind, lid, reason))
+                self.channel.send(CompileEvent(self.lines.take_new_rows(), kind, lid, place[2]))
 
     def _on_compiled_graph(self, provenance: str) -> None:
         from brrrtui.capture.inductor_sources import source_rows

@@ -20,13 +20,20 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from brrrtui.contract.userfiles import package_path
+
 _WHERE = re.compile(r"in user code at (?P<file>.+?):(?P<line>\d+)\s*$", re.MULTILINE)
 _REASON = re.compile(r"Graph Break Reason:\s*(?P<reason>.*)")
 _EXPLANATION = re.compile(r"^\s*Explanation:\s*(?P<text>.+)$", re.MULTILINE)
 
 
-def parse_break(message: str) -> tuple[str, int, str] | None:
-    """(file, line, reason) of one graph-break log message, or None when it names no user line."""
+_FRAME = re.compile(r'^.*File "(?P<file>[^"]+)", line (?P<line>\d+), in ', re.MULTILINE)
+Frames = tuple[tuple[str, int], ...]
+
+
+def parse_break(message: str) -> tuple[str, int, str, Frames] | None:
+    """(file, line, reason, the user stack's frames outermost first) of one graph-break log message, or None
+    when it names no line. Dynamo's "user code" is any traced code: a library's too."""
     where = _WHERE.search(message)
     if where is None:
         return None
@@ -35,11 +42,26 @@ def parse_break(message: str) -> tuple[str, int, str] | None:
     explanation = _EXPLANATION.search(message)
     if explanation is not None:  # newer torch: the first line is generic, the explanation says what broke
         reason = explanation["text"].strip()
-    return where["file"], int(where["line"]), reason[:300]
+    frames = tuple((m["file"], int(m["line"])) for m in _FRAME.finditer(message))
+    return where["file"], int(where["line"]), reason[:300], frames
+
+
+def user_place(
+    file: str, line: int, reason: str, frames: Frames, is_user: Callable[[str], bool]
+) -> tuple[str, int, str] | None:
+    """Where a compile event belongs among the user's lines: its own line, or for a break in library code
+    (`transformers/modeling_utils.py:4635`, inside a compiled HF model) the innermost user frame of its
+    stack, the reason then saying where in the library it broke. None when no user frame is known."""
+    if is_user(file):
+        return file, line, reason
+    for f, n in reversed(frames):
+        if is_user(f):
+            return f, n, f"{package_path(file) or file}:{line}: {reason}"
+    return None
 
 
 class _Handler(logging.Handler):
-    def __init__(self, on_break: Callable[[str, int, str], None]):
+    def __init__(self, on_break: Callable[[str, int, str, Frames], None]):
         super().__init__(logging.DEBUG)
         self.on_break = on_break
 
@@ -52,8 +74,9 @@ class _Handler(logging.Handler):
             self.on_break(*found)
 
 
-def watch_graph_breaks(on_break: Callable[[str, int, str], None]) -> int:
-    """Call `on_break(file, line, reason)` for every graph break; returns how many loggers it listens to."""
+def watch_graph_breaks(on_break: Callable[[str, int, str, Frames], None]) -> int:
+    """Call `on_break(file, line, reason, frames)` for every graph break; returns how many loggers it listens
+    to."""
     try:
         import torch._dynamo  # noqa: F401 - registers the artifact loggers (torch.compile imports it anyway)
     except ImportError:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from brrrtui.capture.lines import LineTable, UserFrames
+from brrrtui.contract.schema import NONE
 
 # one frame of an FX node's stack_trace, as Dynamo formats it (traceback.format_list)
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S+)')
@@ -81,7 +82,8 @@ def _place(
     trace: str, lines: LineTable, user_frames: UserFrames, is_library_file: Callable[[str], bool]
 ) -> tuple[int, int] | None:
     """The innermost user frame of one stack trace (outermost frame first) and the innermost model-library
-    frame below it, as line ids."""
+    frame below it, as line ids; with no user frame (a library model compiled whole: its graph traces only the
+    library's code), NONE and the innermost model-library frame."""
     frames = [(m["file"], int(m["line"]), m["function"]) for m in _FRAME.finditer(trace)]
     user = lib = None
     for frame in reversed(frames):
@@ -91,8 +93,8 @@ def _place(
         if lib is None and is_library_file(frame[0]):
             lib = frame
     if user is None:
-        return None
-    return lines.intern(*user), lines.intern(*lib) if lib else -1
+        return (NONE, lines.intern(*lib)) if lib else None
+    return lines.intern(*user), lines.intern(*lib) if lib else NONE
 
 
 def _skip_graph_caches(inductor_config: Any) -> None:

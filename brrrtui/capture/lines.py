@@ -41,7 +41,7 @@ from torch.overrides import TorchFunctionMode
 
 from brrrtui.capture.ids import IdTable
 from brrrtui.capture.module_names import CALL_IMPL, ModuleNames, module_of
-from brrrtui.contract.schema import NONE
+from brrrtui.contract.schema import COMPILED_CALL_PREFIX, NONE
 from brrrtui.contract.userfiles import is_model_library_file
 
 SPAN_PREFIX = "brrr:"
@@ -166,16 +166,31 @@ def untagged(fn: Callable[..., Any]) -> Callable[..., Any]:
         if is_compiling() or threading.current_thread() is not threading.main_thread():
             return fn(*args, **kwargs)
         _compiled_calls += 1
-        if _current is not None:
-            _current.suspend()
+        tagger = _current
+        if tagger is not None:
+            tagger.suspend()
         try:
-            return fn(*args, **kwargs)
+            if tagger is None or _compiled_calls > 1:
+                return fn(*args, **kwargs)
+            with _Scope(compiled_call_name(tagger, sys._getframe(1))):
+                return fn(*args, **kwargs)
         finally:
             _compiled_calls -= 1
             if not _compiled_calls and _current is not None:
                 _current.resume()
 
     return call
+
+
+def compiled_call_name(tagger: LineTagger, frame: Any) -> str:
+    """The scope around a compiled call (schema.COMPILED_CALL_PREFIX), named by the user's line that made it:
+    an op, not a span (its prefix is not SPAN_PREFIX), so Inductor's provenance still places what it can."""
+    while frame is not None and not tagger.user_frames.is_user(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return f"{COMPILED_CALL_PREFIX}{NONE}"
+    code = frame.f_code
+    return f"{COMPILED_CALL_PREFIX}{tagger.lines.intern(code.co_filename, frame.f_lineno, code.co_name)}"
 
 
 class LineTagger(TorchFunctionMode):

@@ -82,6 +82,11 @@ ran in (contract.modules encodes it; NONE outside any module); `lib_line`: the i
 that is not torch itself (`transformers/models/gpt2/modeling_gpt2.py:NNN`), an index into Trace.lines, or
 NONE when the user's own file is the innermost."""
 
+COMPILED_CALL_PREFIX = "brrr.compiled:"
+"""The name of the op the capture puts around each call of torch.compile'd code in a window, followed by the
+line id of the user's line that made the call (`brrr.compiled:12`): analyzers.links gives that line to the
+kernels inside the call, and to those of its backward, that Inductor's provenance does not place."""
+
 WINDOW_SCHEMA = {
     "window": i32,
     "mode": np.int8,

@@ -13,6 +13,18 @@ _LIBRARY_MARKERS = ("site-packages", "dist-packages", "/lib/python3")
 # Code that torch.compile generates: Inductor's output code and Triton's kernels live in their caches (by
 # default under the temp folder, `torchinductor_<user>`, and `~/.triton`), never in the user's tree.
 _GENERATED_MARKERS = ("/torchinductor_", "/.triton/", "/triton/cache/")
+# ... or wherever the script's environment puts those caches
+_CACHE_DIR_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+def _is_generated(path: str) -> bool:
+    if any(m in path for m in _GENERATED_MARKERS):
+        return True
+    for variable in _CACHE_DIR_VARIABLES:
+        folder = os.environ.get(variable)
+        if folder and os.path.isabs(folder) and path.startswith(folder.rstrip(os.sep) + os.sep):
+            return True
+    return False
 
 
 def _library_roots() -> tuple[str, ...]:
@@ -51,7 +63,7 @@ def is_user_file(path: str) -> bool:
     code torch.compile generated, and pseudo-files such as `<frozen runpy>` or `<string>`."""
     if not path or path.startswith("<"):
         return False
-    if any(m in path for m in _LIBRARY_MARKERS) or any(m in path for m in _GENERATED_MARKERS):
+    if any(m in path for m in _LIBRARY_MARKERS) or _is_generated(path):
         return False
     if not os.path.isabs(path):
         top, sep, _ = path.partition("/")
@@ -84,7 +96,7 @@ def is_model_library_file(path: str) -> bool:
     brrrtui, generated code and pseudo-files."""
     if not path or path.startswith("<") or is_user_file(path):
         return False
-    if any(m in path for m in _GENERATED_MARKERS):
+    if _is_generated(path):
         return False
     rel = package_path(path)
     if rel is None:
