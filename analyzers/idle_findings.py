@@ -8,7 +8,7 @@ import numpy as np
 from analyzers.arrays import distinct
 from analyzers.finding_context import MIN_SAVING_SHARE, Context, count_lines, where
 from analyzers.launch_timing import median_launch_interval_ns
-from analyzers.model import GpuKind
+from analyzers.model import GpuKind, SourceLine
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Finding, FindingKind, GapCause, Regime
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_ns, fmt_pct
 
@@ -95,7 +95,7 @@ def small_kernel_findings(ctx: Context) -> list[Finding]:
         f"{n_lb / per:.0f} kernels per {ctx.unit} ({fmt_pct(n_lb / max(kernels, 1))} of all) finish before"
         f" the CPU launches the next: {fmt_ns(lb_ns / n_lb)} each on the GPU while the CPU issues one every"
         f" {fmt_ns(median_launch_interval_ns(ctx.trace, ctx.links))}; the GPU waits {fmt_ns(waited)}"
-        f" per {ctx.unit}{ctx.unprofiled(waited)} in front of them; most from {where(lines)}"
+        f" per {ctx.unit}{ctx.unprofiled(waited)} in front of them; {_from_where(ctx, lb, lines)}"
     )
     action = (
         "batch the work into fewer, larger ops (vectorise loops over tensors), or remove launches with CUDA"
@@ -103,6 +103,14 @@ def small_kernel_findings(ctx: Context) -> list[Finding]:
     )
     rows = tuple(np.nonzero(lb)[0][:64].tolist())
     return [Finding(FindingKind.SMALL_KERNELS, lines, saving, msg, action, kernels=rows)]
+
+
+def _from_where(ctx: Context, marked: np.ndarray, lines: tuple[SourceLine, ...]) -> str:
+    """Where most of the kernels `marked` come from, or how many have no line when most have none."""
+    lined = float((ctx.links.kernel_line[marked] >= 0).mean()) if marked.any() else 0.0
+    if lined >= 0.5 or not lines:
+        return f"most from {where(lines)}"
+    return f"{fmt_pct(1 - lined)} of them from no known line, the others from {where(lines)}"
 
 
 _GAP_TEXT = {

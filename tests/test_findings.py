@@ -97,6 +97,20 @@ def test_overhead_bound_loop_of_tiny_kernels():
     assert found["overhead"].lines[0].line == 5
 
 
+def test_small_kernels_mostly_without_a_line_say_so_rather_than_blame_the_few_lines_known():
+    b = TraceBuilder()
+    ln = b.line("loop.py", 5)
+    for i in range(200):  # three of four tiny kernels launched outside any span
+        t = i * 20_000
+        if i % 4 == 0:
+            b.span(ln, t, 15_000)
+        b.op("aten::add", t + 1_000, 12_000, shapes=[[32], [32], []], dtypes=[F32, F32, "Scalar"])
+        b.launch("vectorized_elementwise_kernel<add>", t + 10_000, t + 15_000, 2_000)
+    b.window(0, 200 * 20_000, first_step=0, last_step=0)
+    (f,) = [f for f in analyze(b.build()).findings if f.kind == "small_kernels"]
+    assert f.message.endswith("in front of them; 75% of them from no known line, the others from loop.py:5")
+
+
 def test_dataloader_finding_when_it_covers_most_of_the_gap():
     b = TraceBuilder()
     lk, ld, lh = b.line("t.py", 20), b.line("t.py", 18, "<module>"), b.line("t.py", 19, "<module>")
