@@ -236,3 +236,19 @@ def test_guard_failure_texts_are_cut_to_the_guard():
         "tensor 'x' size mismatch at index 0. expected 4, actual 8"
     )
     assert guard_text("") == ""
+
+
+def test_the_scope_around_a_compiled_call_reads_as_what_it_is_in_the_ops_of_a_line():
+    from brrrtui.present.details.line import line
+    from brrrtui.present.snapshot import build_snapshot
+
+    b = TraceBuilder()
+    call = b.line("train.py", 35, "loss_of")
+    b.op(f"brrr.compiled:{call}", 0, 90_000)
+    b.launch("triton_poi_fused_gelu_0", 1_000, 10_000, 40_000)  # launched by the call's scope itself
+    b.window(0, 200_000, first_step=0, last_step=0)
+    snap = build_snapshot(analyze(b.build()))
+    sid = int(snap.trace.ops.name[0])
+    assert snap.op_name(sid) == "torch.compile'd call" and snap.trace.name(sid) == f"brrr.compiled:{call}"
+    assert snap.analysis.links.kernel_line.tolist() == [call]
+    assert any("torch.compile'd call" in label for label, _ in line(snap, call).children)  # the line's ops

@@ -16,6 +16,7 @@ import numpy as np
 from analyzers.model import SourceLine, Table, Trace
 from analyzers.results import Analysis, Finding, KernelStat, LineStat
 from analyzers.stream import StreamView, stream_figures, stream_view
+from brrrtui.contract.schema import COMPILED_CALL_PREFIX
 from brrrtui.contract.userfiles import is_user_file
 from brrrtui.present.lanes import PageKey, WindowLanes, build_lanes, build_stream_lanes, op_sync, window_ids
 
@@ -82,6 +83,11 @@ class Snapshot:
 
     def kernel_name(self, row: int) -> str:
         return self.trace.name(int(self.trace.gpu.name[row]))
+
+    def op_name(self, sid: int) -> str:
+        """An op's name as shown: the capture's scope around a compiled call reads as what it is."""
+        name = self.trace.name(sid)
+        return "torch.compile'd call" if name.startswith(COMPILED_CALL_PREFIX) else name
 
     def line_of_kernel(self, row: int) -> LineStat | None:
         lid = int(self.analysis.links.kernel_line[row]) if row >= 0 else -1

@@ -82,5 +82,5 @@ def selection_text(snap: Snapshot | None, s: Selection | None, cursor_t: float) 
     if s.kind == Kind.GAP:
         cause = CAUSES_BY_CODE.get(int(snap.analysis.gaps.cause[s.row]))
         return f"GPU idle · {dur} · {cause.value if cause else '?'} · {at}"
-    name = snap.trace.name(int(snap.trace.ops.name[s.row]))
+    name = snap.op_name(int(snap.trace.ops.name[s.row]))
     return f"{name} · {dur} on the CPU · {at}"

@@ -72,7 +72,7 @@ def _line_ops(snap: Snapshot, line_id: int, d: Detail) -> None:
         gpu_ns = np.bincount(inv.ravel(), weights=a.trace.gpu.dur_ns[rows[known]], minlength=len(uniq))
         for k in np.argsort(-gpu_ns)[:30].tolist():
             name, shapes = int(uniq[k, 0]), int(uniq[k, 1])
-            label = f"{fmt_ns(gpu_ns[k]):>9} {a.trace.name(name)} {short(a.trace.name(shapes), 40)}"
+            label = f"{fmt_ns(gpu_ns[k]):>9} {snap.op_name(name)} {short(a.trace.name(shapes), 40)}"
             d.link(label, Kind.OP, line_id, name, shapes)
     if (~known).any():
         ns = a.trace.gpu.dur_ns[rows[~known]].sum()
