@@ -221,3 +221,15 @@ def test_without_a_gpu_the_report_gives_cpu_time_per_line_and_no_gpu_advice(tmp_
     with open(script) as f:
         sleep_line = next(n for n, text in enumerate(f, 1) if "time.sleep(" in text)
     assert sampled.get(sleep_line, 0) > 0  # a line that calls no torch
+
+
+def test_a_script_that_looks_torch_up_before_importing_it_is_still_recorded(tmp_path):
+    """transformers calls importlib.util.find_spec("torch") on import: the import watcher answered that probe,
+    left sys.meta_path, and missed the real `import torch` (an HF script that imports transformers first
+    recorded no step and no window)."""
+    from fixtures.recording import record
+
+    proc, out = record(tmp_path, "probe_torch_first.py")
+    assert proc.returncode == 0, proc.stderr
+    trace = load_trace(out)
+    assert len(trace.steps) == 200 and len(trace.windows) >= 1 and len(trace.ops) > 0

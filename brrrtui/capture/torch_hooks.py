@@ -20,20 +20,29 @@ class TorchImportWatcher(importlib.abc.MetaPathFinder):
 
     def __init__(self, callback: Callable[[Any], None]):
         self.callback = callback
+        self._finding = False
 
     def find_spec(self, fullname, path, target=None):  # noqa: ANN001 - importlib's protocol
-        if fullname != "torch":
+        """torch's spec with a loader that calls back once torch has run. The watcher stays until then: a
+        library may only look torch up first (transformers checks `importlib.util.find_spec("torch")` on
+        import), and that spec is thrown away."""
+        if fullname != "torch" or self._finding:
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec("torch")
+        self._finding = True
+        try:
+            spec = importlib.util.find_spec("torch")  # the finders after this one
+        finally:
+            self._finding = False
         if spec is None or spec.loader is None:
             return spec
         loader_exec = spec.loader.exec_module
-        callback = self.callback
+        watcher = self
 
         def exec_module(module: Any) -> None:
+            if watcher in sys.meta_path:
+                sys.meta_path.remove(watcher)
             loader_exec(module)
-            callback(module)
+            watcher.callback(module)
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
