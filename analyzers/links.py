@@ -249,6 +249,13 @@ def _compiled_op_lines(
     nested = (op_line < 0) & (src >= 0)
     op_line[nested], op_lib_line[nested] = op_line[src[nested]], op_lib_line[src[nested]]
     op_compiled[nested] = True
+    # a kernel traced to library code only gave its library line alone: ops nested in it take that too
+    # (cuDNN's convolution inside the aten::convolution of a compiled torchvision model)
+    lib_only = (op_line < 0) & (op_lib_line >= 0)
+    if lib_only.any():
+        lib_src = _from_nearest_ancestor(np.where(lib_only, np.arange(len(op_line)), NONE), op_parent)
+        nested = (op_line < 0) & (op_lib_line < 0) & (lib_src >= 0)
+        op_lib_line[nested] = op_lib_line[lib_src[nested]]
     return op_line, op_lib_line, op_compiled
 
 

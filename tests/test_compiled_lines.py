@@ -99,6 +99,9 @@ def test_a_kernel_traced_to_library_code_only_takes_its_library_line_and_the_com
     b.launch("triton_poi_fused_gelu_0", 1_000, 10_000, 40_000)
     b.op("triton_poi_fused_add_1", 50_000, 5_000)
     b.launch("triton_poi_fused_add_1", 51_000, 60_000, 20_000)
+    b.op("aten::convolution", 70_000, 10_000)  # an extern call Inductor traced to the library...
+    b.op("aten::cudnn_convolution", 71_000, 8_000)  # ... and the op that launches its kernel
+    b.launch("sm90_xmma_fprop_implicit_gemm", 72_000, 90_000, 10_000)
     b.window(0, 200_000, first_step=0, last_step=0)
     trace = b.build()
     trace.meta["compiled_kernels"] = [
@@ -106,13 +109,14 @@ def test_a_kernel_traced_to_library_code_only_takes_its_library_line_and_the_com
         ["triton_poi_fused_add_1", -1, lib, 0.5],
         ["triton_poi_fused_add_1", l57, -1, 0.5],
         ["triton_poi_fused_add_1", -1, -1, 1.0],  # neither: ignored
+        ["aten::convolution", -1, lib, 1.0],
     ]
     a = analyze(trace)
-    assert a.links.kernel_line.tolist() == [call, l57]
-    assert a.links.kernel_lib_line.tolist() == [lib, NONE]
-    assert a.links.op_compiled.tolist() == [False, False, True]
-    assert {s.line.line: s.gpu_ns for s in a.lines} == {35: 40_000, 57: 20_000}
-    assert [(s.line.line, s.gpu_ns) for s in a.library_lines] == [(66, 40_000)]
+    assert a.links.kernel_line.tolist() == [call, l57, call]
+    assert a.links.kernel_lib_line.tolist() == [lib, NONE, lib]
+    assert a.links.op_compiled.tolist() == [False, False, True, False, False]
+    assert {s.line.line: s.gpu_ns for s in a.lines} == {35: 50_000, 57: 20_000}
+    assert [(s.line.line, s.gpu_ns) for s in a.library_lines] == [(66, 50_000)]
 
 
 def test_a_generated_kernel_without_buffers_or_a_template_gets_no_estimate():
