@@ -198,8 +198,10 @@ print(n, "no-line kernels (name, count, ms)", d["no_line_kernels"][:6])
 PY
 }
 
-MODEL_FILE=hf_gpt2.py run_case hf_gpt2 150 180 validation/workloads/hf_gpt2_compiled.py --steps 60
-run_case resnet50 150 180 validation/workloads/resnet50.py --compile --steps 60
+CASES=${CASES:-hf_gpt2 resnet50}  # CASES=hf_gpt2: that one only
+[[ " $CASES " == *" hf_gpt2 "* ]] &&
+    MODEL_FILE=hf_gpt2.py run_case hf_gpt2 150 180 validation/workloads/hf_gpt2_compiled.py --steps 60
+[[ " $CASES " == *" resnet50 "* ]] && run_case resnet50 150 180 validation/workloads/resnet50.py --compile --steps 60
 gzip -f "$R"/*.brrr
 echo "elapsed $SECONDS s" | tee -a "$R/summary.txt"
 cat "$R/summary.txt"
