@@ -3,7 +3,9 @@
 
 - h200_gpt2_compiled: `examples/train_gpt.py --compile --steps 300` (the whole model compiled);
 - h200_gpt2_compiled_loss: `validation/workloads/gpt2_eager_fixes.py --compile-loss --steps 120` (only the
-  cross-entropy compiled).
+  cross-entropy compiled);
+- h200_hf_gpt2_compiled: `validation/workloads/hf_gpt2_compiled.py --steps 60` (Hugging Face GPT-2 compiled
+  whole; `CASES=hf_gpt2 bash validation/run_compile_models_h200.sh`).
 
 The compiled backward runs in one autograd node whose creator (the compiled call) is untagged: its kernels
 take the model's lines from Inductor's provenance, not the line of the data slicing that shares the node's
@@ -71,3 +73,21 @@ def test_a_compiled_loss_backward_is_on_the_compiled_functions_lines(tmp_path_fa
     assert by_line["gpt2_eager_fixes.py:45"] > 0.02
     # the eager model's own lines keep the rest
     assert by_line["train_gpt.py:55"] > 0.25
+
+
+def test_a_library_model_compiled_whole_is_on_the_line_that_calls_it_with_its_library_lines(tmp_path_factory):
+    """HF GPT-2 compiled whole (validation/workloads/hf_gpt2_compiled.py, validation/results/
+    compile_models_h200_call_lines/): Inductor's traces start inside transformers, so before the capture named
+    the compiled call 96 % of the GPU time had no line. Now it is on `return model(...).loss` (hf_gpt2.py:32),
+    with the transformers lines the kernels came from, and the graph break in transformers' logging is on
+    that line too."""
+    trace, _ = open_fixture(tmp_path_factory, "h200_hf_gpt2_compiled")
+    a = analyze(trace)
+    by_line, no_line, _ = gpu_share_by_line(a)
+    assert no_line == 0.0
+    assert by_line["hf_gpt2.py:32"] > 0.9 and by_line["common.py:40"] > 0.03  # the model; fused AdamW
+    libs = {f"{s.line.file.split('site-packages/')[-1]}:{s.line.line}": s.gpu_ns for s in a.library_lines}
+    assert libs["transformers/pytorch_utils.py:119"] > 0.5 * a.breakdown.compute_ns  # Conv1D's addmm
+    assert any(k.startswith("transformers/models/gpt2/modeling_gpt2.py:") for k in libs)
+    (brk,) = [f for f in a.findings if f.kind.value == "graph_break"]
+    assert brk.lines[0].line == 32 and "transformers/modeling_utils.py:4635" in brk.message
