@@ -22,7 +22,9 @@ from 1 frame compiled and 0 graph breaks to 53 frames, 2 graphs and 8 graph brea
 RecordFunctionFast) when windows pushed the tagger around it. So the agent's hook on torch.compile wraps what
 it returns (`untagged`): each call of the compiled function or module takes the tagger off the stack and puts
 it back after, and the script's eager code around it (the loss, `backward()`, the optimizer step, gradient
-clipping) keeps its exact lines. Compiled kernels get theirs from Inductor (analyzers.compiled). Code that
+clipping) keeps its exact lines. Compiled kernels get theirs from Inductor (analyzers.compiled); inside a
+window, the wrapper also opens a profiler scope around the call named by the line that made it
+(`compiled_call_name`), whose line goes to the kernels Inductor cannot place (a library model's). Code that
 Dynamo traces without going through that wrapper still meets a plain pass-through handler
 (`torch.compiler.is_compiling()` is a constant to Dynamo).
 """
