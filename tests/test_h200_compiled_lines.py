@@ -91,3 +91,14 @@ def test_a_library_model_compiled_whole_is_on_the_line_that_calls_it_with_its_li
     assert any(k.startswith("transformers/models/gpt2/modeling_gpt2.py:") for k in libs)
     (brk,) = [f for f in a.findings if f.kind.value == "graph_break"]
     assert brk.lines[0].line == 32 and "transformers/modeling_utils.py:4635" in brk.message
+
+
+def test_the_text_report_of_a_compiled_library_model_lists_its_library_lines(tmp_path_factory):
+    from brrrtui.present.report import render_text
+
+    trace, _ = open_fixture(tmp_path_factory, "h200_hf_gpt2_compiled")
+    text = render_text(analyze(trace))
+    section = text.split("library lines (GPU time per step, of the kernels that have one)\n", 1)[1]
+    first = section.splitlines()[0].split()
+    assert first[0] == "transformers/pytorch_utils.py:119" and first[-1] == "compute"  # Conv1D's addmm
+    assert len(section.split("\n\n", 1)[0].splitlines()) == 10  # the top ten

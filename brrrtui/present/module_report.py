@@ -128,6 +128,25 @@ def modules_text(a: Analysis, width: int = 44) -> list[str]:
     return out
 
 
+def library_lines_text(a: Analysis, top: int = 10) -> list[str]:
+    """Where in a model library the GPU time went, when no module tree says it: a library model compiled
+    whole (its kernels carry the library lines Inductor traced them to, not a module path)."""
+    if a.modules is not None or not a.library_lines:
+        return []
+    per = a.steps_analysed or 1
+    total = sum(s.gpu_ns for s in a.library_lines)
+    out = [
+        "",
+        f"library lines (GPU time{' per step' if a.steps_analysed else ''}, of the kernels that have one)",
+    ]
+    for s in sorted(a.library_lines, key=lambda s: -s.gpu_ns)[:top]:
+        share = s.gpu_ns / total if total else 0.0
+        out.append(
+            f"  {library_path(s.line):<60} {fmt_ns(s.gpu_ns / per):>9} {fmt_pct(share):>5}  {s.regime.value}"
+        )
+    return out
+
+
 def node_label(n: ModuleNode, tree: ModuleTree, width: int = 0) -> str:
     """One row of the TUI's module tree: `h.* ×12  GPT2Block      33.8 ms  61%  memory` (GPU + idle time per
     step); `width` pads the name so the figures line up under a tree's indentation."""

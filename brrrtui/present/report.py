@@ -60,7 +60,13 @@ from analyzers.phases import Phase
 from analyzers.results import GAP_CAUSE_CODES, Analysis, Finding, GapCause, KernelStat, LineStat, Regime
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.comm_report import comm_json, comm_text
-from brrrtui.present.module_report import finding_place_lines, modules_json, modules_text, place_json
+from brrrtui.present.module_report import (
+    finding_place_lines,
+    library_lines_text,
+    modules_json,
+    modules_text,
+    place_json,
+)
 from brrrtui.present.paths import readable_path, readable_text
 from brrrtui.present.phase_report import phase_json, phase_line, phase_sections
 from brrrtui.present.stream_report import stream_json, stream_text
@@ -193,7 +199,7 @@ def render_text(analysis: Analysis, top: int = 15, others: Mapping[Phase, Analys
         out.append(f"top lines (GPU + idle time{', per step' if a.steps_analysed else ''})")
         per = a.steps_analysed or 1
         out += [_line_text(s, per) for s in [s for s in a.lines if s.gpu_ns or s.idle_ns][:top]]
-    out += modules_text(a)
+    out += modules_text(a) + library_lines_text(a, min(top, 10))
     if a.kernels:
         out.append("")
         out.append("top kernels")
