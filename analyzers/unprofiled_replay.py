@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.arrays import lexsort, same_type
+from analyzers.arrays import lexsort, rows_per_window
 from analyzers.cpu_waits import Waits
 from analyzers.gap_evidence import SYNC_RUNTIME, Intervals
 from analyzers.links import Links
@@ -153,23 +153,18 @@ def _prepare(trace: Trace, links: Links, busy: np.ndarray, waits: Waits) -> list
     win_of_row = gpu.window[rows_all]
     syncs = _ByWindow(np.nonzero(sync)[0], rt.window)
     regions = [(r, _ByWindow(np.arange(len(r.window)), r.window)) for r in measured_regions(trace)]
-    keys = same_type(w.window, win_of_row)  # one search for every window, in the column's own type
-    bounds = zip(
-        np.searchsorted(win_of_row, keys, "left").tolist(),
-        np.searchsorted(win_of_row, keys, "right").tolist(),
-        strict=True,
-    )
+    wins = w.window.tolist()
     out = []
-    for win, w0, w1, first, last, (lo, hi) in zip(
-        w.window.tolist(),
+    for win, w0, w1, first, last, stretch in zip(
+        wins,
         w.start_ns.tolist(),
         w.end_ns.tolist(),
         w.first_step.tolist(),
         w.last_step.tolist(),
-        bounds,
+        rows_per_window(win_of_row, wins),  # win_of_row is sorted: slices
         strict=True,
     ):
-        rows = rows_all[lo:hi]
+        rows = rows_all[stretch]
         if not len(rows):
             continue
         blocked = _intervals(rt.start_ns, rt.dur_ns, syncs.of(win), w0)
