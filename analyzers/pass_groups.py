@@ -64,10 +64,10 @@ class SidePasses(NamedTuple):
     comm: cm.Communication | None
 
 
-def side_passes(trace: Trace, links: Links, roof: Roofline) -> SidePasses:
+def side_passes(trace: Trace, links: Links, roof: Roofline, steps: int) -> SidePasses:
     return SidePasses(
         kernel_stats(trace, roof),
-        library_line_stats(trace, links, roof, bd.steps_analysed(trace)),
+        library_line_stats(trace, links, roof, steps),
         lt.queue_depth(trace, links),
         cm.communication(trace, links, roof.regime),
     )
@@ -92,7 +92,7 @@ def idle_passes(trace: Trace, links: Links, roof: Roofline, g: GapsAndWaits) -> 
         lambda: unprofiled_gaps(trace, links, g.gaps, g.busy, unprofiled, g.waits),
         lambda: launch_timing(trace, links, g.busy),
         lambda: bd.window_breakdowns(trace, g.busy, roof.regime),
-        lambda: side_passes(trace, links, roof),
+        lambda: side_passes(trace, links, roof, steps),
     )
     return IdlePasses(side, steps, unprofiled, replayed, launch_gaps, per_launch, launch_bound, per_window)
 
