@@ -187,8 +187,7 @@ def untagged(fn: Callable[..., Any]) -> Callable[..., Any]:
 def compiled_call_name(tagger: LineTagger, frame: Any) -> str:
     """The scope around a compiled call (schema.COMPILED_CALL_PREFIX), named by the user's line that made it:
     an op, not a span (its prefix is not SPAN_PREFIX), so Inductor's provenance still places what it can."""
-    while frame is not None and not tagger.user_frames.is_user(frame.f_code.co_filename):
-        frame = frame.f_back
+    frame = tagger.user_frames.innermost(frame)
     if frame is None:
         return f"{COMPILED_CALL_PREFIX}{NONE}"
     code = frame.f_code
