@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from analyzers import breakdown as bd, communication as cm, launch_timing as lt
+from analyzers.allocator import tune_for_analysis
 from analyzers.arrays import window_rows
 from analyzers.compile_findings import graph_break_findings
 from analyzers.compiled import kernel_line_shares
@@ -90,6 +91,7 @@ def analyze(
     """Analyse `trace`: the windows of the phase it leads with (the steady state when the run reached one),
     or only `windows`, or only the windows of `phase`. `peaks_override`: "flops=800e12,bw=4.2e12", a dict
     with those keys, or a complete Peaks used as is."""
+    tune_for_analysis()
     phases = phases_of(trace)
     lead, chosen = choose_windows(phases, windows, phase)
     run_found = _run_findings(trace, phases, lead)

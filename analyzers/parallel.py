@@ -8,31 +8,13 @@ the numpy calls still runs one thread at a time, so the passes given here must s
 
 from __future__ import annotations
 
-import ctypes
 import os
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
 # One core: threads only add switching. One also turns threading off (tests, profiling with cProfile).
 THREADS = min(os.cpu_count() or 1, 4)
-_M_ARENA_MAX = -8  # glibc's mallopt parameter
-
-
-def _one_malloc_arena() -> None:
-    """glibc gives each new thread a malloc arena of its own, and numpy's temporaries freed in one are not
-    reused by the others: the threaded 1 M-kernel report peaked ~80 MB higher and spent ~0.2 s more in page
-    faults than with the one arena the main thread uses (benchmarks in the README, "Scale")."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        ctypes.CDLL(None).mallopt(_M_ARENA_MAX, 1)
-    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
-        pass
-
-
-_one_malloc_arena()
 
 
 def concurrently(*calls: Callable[[], Any]) -> list[Any]:

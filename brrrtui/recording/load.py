@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 
+from analyzers.allocator import tune_for_analysis
 from analyzers.errors import InputError
 from analyzers.model import Trace
 from brrrtui.recording.chrome import load_chrome
@@ -15,6 +16,8 @@ from brrrtui.recording.store import is_recording, load_recording
 
 
 def load_trace(path: str) -> Trace:
+    """A recording or a Chrome trace, for analysis: this process is an analysing one from here on."""
+    tune_for_analysis()
     if not os.path.exists(path):
         raise InputError(f"{path}: no such file")
     if os.path.isdir(path):

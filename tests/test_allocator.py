@@ -1,0 +1,31 @@
+"""analyzers.allocator: the processes that analyse tune the allocator; the user's script and the recorder do not."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+PROBE = """
+import importlib, pkgutil, sys
+import numpy as np
+import brrrtui.capture, brrrtui.record
+from analyzers import allocator
+for pkg in (brrrtui.capture, brrrtui.record):  # every module the script's process and the recorder load
+    for m in pkgutil.iter_modules(pkg.__path__):
+        importlib.import_module(pkg.__name__ + "." + m.name)
+hugepage = np._core.multiarray._set_madvise_hugepage
+print(allocator._done, hugepage(hugepage(True)))  # (tuned?, numpy's huge-page advice on?)
+from brrrtui.recording.load import load_trace
+load_trace(sys.argv[1])
+print(allocator._done, hugepage(hugepage(False)))
+"""
+
+
+def test_loading_a_trace_tunes_the_allocator_and_importing_the_capture_does_not():
+    fixture = os.path.join(ROOT, "tests", "fixtures", "resnet50_h200_step.json.gz")
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, fixture], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "True", "True", "False"]
