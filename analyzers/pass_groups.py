@@ -2,7 +2,7 @@
 what the groups before it produced.
 
     link_calls (the op nesting ‖ each op's span)
-      -> link_lines -> gaps_and_waits (device-wide ‖ per stream)   ‖ roofline (needs only the calls)
+      -> link_lines -> gaps_and_waits ‖ roofline (needs only the calls)
       -> unprofiled replay ‖ launch_timing ‖ window breakdowns ‖ side_passes (kernel stats, library lines,
          queue depth, collectives)
       -> (analyze) fusion ‖ per-line figures ‖ module tree
@@ -32,7 +32,6 @@ from analyzers.unprofiled_replay import unprofiled_gaps
 class GapsAndWaits(NamedTuple):
     busy: np.ndarray  # per GPU row: counts as GPU work (host copies do not)
     gaps: Table  # device-wide idle gaps, with cause and line
-    stream_gaps: Table  # the same per stream
     waits: Waits  # the main thread's waits off the CPU
 
 
@@ -119,17 +118,10 @@ def library_line_stats(trace: Trace, links: Links, roof: Roofline, steps: int) -
 
 
 def gaps_and_waits(trace: Trace, links: Links, host_copy: np.ndarray) -> GapsAndWaits:
-    """The busy mask, then GPU idle gaps device-wide and per stream, each with its cause and line, and the
+    """The busy mask, then the GPU's idle gaps (every stream idle), each with its cause and line, and the
     main thread's waits off the CPU they were classified with."""
     busy = gp.busy_mask(trace, host_copy)
     evidence = GapEvidence(trace, links, host_copy)
     waits = main_thread_waits(trace, evidence.sync_union)
-    gaps, stream_gaps = concurrently(
-        *(
-            lambda per_stream=per_stream: gp.classify_gaps(
-                trace, links, gp.find_gaps(trace, busy, per_stream), host_copy, evidence, waits
-            )
-            for per_stream in (False, True)
-        )
-    )
-    return GapsAndWaits(busy, gaps, stream_gaps, waits)
+    gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, False), host_copy, evidence, waits)
+    return GapsAndWaits(busy, gaps, waits)
