@@ -3,7 +3,7 @@
     links (kernel -> launch -> op -> line)
       -> peaks (measured > override > datasheet)
       -> roofline (FLOPs, bytes, regime per GPU row; collectives: communication, no roofline)
-      -> gaps (the GPU idle, with cause and line) + queue depth + launch-bound kernels
+      -> gaps (the GPU idle, with cause and line) + launch-bound kernels
       -> breakdown (compute / memory / communication / overhead per window) + profiler correction
       -> per-kernel-name, per-line and per-module statistics
       -> fusion chains -> findings
@@ -134,7 +134,6 @@ def analyze(
             *tail_notes(trace, gw.gaps),
         ],
         **_kernel_details(roof, g.launch_bound),
-        queue_depth=g.side.queue_depth,
         per_launch_ns=g.per_launch,
         windows=tuple(int(w) for w in trace.windows.window.tolist()),
         phase=lead,

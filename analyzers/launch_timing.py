@@ -1,5 +1,5 @@
-"""How fast the CPU issues kernels and how far ahead of the GPU it runs: queue depth per stream, the measured
-cost of one more launch, the CPU's interval between launches, and the kernels dominated by launch cost."""
+"""How fast the CPU issues kernels: the measured cost of one more launch, the CPU's interval between launches,
+and the kernels dominated by launch cost."""
 
 from __future__ import annotations
 
@@ -7,42 +7,7 @@ import numpy as np
 
 from analyzers.arrays import distinct, lexsort, median
 from analyzers.links import Links
-from analyzers.model import GpuKind, Table, Trace
-
-QUEUE_SCHEMA = {"window": np.int32, "stream": np.int32, "t_ns": np.int64, "depth": np.int32}
-
-
-def queue_depth(trace: Trace, links: Links) -> Table:
-    """Outstanding GPU work per stream over time (HTA's queue length): +1 when the CPU's launch call starts,
-    -1 when the launched row starts on the GPU. Rows are the points where the depth changes::
-
-        CPU   launch a | launch b | launch c |
-        GPU                  [ a ........ ][ b ][ c ]
-        depth   1        2    1   2        1    0
-    """
-    gpu, rt = trace.gpu, trace.runtime
-    linked = np.nonzero(links.kernel_launch >= 0)[0]
-    if not len(linked):
-        return Table({k: np.empty(0, dtype=v) for k, v in QUEUE_SCHEMA.items()})
-    n = len(linked)
-    t = np.concatenate((rt.start_ns[links.kernel_launch[linked]], gpu.start_ns[linked]))
-    delta = np.concatenate((np.ones(n, np.int64), np.full(n, -1, np.int64)))
-    stream = np.concatenate((gpu.stream[linked], gpu.stream[linked]))
-    window = np.concatenate((gpu.window[linked], gpu.window[linked]))
-    if -(2**61) < int(t.min()) and int(t.max()) < 2**61:  # (t, launch first) as one key: one sort less
-        order = lexsort((2 * t + (delta < 0), stream, window))
-    else:
-        order = lexsort((-delta, t, stream, window))  # at equal times count the launch first
-    t, delta, stream, window = t[order], delta[order], stream[order], window[order]
-    key = window.astype(np.int64) << 32 | (stream.astype(np.int64) & 0xFFFFFFFF)
-    starts = np.nonzero(key[1:] != key[:-1])[0] + 1
-    # each (window, stream) counts from 0: its first step also takes back what the ones before it left
-    left = np.cumsum(delta)[starts - 1]
-    delta[starts] -= np.diff(np.concatenate(([0], left)))
-    depth = np.cumsum(delta).astype(np.int32)
-    return Table(
-        {"window": window.astype(np.int32), "stream": stream.astype(np.int32), "t_ns": t, "depth": depth}
-    )
+from analyzers.model import GpuKind, Trace
 
 
 def same_stream_gaps(trace: Trace, busy: np.ndarray) -> np.ndarray | None:

@@ -4,7 +4,7 @@ what the groups before it produced.
     link_calls (the op nesting ‖ each op's span)
       -> link_lines -> gaps_and_waits ‖ roofline (needs only the calls)
       -> unprofiled replay ‖ launch_timing ‖ window breakdowns ‖ side_passes (kernel stats, library lines,
-         queue depth, collectives)
+         collectives)
       -> (analyze) fusion ‖ per-line figures ‖ module tree
 """
 
@@ -59,7 +59,6 @@ class SidePasses(NamedTuple):
 
     kernels: list[KernelStat]
     library_lines: list[LineStat]
-    queue_depth: Table
     comm: cm.Communication | None
 
 
@@ -67,7 +66,6 @@ def side_passes(trace: Trace, links: Links, roof: Roofline, steps: int) -> SideP
     return SidePasses(
         kernel_stats(trace, roof),
         library_line_stats(trace, links, roof, steps),
-        lt.queue_depth(trace, links),
         cm.communication(trace, links, roof.regime),
     )
 

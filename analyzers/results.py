@@ -199,7 +199,6 @@ class Analysis:
     kernel_fits_in_l2: np.ndarray | None = None  # int8 per gpu row: 1/0/-1
     # bool per gpu row: the GPU waited for the kernel and it ran shorter than the CPU's launch interval
     kernel_launch_bound: np.ndarray | None = None
-    queue_depth: Table | None = None  # columns window, stream, t_ns, depth (HTA's queue length)
     per_launch_ns: float | None = None  # median idle between consecutive kernels of a stream
     windows: tuple[int, ...] = ()  # the windows analysed
     phase: Phase = Phase.UNKNOWN  # the phase those windows belong to (the steady state when there is one)

@@ -165,17 +165,6 @@ def test_gaps_plus_busy_time_tile_the_window():
     assert len(sync) == 1 and sync[0].lines[0].line == 11 and sync[0].saving_ns == 200_000
 
 
-def test_queue_depth_counts_launches_minus_started_kernels():
-    b = TraceBuilder()
-    for i in range(3):
-        b.launch("k", cpu_ns=i * 1_000, gpu_ns=10_000 * (i + 1), dur_ns=10_000, launch_dur_ns=500)
-    b.window(0, 50_000)
-    trace = b.build()
-    q = lt.queue_depth(trace, link(trace))
-    assert (q.t_ns - T0).tolist() == [0, 1_000, 2_000, 10_000, 20_000, 30_000]
-    assert q.depth.tolist() == [1, 2, 3, 2, 1, 0]
-
-
 def test_launch_bound_kernels_finish_before_the_next_launch():
     b = TraceBuilder()
     for i in range(4):  # a launch every 10 us, 2 us kernels: the GPU waits for each one
