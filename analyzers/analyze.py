@@ -35,6 +35,7 @@ from analyzers.model import Peaks, Table, Trace
 from analyzers.modules import KernelColumns, ModuleTree, module_tree
 from analyzers.parallel import concurrently
 from analyzers.pass_groups import idle_passes, links_roofline_gaps
+from analyzers.peaks import resolve_peaks
 from analyzers.phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
 from analyzers.results import (
     Analysis,
@@ -105,7 +106,9 @@ def analyze(
     )
     idle_scale = _idle_scale(total, g.steps, overhead)
     chains, lines, modules = concurrently(
-        lambda: fusion_chains(trace, links, roof, peaks, lt.unprofiled_launch_ns(g.launch_gaps, idle_scale)),
+        lambda: fusion_chains(
+            trace, links, roof, peaks, lt.unprofiled_launch_ns(g.launch_gaps, idle_scale), g.fusable
+        ),
         lambda: _line_stats(trace, links, roof, gw.gaps, g.steps, idle_scale, g.replayed),
         lambda: _module_tree(trace, links, roof, gw.gaps, g.steps, idle_scale, g.replayed),
     )
@@ -286,13 +289,27 @@ def _notes(trace: Trace, links: Links, peaks: Peaks) -> list[str]:
     return notes
 
 
+def _phases_apart(phases: TracePhases, lead: Phase) -> list[Phase]:
+    """The set-up and warm-up phases a report shows apart from the phase it leads with, where they have windows."""
+    return [p for p in (Phase.SETUP, Phase.WARMUP) if p is not lead and phases.windows_in(p)]
+
+
 def analyze_other_phases(trace: Trace, lead: Analysis) -> dict[Phase, Analysis]:
     """The set-up and warm-up windows a report shows apart from the phase it leads with, each analysed on its
     own (with the lead's ceilings)."""
     if lead.phases is None:
         return {}
-    out = {}
-    for phase in (Phase.SETUP, Phase.WARMUP):
-        if phase is not lead.phase and lead.phases.windows_in(phase):
-            out[phase] = analyze(trace, lead.peaks, phase=phase)
-    return out
+    return {p: analyze(trace, lead.peaks, phase=p) for p in _phases_apart(lead.phases, lead.phase)}
+
+
+def analyze_with_other_phases(
+    trace: Trace, peaks_override: str | dict[str, Any] | None = None
+) -> tuple[Analysis, dict[Phase, Analysis]]:
+    """analyze(trace, peaks_override) and analyze_other_phases of it, the phases shown apart analysed beside
+    the lead's (their passes fill the cores where the lead's run one at a time)."""
+    peaks, phases = resolve_peaks(trace, peaks_override), phases_of(trace)
+    apart = _phases_apart(phases, phases.lead()[0])
+    lead, *others = concurrently(
+        lambda: analyze(trace, peaks), *(lambda p=p: analyze(trace, peaks, phase=p) for p in apart)
+    )
+    return lead, dict(zip(apart, others, strict=True))

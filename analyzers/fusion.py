@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -138,13 +139,18 @@ def _data_flow(
     return np.array([v[0] for v in verdicts])[inv], np.array([v[1] for v in verdicts])[inv]
 
 
-def fusion_chains(
-    trace: Trace, links: Links, roof: Roofline, peaks: Peaks, per_launch_ns: float | None
-) -> list[FusionChain]:
-    """All chains, grouped by (kernel names, lines), by total saving descending; chains whose advice is to
-    compile their function become that function's scope (fusion_scope.py)."""
+class FusablePairs(NamedTuple):
+    """Which neighbouring kernels would fuse, and the stream order they come from."""
+
+    pairs: _Pairs
+    order: StreamOrder
+
+
+def fusable_pairs(trace: Trace, links: Links, roof: Roofline) -> FusablePairs | None:
+    """The pairs of neighbouring kernels that would fuse (None with fewer than two GPU rows). What does not
+    depend on a launch's cost, so the analysis works it out beside the idle passes that give that cost."""
     if len(trace.gpu) < 2:
-        return []
+        return None
     kop = links.kernel_op
     a, b, pair, order = _neighbours(trace, roof)
     same_op = pair & (kop[a] >= 0) & (kop[a] == kop[b])
@@ -155,8 +161,27 @@ def fusion_chains(
         ok, inter = _data_flow(roof, a, b, check)
         linked[check[ok]] = True
         link_bytes[check[ok]] = 2.0 * inter[ok]  # written once, read once
-    pairs = _Pairs(a, b, linked, link_bytes)
-    chains = _group_runs(trace, roof, kop, links.kernel_line, pairs, peaks.bytes_per_s, per_launch_ns)
+    return FusablePairs(_Pairs(a, b, linked, link_bytes), order)
+
+
+def fusion_chains(
+    trace: Trace,
+    links: Links,
+    roof: Roofline,
+    peaks: Peaks,
+    per_launch_ns: float | None,
+    fusable: FusablePairs | None = None,
+) -> list[FusionChain]:
+    """All chains, grouped by (kernel names, lines), by total saving descending; chains whose advice is to
+    compile their function become that function's scope (fusion_scope.py). `fusable`: fusable_pairs's, when
+    the caller has it."""
+    found = fusable_pairs(trace, links, roof) if fusable is None else fusable
+    if found is None:
+        return []
+    pairs, order = found
+    chains = _group_runs(
+        trace, roof, links.kernel_op, links.kernel_line, pairs, peaks.bytes_per_s, per_launch_ns
+    )
     return compile_scopes(trace, links, roof, order, chains, peaks.bytes_per_s, per_launch_ns)
 
 

@@ -4,7 +4,7 @@ what the groups before it produced.
     link_calls (the op nesting ‖ each op's span)
       -> link_lines -> gaps_and_waits ‖ roofline (needs only the calls)
       -> unprofiled replay ‖ launch_timing ‖ window breakdowns ‖ side_passes (kernel stats, library lines,
-         collectives)
+         collectives) ‖ fusable pairs
       -> (analyze) fusion ‖ per-line figures ‖ module tree
 """
 
@@ -17,6 +17,7 @@ import numpy as np
 
 from analyzers import breakdown as bd, communication as cm, gaps as gp, launch_timing as lt
 from analyzers.cpu_waits import Waits, main_thread_waits
+from analyzers.fusion import FusablePairs, fusable_pairs
 from analyzers.gap_evidence import GapEvidence
 from analyzers.kernel_stats import kernel_stats
 from analyzers.lines import line_stats
@@ -74,6 +75,7 @@ class IdlePasses(NamedTuple):
     """What is worked out from the GPU's idle gaps, with the passes run beside them."""
 
     side: SidePasses
+    fusable: FusablePairs | None  # fusion's pairs: all of it that needs no launch cost
     steps: int
     unprofiled: float | None
     replayed: Table | None
@@ -85,13 +87,16 @@ class IdlePasses(NamedTuple):
 
 def idle_passes(trace: Trace, links: Links, roof: Roofline, g: GapsAndWaits) -> IdlePasses:
     steps, unprofiled = bd.steps_analysed(trace), bd.unprofiled_step_ns(trace)
-    replayed, (launch_gaps, per_launch, launch_bound), per_window, side = concurrently(
+    replayed, (launch_gaps, per_launch, launch_bound), per_window, side, fusable = concurrently(
         lambda: unprofiled_gaps(trace, links, g.gaps, g.busy, unprofiled, g.waits),
         lambda: launch_timing(trace, links, g.busy),
         lambda: bd.window_breakdowns(trace, g.busy, roof.regime),
         lambda: side_passes(trace, links, roof, steps),
+        lambda: fusable_pairs(trace, links, roof),
     )
-    return IdlePasses(side, steps, unprofiled, replayed, launch_gaps, per_launch, launch_bound, per_window)
+    return IdlePasses(
+        side, fusable, steps, unprofiled, replayed, launch_gaps, per_launch, launch_bound, per_window
+    )
 
 
 def launch_timing(

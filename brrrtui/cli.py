@@ -217,7 +217,9 @@ def cmd_run(argv: list[str], record: bool) -> int:
     )
     if record or not _tui_available() or is_distributed(target):  # no live view of several ranks yet
         if not record and is_distributed(target) and _tui_available():
-            _stderr_progress("several ranks: recording without the live view (brrrtui view the run afterwards)")
+            _stderr_progress(
+                "several ranks: recording without the live view (brrrtui view the run afterwards)"
+            )
         return _run_headless(spec)
     return _run_live(spec, analyze)
 
@@ -328,18 +330,18 @@ def cmd_report(argv: list[str]) -> int:
     from brrrtui.recording.load import load_trace
 
     trace = load_trace(ns.file)
-    from analyzers.analyze import analyze, analyze_other_phases
+    from analyzers.analyze import analyze_with_other_phases
     from brrrtui.present.report import render_text, to_json
 
-    analysis = analyze(trace, peaks_override=ns.peaks)
-    others = analyze_other_phases(trace, analysis)
+    analysis, others = analyze_with_other_phases(trace, ns.peaks)
     notes = trace.meta.get("load_notes") or []  # about the file itself: incomplete, no window and why
     from brrrtui.present.ranks_report import ranks_json, ranks_text
     from brrrtui.recording.ranks import compare_rank_set
 
     ranks = compare_rank_set(trace)  # a distributed run: every rank side by side (None otherwise)
     if ns.json or ns.sarif:
-        from brrrtui.present.sarif import to_sarif
+        if ns.sarif:
+            from brrrtui.present.sarif import to_sarif
 
         doc = to_sarif(analysis, __version__) if ns.sarif else to_json(analysis, others=others)
         if ranks and not ns.sarif:
@@ -358,7 +360,9 @@ def cmd_report(argv: list[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from analyzers.errors import InputError
+    from brrrtui.numpy_start import import_numpy
 
+    import_numpy()  # before anything else loads it: one OpenBLAS thread in this process
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         if args and args[0] in SUBCOMMANDS:

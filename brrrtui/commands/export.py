@@ -20,13 +20,13 @@ def cmd_export(argv: list[str]) -> int:
     p.add_argument("file", help="a .brrr recording or a torch.profiler .json / .json.gz trace")
     p.add_argument("--peaks", metavar="SPEC", help="override ceilings, e.g. flops=800e12,bw=4.2e12")
     ns = p.parse_args(argv)
-    from analyzers.analyze import analyze, analyze_other_phases
+    from analyzers.analyze import analyze_with_other_phases
     from brrrtui.present.perfetto import to_perfetto
     from brrrtui.recording.load import load_trace
 
     trace = load_trace(ns.file)
-    lead = analyze(trace, peaks_override=ns.peaks)
-    analyses = [lead, *analyze_other_phases(trace, lead).values()]
+    lead, others = analyze_with_other_phases(trace, ns.peaks)
+    analyses = [lead, *others.values()]
     phases = {} if lead.phases is None else {w: p.value for w, p in lead.phases.windows.items()}
     doc = to_perfetto(trace, analyses, phases)
     opener = gzip.open if ns.perfetto.endswith(".gz") else open

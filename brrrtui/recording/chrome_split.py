@@ -93,7 +93,8 @@ def _start_second_half(path: str, start: int, base: int) -> subprocess.Popen[byt
     """The process that reads from `start` to the end (None where none can be started: no interpreter to
     run, an embedded Python, no process left to make)."""
     paths = [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths))}
+    # one OpenBLAS thread: numpy's pool would spin a core away as it loads (brrrtui.numpy_start)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths)), "OPENBLAS_NUM_THREADS": "1"}
     argv = [sys.executable, "-m", __name__, path, str(start), str(base)]
     try:
         return subprocess.Popen(

@@ -10,7 +10,6 @@ import tempfile
 from analyzers.allocator import tune_for_analysis
 from analyzers.errors import InputError
 from analyzers.model import Trace
-from brrrtui.recording.chrome import load_chrome
 from brrrtui.recording.ranks import open_as_one
 from brrrtui.recording.store import is_recording, load_recording
 
@@ -34,6 +33,9 @@ def load_trace(path: str) -> Trace:
     except OSError as e:
         raise InputError(f"{path}: cannot read ({e.strerror})") from None
     if path.endswith((".json", ".json.gz", ".gz")):
+        # imported here: a recording needs none of the Chrome readers' ~20 ms of imports
+        from brrrtui.recording.chrome import load_chrome
+
         return load_chrome(path)
     raise InputError(f"{path} is neither a brrrtui recording nor a torch.profiler .json/.json.gz trace")
 
