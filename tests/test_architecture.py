@@ -28,7 +28,7 @@ LAYERS: dict[str, set[str]] = {
     "brrrtui.commands": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.record", "brrrtui.present",
                          "brrrtui.tui", "brrrtui.cli", "brrrtui"},  # export, diff, demo: commands cli.py dispatches to
     "brrrtui.__main__": {"brrrtui.cli"},
-    "brrrtui": set(),  # brrrtui/__init__.py: the version, which any layer may read
+    "brrrtui": set(),  # brrrtui/__init__.py (the version, which any layer may read), numpy_start.py (for cli)
 }  # fmt: skip
 UI_PACKAGES = {"textual", "rich"}
 UI_FREE = {"brrrtui.contract", "brrrtui.capture", "analyzers", "brrrtui.recording", "brrrtui.record",
