@@ -43,7 +43,7 @@ PASSES = [
         for n in "select_windows trim_close_stalls fusion_chains _module_tree _line_stats".split()
     ),
     *((pass_groups, n) for n in "link_calls link_lines roofline gaps_and_waits launch_timing".split()),
-    *((pass_groups, n) for n in "unprofiled_gaps kernel_stats library_line_stats".split()),
+    *((pass_groups, n) for n in "unprofiled_gaps kernel_stats library_line_stats fusable_pairs".split()),
     (analyze_module, "_findings"),
 ]
 MB = 1e6
