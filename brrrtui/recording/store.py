@@ -270,11 +270,21 @@ def folded_stream_rows(tables: Tables) -> int:
     return int(row[0] or 0)
 
 
-def _read_tables(tables: Tables, stream_tail: int) -> tuple[dict[str, Table], int]:
-    """Every table, the ops (the biggest: ~3 ops a kernel) on a thread beside the others: the time goes to
-    decoding into fresh columns, which numpy and SQLite do without the GIL."""
+def _read_tables(tables: Tables, stream_tail: int, path: str) -> tuple[dict[str, Table], int]:
+    """Every table, the ops (the biggest: ~3 ops a kernel) on a thread beside the others, through a connection
+    of its own (SQLite lets one thread at a time into a connection): the time goes to decoding into fresh
+    columns, which numpy and SQLite do without the GIL. `path`: the file itself (tables.path names it as the
+    user did)."""
+
+    def read_ops() -> Table:
+        db = open_readonly(path)
+        try:
+            return Tables(db, tables.path, tables.meta).read("ops")
+        finally:
+            db.close()
+
     ops, out = concurrently(
-        lambda: tables.read("ops"), lambda: {t: tables.read(t) for t in TABLES if t not in ("stream", "ops")}
+        read_ops, lambda: {t: tables.read(t) for t in TABLES if t not in ("stream", "ops")}
     )
     out["ops"] = ops
     stream_total = tables.total("stream")
@@ -299,7 +309,7 @@ def load_recording(path: str, stream_tail: int = STREAM_TAIL, source: str | None
             meta = read_meta(db, shown)
             check_format(shown, meta, FORMAT, FORMAT_VERSION)
             strings, lines = _read_names(db, shown)
-            tables, stream_total = _read_tables(Tables(db, shown, meta), stream_tail)
+            tables, stream_total = _read_tables(Tables(db, shown, meta), stream_tail, path)
         finally:
             db.close()
     except sqlite3.DatabaseError as e:
