@@ -294,19 +294,12 @@ def _phases_apart(phases: TracePhases, lead: Phase) -> list[Phase]:
     return [p for p in (Phase.SETUP, Phase.WARMUP) if p is not lead and phases.windows_in(p)]
 
 
-def analyze_other_phases(trace: Trace, lead: Analysis) -> dict[Phase, Analysis]:
-    """The set-up and warm-up windows a report shows apart from the phase it leads with, each analysed on its
-    own (with the lead's ceilings)."""
-    if lead.phases is None:
-        return {}
-    return {p: analyze(trace, lead.peaks, phase=p) for p in _phases_apart(lead.phases, lead.phase)}
-
-
 def analyze_with_other_phases(
     trace: Trace, peaks_override: str | dict[str, Any] | None = None
 ) -> tuple[Analysis, dict[Phase, Analysis]]:
-    """analyze(trace, peaks_override) and analyze_other_phases of it, the phases shown apart analysed beside
-    the lead's (their passes fill the cores where the lead's run one at a time)."""
+    """analyze(trace, peaks_override), and the set-up and warm-up windows a report shows apart from the phase
+    it leads with, each analysed on its own with the same ceilings, beside the lead (their passes fill the
+    cores where the lead's run one at a time)."""
     peaks, phases = resolve_peaks(trace, peaks_override), phases_of(trace)
     apart = _phases_apart(phases, phases.lead()[0])
     lead, *others = concurrently(

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from analyzers.analyze import analyze, analyze_other_phases
+from analyzers.analyze import analyze, analyze_with_other_phases
 from analyzers.errors import InputError
 from analyzers.model import SourceLine, Table
 from analyzers.results import REGIMES_BY_CODE, Regime
@@ -49,8 +49,8 @@ def exported(tmp_path_factory):
 @pytest.fixture(scope="module")
 def original():
     trace = load_trace(FIXTURE)
-    lead = analyze(trace)
-    return trace, lead, analyze_other_phases(trace, lead)
+    lead, others = analyze_with_other_phases(trace)
+    return trace, lead, others
 
 
 def _lines(a):
@@ -69,7 +69,7 @@ def test_the_exported_trace_reopens_with_the_same_verdicts(exported, original):
     path, _ = exported
     trace, lead, others = original
     again = load_trace(path)
-    b = analyze(again)
+    b, b_others = analyze_with_other_phases(again)
     assert b.phase is lead.phase and b.windows == lead.windows == (1,)
     # exact: the same rows in the same windows, the same steps (overhead correction) and measured ceilings
     assert b.breakdown == lead.breakdown
@@ -79,7 +79,7 @@ def test_the_exported_trace_reopens_with_the_same_verdicts(exported, original):
     assert _kernels(b) == _kernels(lead)
     assert _lines(b) == _lines(lead)
     assert _findings(b) == _findings(lead) and any(f.kind == "slow_gemm" for f in b.findings)
-    assert list(analyze_other_phases(again, b)) == list(others)
+    assert list(b_others) == list(others)
     assert len(again.telemetry) == len(trace.telemetry) > 0
     assert len(again.line_samples) == len(trace.line_samples) > 0
 
@@ -199,9 +199,9 @@ KEYS = [
 @pytest.fixture(scope="module")
 def small_export():
     trace = phased_trace()
-    lead = analyze(trace)
+    lead, others = analyze_with_other_phases(trace)
     phases = {w: p.value for w, p in lead.phases.windows.items()}
-    return to_perfetto(trace, [lead, *analyze_other_phases(trace, lead).values()], phases)
+    return to_perfetto(trace, [lead, *others.values()], phases)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
@@ -244,8 +244,8 @@ def test_module_chains_and_library_lines_come_back(tmp_path):
     spans["lib_line"] = np.full(len(trace.spans), len(lines) - 1, dtype=spans["lib_line"].dtype)
     spans["module"][0] = spans["lib_line"][0] = -1  # the set-up span: no module, no library line
     trace = dataclasses.replace(trace, strings=strings, lines=lines, spans=Table(spans))
-    lead = analyze(trace)
-    doc = to_perfetto(trace, [lead, *analyze_other_phases(trace, lead).values()], {})
+    lead, others = analyze_with_other_phases(trace)
+    doc = to_perfetto(trace, [lead, *others.values()], {})
     frames = [e for e in doc["traceEvents"] if e.get("cat") == "python_function"]
     assert [e["args"].get("module") for e in frames] == [None] + [chain] * (len(frames) - 1)
     assert frames[1]["args"]["library_line"] == "/site-packages/modellib/blocks.py:88 forward"

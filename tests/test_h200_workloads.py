@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from analyzers.analyze import analyze, analyze_other_phases
+from analyzers.analyze import analyze_with_other_phases
 from analyzers.phases import Phase
 from analyzers.results import Regime
 from brrrtui.recording.load import load_trace
@@ -20,8 +20,7 @@ FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "h200_hf_gpt2_stea
 @pytest.fixture(scope="module")
 def run():
     trace = load_trace(FIXTURE)
-    a = analyze(trace)
-    return a, analyze_other_phases(trace, a)
+    return analyze_with_other_phases(trace)
 
 
 def test_the_report_leads_with_the_steady_state_and_sets_construction_apart(run):

@@ -4,7 +4,6 @@ import json
 import threading
 import time
 
-import numpy as np
 import pytest
 
 from analyzers import parallel
@@ -60,15 +59,3 @@ def test_a_recordings_report_is_the_same_with_passes_on_threads_or_one_by_one(mo
     assert reports[0] == reports[1]
     assert '"findings": []' not in reports[0]  # a report with findings, lines and modules to compare
 
-
-def test_a_recordings_tables_load_the_same_on_threads_or_one_by_one(monkeypatch, tmp_path_factory):
-    traces = []
-    for threads in (1, 2):
-        monkeypatch.setattr(parallel, "THREADS", threads)
-        traces.append(open_fixture(tmp_path_factory, "h200_gpt_stream")[0])
-    for name in ("gpu", "runtime", "ops", "spans", "windows", "steps", "stream"):
-        one, two = getattr(traces[0], name), getattr(traces[1], name)
-        assert len(one) and one.columns.keys() == two.columns.keys(), name
-        for col, values in one.columns.items():
-            assert values.dtype == two.columns[col].dtype, (name, col)
-            np.testing.assert_array_equal(values, two.columns[col], err_msg=f"{name}.{col}")  # NaN == NaN

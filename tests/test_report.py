@@ -9,7 +9,7 @@ import sys
 
 from fixtures.synthetic import BF16, TraceBuilder, phased_trace
 
-from analyzers.analyze import analyze, analyze_other_phases, select_windows
+from analyzers.analyze import analyze, analyze_with_other_phases, select_windows
 from analyzers.phases import Phase
 from brrrtui.contract.units import fmt_bytes, fmt_lines, fmt_ns, fmt_pct
 from brrrtui.present.report import render_text, short_kernel_name, to_json
@@ -186,8 +186,7 @@ def phased_run():
 
 def test_report_leads_with_the_steady_state_and_shows_the_rest_apart():
     trace = phased_run()
-    a = analyze(trace)
-    others = analyze_other_phases(trace, a)
+    a, others = analyze_with_other_phases(trace)
     doc = to_json(a, others=others)
     assert doc["phase"] == "steady" and doc["windows"] == [2]
     # step 2 follows a window (its duration would hold the close): skipped, so the steady state starts at 3

@@ -342,7 +342,7 @@ def _run_events(trace: Trace, phases: dict[int, str], pid: int, clock: _Clock) -
 
 def to_perfetto(trace: Trace, analyses: list[Analysis], phases: dict[int, str]) -> dict[str, Any]:
     """The whole recording `trace` as one Chrome trace document. `analyses` cover its windows (the lead phase
-    and the phases reported apart, analyzers.analyze.analyze_other_phases); `phases`: window -> phase name."""
+    and the phases reported apart, analyzers.analyze.analyze_with_other_phases); `phases`: window -> phase name."""
     firsts = (
         trace.windows.start_ns,
         trace.gpu.start_ns,

@@ -87,7 +87,7 @@ def _num(x: float | int | None) -> float | int | None:
 def to_json(
     analysis: Analysis, top: int | None = None, others: Mapping[Phase, Analysis] | None = None
 ) -> dict[str, Any]:
-    """`others`: the set-up / warm-up analyses shown apart (analyzers.analyze.analyze_other_phases)."""
+    """`others`: the set-up / warm-up analyses shown apart (analyzers.analyze.analyze_with_other_phases)."""
     a = analysis
     b = a.breakdown
     o = a.overhead
