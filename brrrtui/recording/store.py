@@ -270,8 +270,9 @@ def folded_stream_rows(tables: Tables) -> int:
 
 
 def _read_tables(tables: Tables, stream_tail: int) -> tuple[dict[str, Table], int]:
-    """Every table, one after another: a damaged table ends the load before the next one is decoded (read
-    beside the others, a fuzzed ops table's row count was filled in, 24 GB, while another table failed)."""
+    """Every table, one after another, so a damaged table ends the load before the next one is decoded (with
+    the ops table read on a thread beside the others, the test suite's process grew to 24 GB and was killed
+    in tests/test_fuzz_inputs.py, whose damaged recordings are meant to fail on their first bad table)."""
     out = {t: tables.read(t) for t in TABLES if t != "stream"}
     stream_total = tables.total("stream")
     lo = max(folded_stream_rows(tables), stream_total - stream_tail)
