@@ -358,6 +358,13 @@ def cmd_report(argv: list[str]) -> int:
     return 0
 
 
+def _memory_note() -> str:
+    from brrrtui.recording.checks import memory_bytes
+
+    have = memory_bytes()
+    return f" (this machine has {have / 1e9:,.1f} GB)" if have else ""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from analyzers.errors import InputError
     from brrrtui.numpy_start import import_numpy
@@ -377,6 +384,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_run(args, record=False)
     except (UsageError, InputError) as e:
         print(f"brrrtui: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except MemoryError:  # a legitimately huge trace: one line, not a traceback from inside a pass
+        print(f"brrrtui: error: out of memory{_memory_note()}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("brrrtui: interrupted", file=sys.stderr)

@@ -186,6 +186,11 @@ DAMAGE = {
         "a batch of stream holds 'x' rows",
     ),
     "a row count that does not match": ("UPDATE gpu SET batch_rows = 3", (), "not the 3 values of its batch"),
+    "a row count no memory holds": (  # constant blobs store no values: only the count says how many
+        "UPDATE gpu SET batch_rows = ?",
+        (2**39,),
+        "its gpu table claims 549,755,813,888 rows",
+    ),
     "a code that does not exist": ("UPDATE gpu SET device = X'07'", (), "gpu.device holds 1 bytes of code 7"),
     "an int where floats belong": (
         "UPDATE ops SET flops = ?",

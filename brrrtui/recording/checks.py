@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -168,3 +169,29 @@ def check_ids(path: str, tables: Mapping[str, Table], strings: int, lines: int) 
                 raise RecordingError(
                     f"{path} is damaged: {table_name}.{col} names {what} {bad}, but it holds {limit} {what}s"
                 )
+
+
+def memory_bytes() -> int | None:
+    """This machine's memory, or the container's limit where one is set lower (cgroup v2); None unknown."""
+    try:
+        found = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        return min(found, int(limit)) if limit.isdigit() else found
+    except OSError:
+        return found
+
+
+def check_fits_in_memory(path: str, table: str, rows: int, row_bytes: int) -> None:
+    """`rows` rows of `table` fit this machine's memory as columns, else one RecordingError line, before any
+    is allocated. A batch of constant columns stores its row count alone: a damaged count (2e9 rows) would
+    otherwise have the columns filled until the kernel kills the process."""
+    need, have = rows * row_bytes, memory_bytes()
+    if have is not None and need > have:
+        raise RecordingError(
+            f"{path} is damaged or too big to open here: its {table} table claims {rows:,} rows "
+            f"({need / 1e9:,.1f} GB as columns), more than this machine's {have / 1e9:,.1f} GB of memory"
+        )

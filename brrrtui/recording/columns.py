@@ -23,7 +23,7 @@ import numpy as np
 
 from analyzers.model import NONE, Table
 from brrrtui.recording import codec
-from brrrtui.recording.checks import RecordingError, check_column
+from brrrtui.recording.checks import RecordingError, check_column, check_fits_in_memory
 
 SMALL_BATCH = 1024
 """Batches of at most this many rows are decoded a column at a time (codec.decode_many), not one by one."""
@@ -192,6 +192,7 @@ def read_table(
     total = sum(n for _, n in sizes)
     hi = total if hi is None else min(hi, total)
     lo = max(0, min(lo, hi))
+    check_fits_in_memory(path, table, hi - lo, sum(np.dtype(d).itemsize for d in schema.values()))
     reader = _Reader(path, table, schema, present, hi - lo)
     cols = ", ".join([COUNT, *map(quoted, reader.present)])
     start, wanted = 0, []
