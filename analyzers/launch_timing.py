@@ -10,15 +10,25 @@ from analyzers.links import Links
 from analyzers.model import GpuKind, Trace
 
 
-def same_stream_gaps(trace: Trace, busy: np.ndarray) -> np.ndarray | None:
-    """Idle ns between consecutive busy rows of each (window, stream), at least 0; None without a pair."""
+def stream_order(trace: Trace, busy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The busy GPU rows sorted by (window, stream, start), and each one's (window, stream) key: the order
+    `same_stream_gaps` and `launch_bound` both walk (one sort for the two)."""
     gpu = trace.gpu
     rows = np.nonzero(busy)[0]
-    if len(rows) < 2:
-        return None
     key = gpu.window[rows].astype(np.int64) << 32 | (gpu.stream[rows].astype(np.int64) & 0xFFFFFFFF)
     order = lexsort((gpu.start_ns[rows], key))
-    r, k = rows[order], key[order]
+    return rows[order], key[order]
+
+
+def same_stream_gaps(
+    trace: Trace, busy: np.ndarray, ordered: tuple[np.ndarray, np.ndarray] | None = None
+) -> np.ndarray | None:
+    """Idle ns between consecutive busy rows of each (window, stream), at least 0; None without a pair.
+    `ordered`: stream_order(trace, busy) when the caller has it."""
+    gpu = trace.gpu
+    r, k = ordered if ordered is not None else stream_order(trace, busy)
+    if len(r) < 2:
+        return None
     same = k[1:] == k[:-1]
     if not same.any():
         return None
@@ -79,20 +89,25 @@ def median_launch_interval_ns(trace: Trace, links: Links) -> float | None:
     return median(np.diff(ls[o])[same]) if same.any() else None
 
 
-def launch_bound(trace: Trace, links: Links, busy: np.ndarray) -> np.ndarray:
+def launch_bound(
+    trace: Trace, links: Links, busy: np.ndarray, ordered: tuple[np.ndarray, np.ndarray] | None = None
+) -> np.ndarray:
     """Kernels dominated by launch cost: the GPU was waiting for them (their launch started after the previous
     row on the stream ended) and they ran for less than the CPU's median interval between launches on that
     thread, so the GPU finished each before the CPU could issue the next::
 
         CPU   |launch a  py  |launch b  py  |launch c
         GPU         [a]            [b]            [c]     a, b, c: launch-bound
-    """
+
+    `ordered`: stream_order(trace, busy) when the caller has it (the launched kernels keep its order)."""
     gpu, rt = trace.gpu, trace.runtime
     out = np.zeros(len(gpu), dtype=bool)
-    rows = np.nonzero(busy & (links.kernel_launch >= 0) & (gpu.kind == GpuKind.KERNEL))[0]
-    if len(rows) < 2 or not len(rt):
+    r, key = ordered if ordered is not None else stream_order(trace, busy)
+    keep = (links.kernel_launch[r] >= 0) & (gpu.kind[r] == GpuKind.KERNEL)
+    r, key = r[keep], key[keep]
+    if len(r) < 2 or not len(rt):
         return out
-    launch = links.kernel_launch[rows]
+    launch = links.kernel_launch[r]
     lt = rt.tid[launch]
     ls = rt.start_ns[launch]
     intervals = launch_intervals_ns(trace, links)
@@ -103,15 +118,9 @@ def launch_bound(trace: Trace, links: Links, busy: np.ndarray) -> np.ndarray:
         at = np.minimum(np.searchsorted(tids, lt), len(tids) - 1)
         hit = tids[at] == lt
         interval[hit] = vals[at[hit]]
-    # previous row's end on the same stream
-    key = gpu.window[rows].astype(np.int64) << 32 | (gpu.stream[rows].astype(np.int64) & 0xFFFFFFFF)
-    so = lexsort((gpu.start_ns[rows], key))
-    prev_end = np.full(len(rows), np.iinfo(np.int64).min)
-    r = rows[so]
-    same_s = key[so][1:] == key[so][:-1]
-    ends = gpu.start_ns[r] + gpu.dur_ns[r]  # rows of one stream run one after another
-    pe = np.where(same_s, ends[:-1], np.iinfo(np.int64).min)
-    prev_end[so[1:]] = pe
-    waited = ls >= prev_end
-    out[rows] = waited & (gpu.dur_ns[rows] < interval)
+    # the previous launched kernel's end on the same stream (rows of one stream run one after another)
+    ends = gpu.start_ns[r] + gpu.dur_ns[r]
+    prev_end = np.full(len(r), np.iinfo(np.int64).min)
+    prev_end[1:] = np.where(key[1:] == key[:-1], ends[:-1], np.iinfo(np.int64).min)
+    out[r] = (ls >= prev_end) & (gpu.dur_ns[r] < interval)
     return out

@@ -17,6 +17,7 @@ without a span of its own inherits its parent's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -43,21 +44,36 @@ def _nesting_order(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> np.nd
     return order
 
 
-def nesting_parents(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sort intervals by (tid, start, -end) and give each its innermost enclosing interval.
+class Nesting(NamedTuple):
+    """Intervals sorted by (tid, start, -end), with each one's innermost enclosing interval."""
 
-    Returns (order, parent) where `order` sorts the input and parent[k] is the position (in sorted order) of
-    the enclosing interval of sorted interval k, or NONE.
+    order: np.ndarray  # sorts the input
+    parent: np.ndarray  # parent[k]: the sorted position of sorted interval k's enclosing one, or NONE
+    start: np.ndarray  # the sorted intervals' starts, ends and threads (innermost_enclosing searches them)
+    end: np.ndarray
+    tid: np.ndarray
+
+
+def nesting_parents(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort intervals by (tid, start, -end) and give each its innermost enclosing interval: (order, parent) of
+    `nesting`."""
+    found = nesting(start, end, tid)
+    return found.order, found.parent
+
+
+def nesting(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> Nesting:
+    """Sort intervals by (tid, start, -end) and give each its innermost enclosing interval.
 
     Equivalent to the stack walk (pop every open interval that ended at or before k starts; the top encloses
     k), vectorised by pointer jumping: k's candidate starts at k-1 and, while it ended at or before k's start,
     jumps to the candidate's own candidate. Every interval skipped that way ended before the candidate
-    started, so it cannot enclose k either; flat runs of siblings converge in log2(n) rounds.
+    started, so it cannot enclose k either; flat runs of siblings converge in log2(n) rounds. Positions are
+    int32 when they fit (half the memory the jumps gather through).
     """
     order = _nesting_order(start, end, tid)
     s, e, t = start[order], end[order], tid[order]
     n = len(order)
-    parent = np.arange(n, dtype=np.int64) - 1
+    parent: np.ndarray = np.arange(-1, n - 1, dtype=np.int32 if n < 2**31 else np.int64)
     # Per thread (the stack empties when the thread changes): an interval that starts after every earlier one
     # ended (running max of ends <= its start) is top level, without any jumping.
     cuts = np.concatenate(([0], np.nonzero(t[1:] != t[:-1])[0] + 1, [n])) if n else np.zeros(1, np.int64)
@@ -72,7 +88,7 @@ def nesting_parents(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> tupl
         active = active[ended]
         parent[active] = parent[cand[ended]]
         active = active[parent[active] >= 0]
-    return order, parent
+    return Nesting(order, parent, s, e, t)
 
 
 def _from_nearest_ancestor(value: np.ndarray, parent: np.ndarray) -> np.ndarray:
@@ -98,18 +114,17 @@ def innermost_enclosing(
     tid: np.ndarray,
     q_time: np.ndarray,
     q_tid: np.ndarray,
-    nesting: tuple[np.ndarray, np.ndarray] | None = None,
+    nested: Nesting | None = None,
     dtype: type[np.signedinteger] = np.int64,
 ) -> np.ndarray:
     """For each query point (q_time on thread q_tid), the index of the innermost interval containing it, as
     `dtype`.
 
-    `nesting`: nesting_parents(start, end, tid) when the caller already has it."""
+    `nested`: nesting(start, end, tid) when the caller already has it."""
     result = np.full(len(q_time), NONE, dtype=dtype)
     if len(start) == 0 or len(q_time) == 0:
         return result
-    order, parent = nesting if nesting is not None else nesting_parents(start, end, tid)
-    s, e, t = start[order], end[order], tid[order]
+    order, parent, s, e, t = nested if nested is not None else nesting(start, end, tid)
     # Candidate: the last interval on the same thread starting at or before the point; if it ended before the
     # point, walk up its parents (depth is small: tens of levels at most).
     one_thread = t[0] == t[-1] and bool((q_tid == t[0]).all())  # t is sorted
@@ -295,11 +310,11 @@ def link_calls(trace: Trace) -> tuple[Calls, np.ndarray]:
 
     def ops_and_launches() -> tuple[np.ndarray, np.ndarray]:
         op_end = ops.start_ns + ops.dur_ns
-        nesting = nesting_parents(ops.start_ns, op_end, ops.tid)
-        launch_op = innermost_enclosing(ops.start_ns, op_end, ops.tid, rt.start_ns, rt.tid, nesting, idx)
+        nested = nesting(ops.start_ns, op_end, ops.tid)
+        launch_op = innermost_enclosing(ops.start_ns, op_end, ops.tid, rt.start_ns, rt.tid, nested, idx)
         op_parent = np.full(len(ops), NONE, dtype=idx)  # op -> enclosing op (for inheritance)
         if len(ops):
-            order, parent_sorted = nesting
+            order, parent_sorted = nested.order, nested.parent
             op_parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], NONE)
         return launch_op, op_parent
 

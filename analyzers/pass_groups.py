@@ -104,8 +104,9 @@ def launch_timing(
 ) -> tuple[np.ndarray | None, float | None, np.ndarray]:
     """The idle gaps between a stream's kernels, their median (what one more launch costs in the window) and
     the launch-bound kernels."""
-    gaps = lt.same_stream_gaps(trace, busy)
-    return gaps, lt.per_launch_ns(gaps), lt.launch_bound(trace, links, busy)
+    ordered = lt.stream_order(trace, busy)
+    gaps = lt.same_stream_gaps(trace, busy, ordered)
+    return gaps, lt.per_launch_ns(gaps), lt.launch_bound(trace, links, busy, ordered)
 
 
 def library_line_stats(trace: Trace, links: Links, roof: Roofline, steps: int) -> list[LineStat]:
