@@ -158,8 +158,12 @@ def test_an_earlier_recording_is_replaced_and_said_so(tmp_path):
 
 def test_running_out_of_memory_is_one_line(tmp_path):
     """A recording whose columns need more memory than the process may have (its address space capped at
-    2 GiB, below the 5.7 GB of columns 100 M kernels claim): numpy's MemoryError becomes one line."""
+    1 GiB, below the 1.4 GB of columns its 25 M kernels take): numpy's MemoryError becomes one line."""
     import resource
+
+    import numpy as np
+
+    from brrrtui.recording import codec
 
     path = str(tmp_path / "big.brrr")
     w = RecordingWriter(path)
@@ -167,14 +171,13 @@ def test_running_out_of_memory_is_one_line(tmp_path):
     w.append({"strings": [(0, "k")], "windows": [(0, 0, 10, 10**6, 0, 0, 0, 5)],
               "gpu": [(0, 0, 0, 100 + i, 1, 0, 7, i, -1, -1, -1) for i in range(2)]})  # fmt: skip
     w.close()
+    n = 25_000_000
     db = sqlite3.connect(path)
-    with db:  # every gpu column constant: the batch's count alone says how many rows it holds
-        cols = [r[1] for r in db.execute("PRAGMA table_info(gpu)")][1:]
-        db.execute(f"UPDATE gpu SET {', '.join(f'{c} = X' + repr('05' + '00' * 8) for c in cols)}")
-        db.execute("UPDATE gpu SET batch_rows = 100000000")
+    with db:  # one byte a kernel: start times 0..255 above a base; every other column one value
+        db.execute("UPDATE gpu SET batch_rows = ?, start_ns = ?", (n, codec.encode(np.arange(n) % 200 + 100)))
     db.close()
 
     def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 
     assert_one_line_error(run_brrrtui("report", path, preexec_fn=cap), "out of memory")

@@ -191,6 +191,11 @@ DAMAGE = {
         (2**39,),
         "its gpu table claims 549,755,813,888 rows",
     ),
+    "a count of rows no column holds": (  # a one-row batch: every column constant
+        "UPDATE ops SET batch_rows = 300000000",
+        (),
+        "a batch of ops claims 300,000,000 rows but holds none of them",
+    ),
     "a code that does not exist": ("UPDATE gpu SET device = X'07'", (), "gpu.device holds 1 bytes of code 7"),
     "an int where floats belong": (
         "UPDATE ops SET flops = ?",

@@ -176,6 +176,26 @@ class _Reader:
         return f"{self.path} is damaged: {self.table}.{c}"
 
 
+def _check_counts(
+    db: sqlite3.Connection, path: str, table: str, kept: list[str], first: int, last: int
+) -> None:
+    """No batch among rowids first..last claims more than SMALL_BATCH rows with no column whose blob holds
+    them: a constant column stores one value whatever the count, so only such a batch could make a load fill
+    gigabytes from a damaged count (every other count must match its blobs' lengths). A batch whose every
+    column is NULL is one the recorder folded (stream rows), never decoded."""
+    if not kept:
+        return
+    lengths = ", ".join(f"length({quoted(c)})" for c in kept)
+    query = f"SELECT {COUNT}, {lengths} FROM {quoted(table)} WHERE rowid BETWEEN ? AND ? AND {COUNT} > ?"
+    for n, *sizes in db.execute(query, (first, last, SMALL_BATCH)):
+        if all(size is None or size <= codec.HEAD for size in sizes) and any(
+            size is not None for size in sizes
+        ):
+            raise RecordingError(
+                f"{path} is damaged: a batch of {table} claims {n:,} rows but holds none of them"
+            )
+
+
 def read_table(
     db: sqlite3.Connection,
     path: str,
@@ -192,14 +212,17 @@ def read_table(
     total = sum(n for _, n in sizes)
     hi = total if hi is None else min(hi, total)
     lo = max(0, min(lo, hi))
-    check_fits_in_memory(path, table, hi - lo, sum(np.dtype(d).itemsize for d in schema.values()))
-    reader = _Reader(path, table, schema, present, hi - lo)
-    cols = ", ".join([COUNT, *map(quoted, reader.present)])
     start, wanted = 0, []
     for rowid, n in sizes:
         if start < hi and start + n > lo:
             wanted.append((rowid, n, start))
         start += n
+    kept = [c for c in schema if c in present]
+    if wanted:
+        _check_counts(db, path, table, kept, wanted[0][0], wanted[-1][0])
+    check_fits_in_memory(path, table, hi - lo, sum(np.dtype(d).itemsize for d in schema.values()))
+    reader = _Reader(path, table, schema, present, hi - lo)
+    cols = ", ".join([COUNT, *map(quoted, reader.present)])
     if wanted:  # one scan over the wanted batches (consecutive rowids), one batch in memory at a time
         query = f"SELECT {cols} FROM {quoted(table)} WHERE rowid BETWEEN ? AND ? ORDER BY rowid"
         done = 0

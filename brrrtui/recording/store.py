@@ -29,6 +29,7 @@ import numpy as np
 
 from analyzers.errors import InputError
 from analyzers.model import SourceLine, Table, Trace, empty_table
+from analyzers.parallel import concurrently
 from brrrtui.contract.messages import DeviceFacts, MeasuredPeaks
 from brrrtui.contract.schema import (
     CAPTURE_COST_SCHEMA,
@@ -269,11 +270,24 @@ def folded_stream_rows(tables: Tables) -> int:
     return int(row[0] or 0)
 
 
-def _read_tables(tables: Tables, stream_tail: int) -> tuple[dict[str, Table], int]:
-    """Every table, one after another, so a damaged table ends the load before the next one is decoded (with
-    the ops table read on a thread beside the others, the test suite's process grew to 24 GB and was killed
-    in tests/test_fuzz_inputs.py, whose damaged recordings are meant to fail on their first bad table)."""
-    out = {t: tables.read(t) for t in TABLES if t != "stream"}
+def _read_tables(tables: Tables, stream_tail: int, path: str) -> tuple[dict[str, Table], int]:
+    """Every table, the ops (the biggest: ~3 ops a kernel) on a thread beside the others, through a connection
+    of its own (SQLite lets one thread at a time into a connection): the time goes to decoding into fresh
+    columns, which numpy and SQLite do without the GIL. A damaged row count cannot make either fill more
+    than its blobs hold (brrrtui.recording.columns checks the counts before it allocates). `path`: the file
+    itself (tables.path names it as the user did)."""
+
+    def read_ops() -> Table:
+        db = open_readonly(path)
+        try:
+            return Tables(db, tables.path, tables.meta).read("ops")
+        finally:
+            db.close()
+
+    ops, out = concurrently(
+        read_ops, lambda: {t: tables.read(t) for t in TABLES if t not in ("stream", "ops")}
+    )
+    out["ops"] = ops
     stream_total = tables.total("stream")
     lo = max(folded_stream_rows(tables), stream_total - stream_tail)
     out["stream"] = tables.read("stream", min(lo, stream_total), stream_total)
@@ -296,7 +310,7 @@ def load_recording(path: str, stream_tail: int = STREAM_TAIL, source: str | None
             meta = read_meta(db, shown)
             check_format(shown, meta, FORMAT, FORMAT_VERSION)
             strings, lines = _read_names(db, shown)
-            tables, stream_total = _read_tables(Tables(db, shown, meta), stream_tail)
+            tables, stream_total = _read_tables(Tables(db, shown, meta), stream_tail, path)
         finally:
             db.close()
     except sqlite3.DatabaseError as e:
