@@ -1,7 +1,7 @@
 """GPU idle gaps, why the GPU was idle, and which source line kept it waiting.
 
 A gap is time inside a capture window when no GPU work runs: device-wide (no kernel, memset or device copy on
-any stream: what the breakdown counts as idle) and per stream. Host<->device copies do not make the GPU busy:
+any stream: what the breakdown counts as idle). Host<->device copies do not make the GPU busy:
 they move data over PCIe, not HBM, and the time they take is the overhead the user can remove (pinned memory,
 non_blocking). Each gap gets one cause (GapCause), checked in this order:
 
@@ -79,8 +79,9 @@ GAP_SCHEMA = {
     "line": np.int32,
     "next_row": np.int32,
 }
-"""stream: NONE for device-wide gaps; line: line id or NONE; next_row: the gpu row whose start ends the gap
-(int32 like links.Links: a recording's line ids are int32, and a table past 2**31 rows does not fit in memory)."""
+"""stream: NONE (a device-wide gap belongs to no one stream); line: line id or NONE; next_row: the gpu row
+whose start ends the gap (int32 like links.Links: a recording's line ids are int32, and a table past 2**31
+rows does not fit in memory)."""
 
 
 def busy_mask(trace: Trace, host_copy: np.ndarray) -> np.ndarray:
@@ -96,20 +97,15 @@ def _window_bounds(trace: Trace) -> dict[int, tuple[int, int]]:
     }
 
 
-def find_gaps(trace: Trace, busy: np.ndarray, per_stream: bool) -> Table:
-    """Idle intervals of the busy rows inside each window: device-wide, or per (window, stream).
-
-    Device-wide gaps include the leading (window start -> first row) and trailing (last row end -> window end)
-    idle time, so gaps + busy time tile the window exactly. Per-stream gaps are only those between rows.
-    """
+def find_gaps(trace: Trace, busy: np.ndarray) -> Table:
+    """The device-wide idle intervals of the busy rows inside each window (every stream idle), with the
+    leading (window start -> first row) and trailing (last row end -> window end) idle time, so gaps + busy
+    time tile the window exactly. `stream` is NONE: no one stream owns such a gap."""
     gpu = trace.gpu
     bounds = _window_bounds(trace)
     rows = np.nonzero(busy)[0]
     out: dict[str, list[np.ndarray]] = {k: [] for k in ("window", "stream", "start_ns", "dur_ns", "next_row")}
-    if per_stream:
-        group_key = gpu.window[rows].astype(np.int64) << 32 | (gpu.stream[rows].astype(np.int64) & 0xFFFFFFFF)
-    else:
-        group_key = gpu.window[rows].astype(np.int64)
+    group_key = gpu.window[rows].astype(np.int64)
     windows_seen = set(distinct(gpu.window[rows]).tolist())
     order = lexsort((gpu.start_ns[rows], group_key))
     rows, group_key = rows[order], group_key[order]
@@ -117,30 +113,24 @@ def find_gaps(trace: Trace, busy: np.ndarray, per_stream: bool) -> Table:
     for seg in np.split(np.arange(len(rows)), cuts) if len(rows) else []:
         r = rows[seg]
         win = int(gpu.window[r[0]])
-        stream = int(gpu.stream[r[0]]) if per_stream else NONE
         lo, hi = bounds.get(win, (int(gpu.start_ns[r].min()), int((gpu.start_ns[r] + gpu.dur_ns[r]).max())))
         start = np.clip(gpu.start_ns[r], lo, hi)
         end = np.clip(gpu.start_ns[r] + gpu.dur_ns[r], lo, hi)
         run_end = np.maximum.accumulate(end)
-        g0 = run_end[:-1]
-        g1 = start[1:]
-        nxt = r[1:]
-        if not per_stream:  # leading and trailing idle of the window
-            g0 = np.concatenate(([lo], g0, [run_end[-1]]))
-            g1 = np.concatenate(([start[0]], g1, [hi]))
-            nxt = np.concatenate(([r[0]], nxt, [NONE]))
+        g0 = np.concatenate(([lo], run_end[:-1], [run_end[-1]]))
+        g1 = np.concatenate(([start[0]], start[1:], [hi]))
+        nxt = np.concatenate(([r[0]], r[1:], [NONE]))
         keep = g1 > g0
         out["window"].append(np.full(int(keep.sum()), win, np.int32))
-        out["stream"].append(np.full(int(keep.sum()), stream, np.int32))
+        out["stream"].append(np.full(int(keep.sum()), NONE, np.int32))
         out["start_ns"].append(g0[keep])
         out["dur_ns"].append((g1 - g0)[keep])
         out["next_row"].append(nxt[keep])
-    if not per_stream:  # windows with no GPU work at all are one idle gap
-        for win, (lo, hi) in bounds.items():
-            if win not in windows_seen and hi > lo:
-                whole = {"window": win, "stream": NONE, "start_ns": lo, "dur_ns": hi - lo, "next_row": NONE}
-                for k, v in whole.items():
-                    out[k].append(np.array([v]))
+    for win, (lo, hi) in bounds.items():  # windows with no GPU work at all are one idle gap
+        if win not in windows_seen and hi > lo:
+            whole = {"window": win, "stream": NONE, "start_ns": lo, "dur_ns": hi - lo, "next_row": NONE}
+            for k, v in whole.items():
+                out[k].append(np.array([v]))
     cols = {
         k: (np.concatenate(v) if v else np.empty(0)).astype(GAP_SCHEMA[k], copy=False) for k, v in out.items()
     }

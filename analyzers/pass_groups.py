@@ -127,5 +127,5 @@ def gaps_and_waits(trace: Trace, links: Links, host_copy: np.ndarray) -> GapsAnd
     busy = gp.busy_mask(trace, host_copy)
     evidence = GapEvidence(trace, links, host_copy)
     waits = main_thread_waits(trace, evidence.sync_union)
-    gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, busy, False), host_copy, evidence, waits)
+    gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, busy), host_copy, evidence, waits)
     return GapsAndWaits(busy, gaps, waits)

@@ -21,9 +21,7 @@ ADD = dict(shapes=[[N], [N], []], dtypes=[BF16, BF16, "Scalar"])
 def device_gaps(trace):
     links = link(trace)
     roof = roofline(trace, links, resolve_peaks(trace))
-    gaps = gp.classify_gaps(
-        trace, links, gp.find_gaps(trace, ~roof.host_copy, per_stream=False), roof.host_copy
-    )
+    gaps = gp.classify_gaps(trace, links, gp.find_gaps(trace, ~roof.host_copy), roof.host_copy)
     return gaps, links, roof
 
 
@@ -135,7 +133,7 @@ def test_dataloader_gap():
     assert rows(gaps) == [(22_000, 493_000, GapCause.DATA, ld)]
 
 
-def test_device_gaps_need_every_stream_idle_and_stream_gaps_are_per_stream():
+def test_device_gaps_need_every_stream_idle():
     b = TraceBuilder()
     b.gpu_row("k1", 0, 100, stream=7)
     b.gpu_row("k2", 50, 100, stream=8)
@@ -143,13 +141,9 @@ def test_device_gaps_need_every_stream_idle_and_stream_gaps_are_per_stream():
     b.window(0, 300)
     trace = b.build()
     busy = np.ones(3, dtype=bool)
-    dev = gp.find_gaps(trace, busy, per_stream=False)
+    dev = gp.find_gaps(trace, busy)  # stream 7 alone is idle 100..200: no gap until stream 8 ends at 150
     assert list(zip((dev.start_ns - T0).tolist(), dev.dur_ns.tolist(), dev.stream.tolist(), strict=True)) == [
         (150, 50, -1)
-    ]
-    per = gp.find_gaps(trace, busy, per_stream=True)
-    assert list(zip((per.start_ns - T0).tolist(), per.dur_ns.tolist(), per.stream.tolist(), strict=True)) == [
-        (100, 100, 7)
     ]
 
 
