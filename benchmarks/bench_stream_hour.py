@@ -21,10 +21,8 @@ Each mode runs in a fresh process started from a small launcher, whose peak RSS 
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,15 +50,11 @@ def simulate(path: str, fold: bool, minutes: float, rate: float, window_every: f
     from brrrtui.record.fold import StreamFolder
     from brrrtui.record.sink import Sink
     from brrrtui.record.stream_side import StreamSide
-    from brrrtui.recording.store import load_recording
+    from brrrtui.recording.load import load_gzipped_recording
 
     # the demo read as a recording, not through load_trace, which tunes the allocator for an analysis
     # (analyzers.allocator): this process stands for the recorder, which keeps glibc's defaults
-    with tempfile.TemporaryDirectory() as tmp:
-        plain = os.path.join(tmp, "demo.brrr")
-        with gzip.open(DEMO) as src, open(plain, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-        demo = load_recording(plain)
+    demo = load_gzipped_recording(DEMO)
     win = int(demo.windows.window.max())
     sel = {t: np.nonzero(getattr(demo, t).window == win)[0] for t in ("gpu", "runtime", "ops", "spans")}
     tables = {t: getattr(demo, t).take(s) for t, s in sel.items()}

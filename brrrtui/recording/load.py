@@ -29,7 +29,7 @@ def load_trace(path: str) -> Trace:
         if is_recording(path):
             return open_as_one(load_recording(path), path)  # a distributed run: one rank, the set in meta
         if _is_gzipped_recording(path):
-            return _load_gzipped_recording(path)
+            return load_gzipped_recording(path)
     except OSError as e:
         raise InputError(f"{path}: cannot read ({e.strerror})") from None
     if path.endswith((".json", ".json.gz", ".gz")):
@@ -51,7 +51,7 @@ def _is_gzipped_recording(path: str) -> bool:
         return False
 
 
-def _load_gzipped_recording(path: str) -> Trace:
+def load_gzipped_recording(path: str) -> Trace:
     """A recording compressed for storage (`gzip run.brrr`): unpack to a temporary file, read it whole."""
     with tempfile.TemporaryDirectory(prefix="brrrtui-") as tmp:
         plain = os.path.join(tmp, os.path.basename(path).removesuffix(".gz") or "recording.brrr")
