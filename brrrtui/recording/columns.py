@@ -25,8 +25,11 @@ from analyzers.model import NONE, Table
 from brrrtui.recording import codec
 from brrrtui.recording.checks import RecordingError, check_column, check_fits_in_memory
 
-SMALL_BATCH = 1024
+SMALL_BATCH = 4096
 """Batches of at most this many rows are decoded a column at a time (codec.decode_many), not one by one."""
+VALUELESS_ROWS = 1024
+"""The most rows a batch whose every column is one value may hold: rows that differ in nothing are rare, and a
+larger count there is damage no blob's length contradicts."""
 COUNT = "batch_rows"
 """The column holding a batch's row count (no schema column has this name)."""
 _MAX_ROWS = 2**40
@@ -179,7 +182,7 @@ class _Reader:
 def _check_counts(
     db: sqlite3.Connection, path: str, table: str, kept: list[str], first: int, last: int
 ) -> None:
-    """No batch among rowids first..last claims more than SMALL_BATCH rows with no column whose blob holds
+    """No batch among rowids first..last claims more than VALUELESS_ROWS rows with no column whose blob holds
     them: a constant column stores one value whatever the count, so only such a batch could make a load fill
     gigabytes from a damaged count (every other count must match its blobs' lengths). A batch whose every
     column is NULL is one the recorder folded (stream rows), never decoded."""
@@ -187,7 +190,7 @@ def _check_counts(
         return
     lengths = ", ".join(f"length({quoted(c)})" for c in kept)
     query = f"SELECT {COUNT}, {lengths} FROM {quoted(table)} WHERE rowid BETWEEN ? AND ? AND {COUNT} > ?"
-    for n, *sizes in db.execute(query, (first, last, SMALL_BATCH)):
+    for n, *sizes in db.execute(query, (first, last, VALUELESS_ROWS)):
         if all(size is None or size <= codec.HEAD for size in sizes) and any(
             size is not None for size in sizes
         ):
