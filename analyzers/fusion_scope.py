@@ -32,10 +32,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from analyzers.arrays import unique_rows
+from analyzers.arrays import distinct, unique_rows
 from analyzers.fusion_chain import FusionChain
 from analyzers.links import Links
-from analyzers.model import NONE, Trace
+from analyzers.model import NONE, Trace, flag_of
 from analyzers.opcost import OpCost
 from analyzers.roofline import Roofline
 from brrrtui.contract.modules import ModuleFrame, collapse, decode, encode
@@ -71,19 +71,25 @@ def _module_prefix(trace: Trace, links: Links, rows: list[int]) -> str:
     return encode([(f.path, f.kind) for f in common])
 
 
-def _in_module(trace: Trace, links: Links, prefix: str) -> np.ndarray:
-    """Per GPU row: it ran inside a module whose collapsed chain starts with `prefix`."""
-    mods = links.kernel_module
-    out = np.zeros(len(trace.gpu), dtype=bool)
-    if not prefix or not len(mods):
-        return out
-    ids = np.unique(mods[mods >= 0])
-    hit = [
-        int(i) for i in ids if _under(encode([(f.path, f.kind) for f in _frames(trace.name(int(i)))]), prefix)
-    ]
-    if hit:
-        out[:] = np.isin(mods, hit)
-    return out
+class ModuleChains:
+    """The collapsed chain of every module id the kernels ran in, worked out once for all of an analysis's
+    scopes (each scope asked again cost a pass over every GPU row and a decode of every chain)."""
+
+    def __init__(self, trace: Trace, links: Links):
+        self.mods = links.kernel_module
+        ids = distinct(self.mods[self.mods >= 0]) if len(self.mods) else np.empty(0, np.int64)
+        self.chains = {
+            int(i): encode([(f.path, f.kind) for f in _frames(trace.name(int(i)))]) for i in ids.tolist()
+        }
+        self.strings = len(trace.strings)
+
+    def rows_under(self, prefix: str) -> np.ndarray:
+        """Per GPU row: it ran inside a module whose collapsed chain starts with `prefix`."""
+        if not prefix or not len(self.mods):
+            return np.zeros(len(self.mods), dtype=bool)
+        flags = np.zeros(self.strings, dtype=bool)
+        flags[[i for i, chain in self.chains.items() if _under(chain, prefix)]] = True
+        return flag_of(flags, self.mods)
 
 
 def _under(module: str, prefix: str) -> bool:
@@ -136,13 +142,19 @@ def function_keys(trace: Trace, links: Links) -> np.ndarray:
 
 
 def scope_mask(
-    trace: Trace, links: Links, chain: FusionChain, order: StreamOrder, funcs: np.ndarray
+    trace: Trace,
+    links: Links,
+    chain: FusionChain,
+    order: StreamOrder,
+    funcs: np.ndarray,
+    modules: ModuleChains,
 ) -> np.ndarray:
     """The fusable GPU rows compiling the function of `chain`'s first line would cover."""
     same_func = np.append(funcs == funcs[chain.line_ids[0]], False)
     kline = links.kernel_line
     mask: np.ndarray = same_func[np.where(kline >= 0, kline, len(trace.lines))]
-    mask |= _in_module(trace, links, _module_prefix(trace, links, chain.rows))
+    if len(modules.mods):
+        mask |= modules.rows_under(_module_prefix(trace, links, chain.rows))
     mask &= order.cand
     return mask
 
@@ -346,9 +358,9 @@ def compile_scopes(
     for c in named:
         excluded[c.all_rows] = True
     groups: dict[bytes, tuple[np.ndarray, list[FusionChain]]] = {}
-    funcs = function_keys(trace, links)
+    funcs, modules = function_keys(trace, links), ModuleChains(trace, links)
     for c in seeds:
-        mask = scope_mask(trace, links, c, order, funcs) & ~excluded
+        mask = scope_mask(trace, links, c, order, funcs, modules) & ~excluded
         k = np.packbits(mask).tobytes()
         groups.setdefault(k, (mask, []))[1].append(c)
     kept: list[tuple[np.ndarray, list[FusionChain]]] = []
