@@ -131,8 +131,12 @@ def module_tree(
     accs: dict[Key, _Acc] = {}
     order: dict[Key, list[Key]] = {}
     outside_gpu = outside_idle = 0.0
-    for sid_raw in np.unique(k.module).tolist():
-        rows = np.nonzero(k.module == sid_raw)[0]
+    by_module = np.argsort(k.module, kind="stable")  # each module's rows in row order, one sort for all
+    ids, firsts = np.unique(k.module[by_module], return_index=True)
+    for sid_raw, lo, hi in zip(
+        ids.tolist(), firsts.tolist(), [*firsts[1:].tolist(), len(by_module)], strict=True
+    ):
+        rows = by_module[lo:hi]
         levels = chains.get(int(sid_raw))
         if not levels:
             outside_gpu += float(k.dur_ns[rows].sum())
@@ -172,6 +176,8 @@ def _fold(
     dur = k.dur_ns[rows].astype(np.int64)
     by_regime = np.array([int(dur[k.regime[rows] == REGIME_CODES[r]].sum()) for r in _REGIMES], np.int64)
     flops, nbytes = k.flops[rows], k.bytes[rows]
+    flops_sum, flops_known = float(np.nansum(flops)), int(np.isfinite(flops).sum())
+    bytes_sum, bytes_known = float(np.nansum(nbytes)), int(np.isfinite(nbytes).sum())
     idle = float(idle_by_row[rows].sum())
     lib = _ns_by(k.lib_line[rows], dur)
     user = _ns_by(k.line[rows], dur)
@@ -185,10 +191,10 @@ def _fold(
         acc.gpu += by_regime
         acc.idle += idle
         acc.kernels += len(rows)
-        acc.flops += float(np.nansum(flops))
-        acc.flops_known += int(np.isfinite(flops).sum())
-        acc.bytes += float(np.nansum(nbytes))
-        acc.bytes_known += int(np.isfinite(nbytes).sum())
+        acc.flops += flops_sum
+        acc.flops_known += flops_known
+        acc.bytes += bytes_sum
+        acc.bytes_known += bytes_known
         for src, dst in ((lib, acc.lib), (user, acc.user)):
             for line_id, ns in src.items():
                 dst[line_id] = dst.get(line_id, 0) + ns
