@@ -133,9 +133,8 @@ def module_tree(
     outside_gpu = outside_idle = 0.0
     by_module = np.argsort(k.module, kind="stable")  # each module's rows in row order, one sort for all
     ids, firsts = np.unique(k.module[by_module], return_index=True)
-    for sid_raw, lo, hi in zip(
-        ids.tolist(), firsts.tolist(), [*firsts[1:].tolist(), len(by_module)], strict=True
-    ):
+    ends = [*firsts[1:].tolist(), len(by_module)] if len(ids) else []
+    for sid_raw, lo, hi in zip(ids.tolist(), firsts.tolist(), ends, strict=True):
         rows = by_module[lo:hi]
         levels = chains.get(int(sid_raw))
         if not levels:

@@ -165,3 +165,16 @@ def test_resnet50_conv_layout_gets_channels_last_from_torchvision(hf_gpt2):
     # downsample is Sequential(conv, norm): two nodes once collapsed, named by their own index
     assert nodes[("layer1.*.downsample.*", "Conv2d")].name == "0"
     assert nodes[("layer1.*.downsample.*", "BatchNorm2d")].name == "1"
+
+
+def test_a_tree_of_no_kernels_is_empty():
+    import numpy as np
+
+    from analyzers.gaps import GAP_SCHEMA
+    from analyzers.model import empty_table
+    from analyzers.modules import KernelColumns, module_tree
+
+    none = np.zeros(0, dtype=np.int64)
+    columns = KernelColumns(none, none, none, none.astype(np.int8), none * 1.0, none * 1.0, none)
+    tree = module_tree(columns, empty_table(GAP_SCHEMA), lambda sid: "", [], steps=1)
+    assert tree.nodes == () and tree.total_gpu_ns == 0 and tree.idle_ns == 0

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from brrrtui.contract.schema import NONE
-from brrrtui.numpy_start import BLAS_THREADS
 from brrrtui.recording.chrome_fast import (
     CUT,
     START,
@@ -95,7 +94,7 @@ def _start_second_half(path: str, start: int, base: int) -> subprocess.Popen[byt
     run, an embedded Python, no process left to make)."""
     paths = [_PACKAGE_ROOT, os.environ.get("PYTHONPATH")]
     # one OpenBLAS thread: numpy's pool would spin a core away as it loads (brrrtui.numpy_start)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths)), BLAS_THREADS: "1"}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, paths)), "OPENBLAS_NUM_THREADS": "1"}
     argv = [sys.executable, "-m", __name__, path, str(start), str(base)]
     try:
         return subprocess.Popen(
