@@ -54,13 +54,6 @@ class Nesting(NamedTuple):
     tid: np.ndarray
 
 
-def nesting_parents(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sort intervals by (tid, start, -end) and give each its innermost enclosing interval: (order, parent) of
-    `nesting`."""
-    found = nesting(start, end, tid)
-    return found.order, found.parent
-
-
 def nesting(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> Nesting:
     """Sort intervals by (tid, start, -end) and give each its innermost enclosing interval.
 

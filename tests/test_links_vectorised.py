@@ -1,10 +1,10 @@
-"""links.nesting_parents is vectorised (pointer jumping); it must equal the plain stack walk it replaced."""
+"""links.nesting is vectorised (pointer jumping); it must equal the plain stack walk it replaced."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from analyzers.links import NONE, nesting_parents
+from analyzers.links import NONE, nesting
 
 
 def stack_walk(start, end, tid):
@@ -33,16 +33,16 @@ def test_random_intervals_match_the_stack_walk():
         e = s + rng.integers(0, 60, n)  # nested, disjoint, partly overlapping and zero-length intervals
         t = rng.integers(0, 3, n)
         o1, p1 = stack_walk(s, e, t)
-        o2, p2 = nesting_parents(s, e, t)
+        o2, p2 = nesting(s, e, t)[:2]
         assert np.array_equal(o1, o2) and np.array_equal(p1, p2)
 
 
 def test_long_flat_and_deep_sequences():
     n = 10_000
     s = np.arange(n) * 10
-    flat = nesting_parents(s, s + 5, np.zeros(n))[1]
+    flat = nesting(s, s + 5, np.zeros(n)).parent
     assert (flat == NONE).all()
-    deep = nesting_parents(np.arange(200), 1_000 - np.arange(200), np.zeros(200))[1]
+    deep = nesting(np.arange(200), 1_000 - np.arange(200), np.zeros(200)).parent
     assert deep.tolist() == [NONE] + list(range(199))
 
 
@@ -70,7 +70,7 @@ def test_backward_node_takes_the_line_of_its_creator_the_last_op_with_its_sequen
 def enclosing_walk(start, end, tid, q_time, q_tid):
     """innermost_enclosing as a loop: per point, the last interval of its thread starting at or before it,
     then up its parents while they end before the point."""
-    order, parent = nesting_parents(start, end, tid)
+    order, parent = nesting(start, end, tid)[:2]
     s, e, t = start[order], end[order], tid[order]
     out = []
     for qt, qd in zip(q_time.tolist(), q_tid.tolist(), strict=True):
