@@ -172,3 +172,8 @@ def dense_ids(values: np.ndarray) -> np.ndarray:
     """np.unique(values, return_inverse=True)[1] of an integer column, as int64: each value's rank among the
     distinct values."""
     return unique_inverse(values)[1]
+
+
+def window_stream_key(window: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """One int64 per row that sorts and compares as (window, stream): rows of one stream of one window share it."""
+    return window.astype(np.int64) << 32 | (stream.astype(np.int64) & 0xFFFFFFFF)

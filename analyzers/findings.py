@@ -26,7 +26,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from analyzers.arrays import lexsort
+from analyzers.arrays import lexsort, window_stream_key
 from analyzers.efficiency_findings import efficiency_findings
 from analyzers.finding_context import MIN_SAVING_SHARE, Context, count_lines, where
 from analyzers.fusion import FusionChain
@@ -120,7 +120,7 @@ def attention_findings(ctx: Context) -> list[Finding]:
     k_sm = np.where(op_name >= 0, is_sm[np.maximum(op_name, 0)], False)
     if not k_sm.any() or not k_mm.any():
         return []
-    key = gpu.window.astype(np.int64) << 32 | (gpu.stream.astype(np.int64) & 0xFFFFFFFF)
+    key = window_stream_key(gpu.window, gpu.stream)
     order = lexsort((gpu.start_ns, key))
     pos = np.nonzero(k_sm[order])[0]
     found: dict[tuple[int, ...], list[tuple[int, int]]] = defaultdict(list)

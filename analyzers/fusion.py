@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from analyzers.arrays import lexsort, unique_rows
+from analyzers.arrays import lexsort, unique_rows, window_stream_key
 from analyzers.fusion_chain import FusionChain as FusionChain
 from analyzers.fusion_patterns import ChainOp, named_pattern as named_pattern
 from analyzers.fusion_scope import StreamOrder, compile_scopes
@@ -91,7 +91,7 @@ def _neighbours(trace: Trace, roof: Roofline) -> tuple[np.ndarray, np.ndarray, n
     small = np.where(np.isfinite(roof.bytes), roof.bytes, 0.0) <= TRANSPARENT_BYTES
     transparent = ((roof.family == Family.FILL) | (gpu.kind == GpuKind.MEMSET)) & small
     seq = np.nonzero(~transparent)[0]
-    key = gpu.window.astype(np.int64) << 32 | (gpu.stream.astype(np.int64) & 0xFFFFFFFF)
+    key = window_stream_key(gpu.window, gpu.stream)
     order = seq[lexsort((gpu.start_ns[seq], key[seq]))]
     a, b = order[:-1], order[1:]
     return a, b, cand[a] & cand[b] & (key[a] == key[b]), StreamOrder(order, key, cand)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.arrays import distinct, lexsort, median
+from analyzers.arrays import distinct, lexsort, median, window_stream_key
 from analyzers.links import Links
 from analyzers.model import GpuKind, Trace
 
@@ -15,7 +15,7 @@ def stream_order(trace: Trace, busy: np.ndarray) -> tuple[np.ndarray, np.ndarray
     `same_stream_gaps` and `launch_bound` both walk (one sort for the two)."""
     gpu = trace.gpu
     rows = np.nonzero(busy)[0]
-    key = gpu.window[rows].astype(np.int64) << 32 | (gpu.stream[rows].astype(np.int64) & 0xFFFFFFFF)
+    key = window_stream_key(gpu.window[rows], gpu.stream[rows])
     order = lexsort((gpu.start_ns[rows], key))
     return rows[order], key[order]
 
