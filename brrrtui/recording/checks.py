@@ -8,6 +8,7 @@ that hold them; codes (`kind`, `mode`) are codes that exist.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -171,8 +172,10 @@ def check_ids(path: str, tables: Mapping[str, Table], strings: int, lines: int) 
                 )
 
 
+@functools.cache
 def memory_bytes() -> int | None:
-    """This machine's memory, or the container's limit where one is set lower (cgroup v2); None unknown."""
+    """This machine's memory, or the container's limit where one is set lower (cgroup v2); None unknown.
+    Read once: a live view asks at every table it reads, every poll."""
     try:
         found = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
@@ -187,8 +190,8 @@ def memory_bytes() -> int | None:
 
 def check_fits_in_memory(path: str, table: str, rows: int, row_bytes: int) -> None:
     """`rows` rows of `table` fit this machine's memory as columns, else one RecordingError line, before any
-    is allocated. A batch of constant columns stores its row count alone: a damaged count (2e9 rows) would
-    otherwise have the columns filled until the kernel kills the process."""
+    is allocated: numpy's allocation of more than memory can succeed (the kernel overcommits), and filling
+    the columns then gets the process killed instead of ending in an error."""
     need, have = rows * row_bytes, memory_bytes()
     if have is not None and need > have:
         raise RecordingError(

@@ -134,10 +134,11 @@ def total_rows(db: sqlite3.Connection, path: str, table: str) -> int:
 class _Reader:
     """Fills preallocated columns (the schema's dtypes) from the batches' blobs."""
 
-    def __init__(self, path: str, table: str, schema: Mapping[str, Any], present: set[str], n: int):
+    def __init__(self, path: str, table: str, schema: Mapping[str, Any], present: list[str], n: int):
+        """`present`: the schema's columns the table has, in schema order (the blobs' order in a batch's row)."""
         self.path, self.table = path, table
         self.dtypes = {c: np.dtype(d) for c, d in schema.items()}
-        self.present = [c for c in schema if c in present]
+        self.present = present
         self.out = {c: np.empty(n, dtype=d) for c, d in self.dtypes.items()}
         # each integer column's (min, max) so far, from the batches' offsets: the checks need no pass of their own
         self.bounds: dict[str, tuple[int, int] | None] = {c: None for c in schema}
@@ -224,8 +225,8 @@ def read_table(
     if wanted:
         _check_counts(db, path, table, kept, wanted[0][0], wanted[-1][0])
     check_fits_in_memory(path, table, hi - lo, sum(np.dtype(d).itemsize for d in schema.values()))
-    reader = _Reader(path, table, schema, present, hi - lo)
-    cols = ", ".join([COUNT, *map(quoted, reader.present)])
+    reader = _Reader(path, table, schema, kept, hi - lo)
+    cols = ", ".join([COUNT, *map(quoted, kept)])
     if wanted:  # one scan over the wanted batches (consecutive rowids), one batch in memory at a time
         query = f"SELECT {cols} FROM {quoted(table)} WHERE rowid BETWEEN ? AND ? ORDER BY rowid"
         done = 0
