@@ -188,6 +188,12 @@ def memory_bytes() -> int | None:
         return found
 
 
+def memory_note() -> str:
+    """ " (this machine has N GB)" for an out-of-memory error, "" when unknown."""
+    have = memory_bytes()
+    return f" (this machine has {have / 1e9:,.1f} GB)" if have else ""
+
+
 def check_fits_in_memory(path: str, table: str, rows: int, row_bytes: int) -> None:
     """`rows` rows of `table` fit this machine's memory as columns, else one RecordingError line, before any
     is allocated: numpy's allocation of more than memory can succeed (the kernel overcommits), and filling
