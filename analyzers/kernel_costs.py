@@ -235,17 +235,18 @@ def _nearest_costed(
     """Per gpu row, the nearest op of its ancestor chain whose cost is `known` (or, given `recorded`, that
     has a profiler-recorded value); NONE when none has."""
     chosen = np.full(chain.shape[1], NONE, dtype=np.int64)
+    rows = np.arange(chain.shape[1])  # the rows still looking
     for d in range(chain.shape[0]):
-        row = chain[d]
-        ok = (row >= 0) & (chosen < 0)
-        if not ok.any():
-            continue
-        safe = np.where(ok, row, 0)
-        ci = index[safe]
-        hit = ok & (ci >= 0) & known[ci]
+        op = chain[d][rows]
+        rows, op = rows[op >= 0], op[op >= 0]
+        if not len(rows):
+            break
+        ci = index[op]
+        hit = (ci >= 0) & known[ci]
         if recorded is not None:
-            hit |= ok & recorded[safe]
-        chosen[hit] = row[hit]
+            hit |= recorded[op]
+        chosen[rows[hit]] = op[hit]
+        rows = rows[~hit]
     return chosen
 
 
@@ -307,21 +308,19 @@ def cost_ops(trace: Trace, links: Calls) -> tuple[OpCosts, np.ndarray, np.ndarra
 
 def recorded_flops(trace: Trace, links: Calls, op: np.ndarray, fam: np.ndarray) -> np.ndarray:
     """Profiler-recorded FLOPs of `op` or of its nearest ancestor of the same family (NaN when none)."""
-    ops = trace.ops
+    flops = trace.ops.flops
     out = np.full(len(op), np.nan)
-    own = np.where(op >= 0, fam[np.maximum(op, 0)], -1)
-    cur = op.copy()
-    for _ in range(4):
-        ok = (cur >= 0) & np.isnan(out)
-        if not ok.any():
+    rows = np.nonzero(op >= 0)[0]  # the rows still looking, and the op each looks at now
+    cur, own = op[rows], fam[op[rows]]
+    for level in range(4):
+        if not len(rows):
             break
-        rec = np.where(ok, ops.flops[np.maximum(cur, 0)], np.nan)
-        same = fam[np.maximum(cur, 0)] == own
-        take = ok & np.isfinite(rec) & (same | (cur == op))
-        out[take] = rec[take]
-        nxt = np.full_like(cur, NONE)
-        nxt[ok] = links.op_parent[cur[ok]]
-        cur = nxt
+        rec = flops[cur]
+        take = np.isfinite(rec) & ((fam[cur] == own) | (level == 0))  # its own op's count, any family
+        out[rows[take]] = rec[take]
+        rows, cur, own = rows[~take], links.op_parent[cur[~take]], own[~take]
+        up = cur >= 0
+        rows, cur, own = rows[up], cur[up], own[up]
     return out
 
 

@@ -112,24 +112,26 @@ def _row_costs(
     c_fam = np.array([int(c.family) for c in costs] + [-1], dtype=np.int8)
     c_low = np.array([-1 if c.low_precision is None else int(c.low_precision) for c in costs] + [-1], np.int8)
 
-    def per_op(table: np.ndarray, op: np.ndarray) -> np.ndarray:
+    def slot(op: np.ndarray) -> np.ndarray:
+        """Each op's place in the tables above (the last, unknown, for NONE and the ops not costed)."""
         ci = np.where(op >= 0, index[np.maximum(op, 0)], NONE) if len(index) else np.full(len(op), NONE)
-        return table[np.where(ci >= 0, ci, len(table) - 1)]
+        return np.where(ci >= 0, ci, len(costs))
+
+    flops_slot, bytes_slot = slot(flops_op), slot(bytes_op)
 
     op_fam_all = np.full(len(ops), -1, dtype=np.int8)
     has = index >= 0
     op_fam_all[has] = c_fam[index[has]]
-    fam_of_flops_op = np.where(flops_op >= 0, op_fam_all[np.maximum(flops_op, 0)] if len(ops) else -1, -1)
     rec = recorded_flops(trace, links, flops_op, op_fam_all) if len(ops) else np.full(len(gpu), np.nan)
-    op_flops = np.where(np.isfinite(rec), rec, per_op(c_flops, flops_op))
-    op_bytes = per_op(c_bytes, bytes_op)
+    op_flops = np.where(np.isfinite(rec), rec, c_flops[flops_slot])
+    op_bytes = c_bytes[bytes_slot]
     row_flops, row_bytes = split_costs(trace, op_flops, op_bytes, flops_op, bytes_op)
     return _RowCosts(
         flops=row_flops,
         bytes=row_bytes,
         op_bytes=op_bytes,
-        family=np.where(flops_op >= 0, fam_of_flops_op, per_op(c_fam, bytes_op)).astype(np.int8),
-        low=per_op(c_low, np.where(flops_op >= 0, flops_op, bytes_op)),
+        family=np.where(flops_op >= 0, c_fam[flops_slot], c_fam[bytes_slot]),
+        low=c_low[np.where(flops_op >= 0, flops_slot, bytes_slot)],
     )
 
 
