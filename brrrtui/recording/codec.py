@@ -164,7 +164,9 @@ def decode_many(
                 more = decode_into(out[at : at + n], blob, n, 0, False, where)
                 bounds = union_bounds(bounds, more)
             continue
-        values = np.repeat(bases, ns) if raw is None else raw.astype(np.int64) + np.repeat(bases, ns)
+        values = np.repeat(bases, ns)
+        if raw is not None:
+            values += raw  # in place: no int64 copy of the offsets
         lo, hi = _bounds(values)
         _check_fits(out, lo, hi, where)
         out[rows] = values
