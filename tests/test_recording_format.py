@@ -270,6 +270,14 @@ def test_small_batches_decoded_together_read_as_one_by_one():
         codec.decode_into(f_one[a : a + n], bl, n, 0, True, "t.f")
     assert codec.decode_many(f_many, parts, True, "t.f") is None
     np.testing.assert_array_equal(f_one, f_many)
+    # the blobs' codes and lengths are checked for the column at once: the one that is wrong is named
+    damaged = [parts[0], (parts[1][0] + b"\x00", 2, 4), parts[2]]
+    with pytest.raises(
+        RecordingError, match=r"^t\.f holds 10 bytes of code 6, not the 4 values of its batch$"
+    ):
+        codec.decode_many(np.zeros(9), damaged, True, "t.f")
+    with pytest.raises(RecordingError, match=r"^t\.f holds 'x', not a column$"):
+        codec.decode_many(np.zeros(9), [parts[0], ("x", 2, 4)], True, "t.f")
 
 
 def test_each_column_takes_the_narrowest_code_that_holds_its_batch():

@@ -16,7 +16,7 @@ value its column cannot, ends in one RecordingError line.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -143,6 +143,9 @@ class _Reader:
         # each integer column's (min, max) so far, from the batches' offsets: the checks need no pass of their own
         self.bounds: dict[str, tuple[int, int] | None] = {c: None for c in schema}
         self.pending: dict[str, list[tuple[Any, int, int]]] = {c: [] for c in self.present}  # (blob, at, n)
+        self.small: list[
+            tuple[Sequence[Any], int, int]
+        ] = []  # (the batch's blobs, at, n): whole small batches
         for c, d in self.dtypes.items():
             if c not in present:
                 self.out[c].fill(_unknown(d))
@@ -151,10 +154,13 @@ class _Reader:
     def _widen(self, c: str, more: tuple[int, int] | None) -> None:
         self.bounds[c] = codec.union_bounds(self.bounds[c], more)
 
-    def fill(self, blobs: Iterable[Any], at: int, n: int, skip: int, take: int) -> None:
+    def fill(self, blobs: Sequence[Any], at: int, n: int, skip: int, take: int) -> None:
         """One batch of `n` rows; its rows [skip, skip + take) go to out[at:at + take]. A small whole batch
         waits for `finish`, which decodes a column's small batches together."""
         small = skip == 0 and take == n <= SMALL_BATCH
+        if small and None not in blobs:  # its columns go to pending in finish, not one by one per batch
+            self.small.append((blobs, at, n))
+            return
         for c, blob in zip(self.present, blobs, strict=True):
             dt = self.dtypes[c]
             if blob is None:
@@ -169,6 +175,9 @@ class _Reader:
                 self._widen(c, more)
 
     def finish(self) -> None:
+        for j, c in enumerate(self.present):
+            self.pending[c] += [(blobs[j], at, n) for blobs, at, n in self.small]
+        self.small.clear()
         for c, parts in self.pending.items():
             if parts:
                 self._widen(
