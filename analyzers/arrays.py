@@ -177,3 +177,33 @@ def dense_ids(values: np.ndarray) -> np.ndarray:
 def window_stream_key(window: np.ndarray, stream: np.ndarray) -> np.ndarray:
     """One int64 per row that sorts and compares as (window, stream): rows of one stream of one window share it."""
     return window.astype(np.int64) << 32 | (stream.astype(np.int64) & 0xFFFFFFFF)
+
+
+GROUP_ROWS = 1 << 18
+"""Rows of the leading table in a group of windows that a pass works through at a time (window_groups)."""
+
+
+def window_groups(windows: tuple[np.ndarray, ...], rows: int | None = None) -> list[tuple[slice, ...]]:
+    """Consecutive windows gathered into groups of at least `rows` (default GROUP_ROWS) rows of the first table
+    (the last group: what is left), each as one slice per table: the rows of those windows, when every table's
+    `window` column is in window order (a recording's are). One group of every row when one is not, or when the
+    first table has no more than `rows` rows.
+
+    A pass whose rows relate only within a window (calls nest inside one profiling session) gives the same
+    answer group by group, with its temporaries the size of a group, not of the trace."""
+    rows = GROUP_ROWS if rows is None else rows
+    whole = [tuple(slice(0, len(w)) for w in windows)]
+    if len(windows[0]) <= rows or not all(len(w) < 2 or bool((w[1:] >= w[:-1]).all()) for w in windows):
+        return whole
+    ids = np.zeros(0, dtype=np.int64)
+    for w in windows:  # each sorted: its distinct ids without a sort
+        if len(w):
+            ids = np.union1d(ids, w[np.concatenate(([True], w[1:] != w[:-1]))].astype(np.int64))
+    lo = [np.searchsorted(w, same_type(ids, w), "left") for w in windows]
+    hi = [np.searchsorted(w, same_type(ids, w), "right") for w in windows]
+    groups, first = [], 0
+    for i, end in enumerate(hi[0].tolist()):
+        if end - int(lo[0][first]) >= rows or i == len(ids) - 1:
+            groups.append(tuple(slice(int(a[first]), int(b[i])) for a, b in zip(lo, hi, strict=True)))
+            first = i + 1
+    return groups

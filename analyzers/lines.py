@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.arrays import lexsort
+from analyzers.arrays import lexsort, window_groups
 from analyzers.model import Table, Trace
 from analyzers.results import REGIME_CODES, LineStat, Regime
 
@@ -23,14 +23,25 @@ _REGIMES = (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD, Regime.COMMUNICATION
 
 
 def _union_ns_by_line(spans: Table, n_lines: int) -> np.ndarray:
-    """Sum over lines of the length of the union of each line's spans (per thread)."""
+    """Sum over lines of the length of the union of each line's spans (per thread), window group by window
+    group (spans of two profiling sessions do not overlap)."""
     out = np.zeros(n_lines, dtype=np.int64)
-    ok = (spans.line >= 0) & (spans.line < n_lines) if len(spans) else np.zeros(0, bool)
+    for rows in window_groups((spans.window,)):
+        _add_union_ns(spans.line[rows], spans.tid[rows], spans.start_ns[rows], spans.dur_ns[rows], out)
+    return out
+
+
+def _add_union_ns(
+    line: np.ndarray, tid: np.ndarray, start: np.ndarray, dur: np.ndarray, out: np.ndarray
+) -> None:
+    """out[line] += the length of the union of the line's spans (per thread) among these."""
+    n_lines = len(out)
+    ok = (line >= 0) & (line < n_lines)
     if not ok.any():
-        return out
-    line, tid = spans.line[ok].astype(np.int64), spans.tid[ok]
-    s = spans.start_ns[ok]
-    e = s + spans.dur_ns[ok]
+        return
+    line, tid = line[ok].astype(np.int64), tid[ok]
+    s = start[ok]
+    e = s + dur[ok]
     order = lexsort((s, tid, line))
     line, tid, s, e = line[order], tid[order], s[order], e[order]
     group = np.concatenate(([True], (line[1:] != line[:-1]) | (tid[1:] != tid[:-1])))
@@ -48,7 +59,6 @@ def _union_ns_by_line(spans: Table, n_lines: int) -> np.ndarray:
     prev_run[group] = rel_s[group]  # a group's first span starts fresh
     contrib = np.clip(rel_e - np.maximum(rel_s, prev_run), 0, None)
     np.add.at(out, line, contrib)
-    return out
 
 
 def _idle_ns_by_line(gaps: Table, n_lines: int) -> np.ndarray:

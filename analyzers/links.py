@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from analyzers.arrays import distinct, lexsort
+from analyzers.arrays import distinct, lexsort, window_groups
 from analyzers.compiled import CompiledLines, compiled_lines, fill_op_lines
 from analyzers.model import NONE, Trace
 from analyzers.parallel import concurrently
@@ -189,13 +189,16 @@ def _kernel_launches(trace: Trace) -> np.ndarray:
 
 
 def _span_rows(trace: Trace, dtype: type[np.signedinteger]) -> np.ndarray:
-    """op row -> the innermost span containing the op's start on the same thread (NONE)."""
+    """op row -> the innermost span containing the op's start on the same thread (NONE); window group by
+    window group (arrays.window_groups)."""
     ops, spans = trace.ops, trace.spans
-    if len(spans) and len(ops):
-        return innermost_enclosing(
-            spans.start_ns, spans.start_ns + spans.dur_ns, spans.tid, ops.start_ns, ops.tid, dtype=dtype
-        )
-    return np.full(len(ops), NONE, dtype=dtype)
+    out = np.full(len(ops), NONE, dtype=dtype)
+    for o, s in window_groups((ops.window, spans.window)):
+        if s.stop > s.start and o.stop > o.start:
+            start, end = spans.start_ns[s], spans.start_ns[s] + spans.dur_ns[s]
+            found = innermost_enclosing(start, end, spans.tid[s], ops.start_ns[o], ops.tid[o], dtype=dtype)
+            out[o] = np.where(found >= 0, found + s.start, NONE)
+    return out
 
 
 def _op_spans(trace: Trace, direct: np.ndarray, op_parent: np.ndarray) -> np.ndarray:
@@ -302,13 +305,19 @@ def link_calls(trace: Trace) -> tuple[Calls, np.ndarray]:
     idx = _index_dtype(trace)
 
     def ops_and_launches() -> tuple[np.ndarray, np.ndarray]:
-        op_end = ops.start_ns + ops.dur_ns
-        nested = nesting(ops.start_ns, op_end, ops.tid)
-        launch_op = innermost_enclosing(ops.start_ns, op_end, ops.tid, rt.start_ns, rt.tid, nested, idx)
+        """Window group by window group (arrays.window_groups): calls nest inside one profiling session."""
+        launch_op = np.full(len(rt), NONE, dtype=idx)
         op_parent = np.full(len(ops), NONE, dtype=idx)  # op -> enclosing op (for inheritance)
-        if len(ops):
+        for o, r in window_groups((ops.window, rt.window)):
+            if o.stop == o.start:
+                continue
+            start, end, tid = ops.start_ns[o], ops.start_ns[o] + ops.dur_ns[o], ops.tid[o]
+            nested = nesting(start, end, tid)
+            found = innermost_enclosing(start, end, tid, rt.start_ns[r], rt.tid[r], nested, idx)
+            launch_op[r] = np.where(found >= 0, found + o.start, NONE)
             order, parent_sorted = nested.order, nested.parent
-            op_parent[order] = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)], NONE)
+            parent = np.where(parent_sorted >= 0, order[np.maximum(parent_sorted, 0)] + o.start, NONE)
+            op_parent[o][order] = parent
         return launch_op, op_parent
 
     (launch_op, op_parent), (kernel_launch, span_rows) = concurrently(

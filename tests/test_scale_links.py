@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import analyzers.links as links_module
+from analyzers import arrays
 from analyzers.analyze import analyze
-from analyzers.arrays import rows_per_window
+from analyzers.arrays import rows_per_window, window_groups
 from analyzers.breakdown import span_breakdown
 from analyzers.links import link
 from brrrtui.present.report import to_json
@@ -72,3 +73,46 @@ def test_span_breakdown_matches_a_nanosecond_count() -> None:
         got = (b.compute_ns, b.memory_ns, b.communication_ns, b.idle_ns, b.communication_hidden_ns)
         assert got == tuple(counts.values())
         assert b.compute_ns + b.memory_ns + b.communication_ns + b.overhead_ns == hi - lo
+
+
+def test_window_groups_tile_every_table_with_whole_windows() -> None:
+    ops = np.repeat(np.arange(6, dtype=np.int32), [4, 0, 3, 5, 1, 2])[np.r_[0:4, 4:7, 7:12, 12:13, 13:15]]
+    runtime = np.array([0, 0, 1, 2, 3, 3, 3, 5, 7], dtype=np.int32)  # window 1 and 7: in one table only
+    groups = window_groups((ops, runtime), rows=4)
+    for k, table in enumerate((ops, runtime)):
+        cuts = [g[k] for g in groups]
+        assert cuts[0].start == 0 and cuts[-1].stop == len(table)
+        assert all(
+            a.stop == b.start for a, b in zip(cuts, cuts[1:], strict=False)
+        )  # one after another, no row twice
+    for g in groups:  # a window's rows of every table in one group
+        ids = [set(t[s].tolist()) for t, s in zip((ops, runtime), g, strict=True)]
+        others = [
+            set(t[: s.start].tolist()) | set(t[s.stop :].tolist())
+            for t, s in zip((ops, runtime), g, strict=True)
+        ]
+        assert not (ids[0] | ids[1]) & (others[0] | others[1])
+    assert [g[0] for g in groups] == [slice(0, 4), slice(4, 12), slice(12, 15)]
+    assert window_groups((ops[::-1].copy(), runtime), rows=4) == [(slice(0, 15), slice(0, 9))]  # not in order
+    assert window_groups((ops, runtime), rows=15) == [(slice(0, 15), slice(0, 9))]  # too few rows to split
+
+
+@pytest.mark.parametrize(
+    "name", ["h200_bert", "h200_gpt2_compile_block_after", "h200_known_regimes_sleep20"]
+)  # 2, 3 and 4 windows
+def test_links_and_report_group_by_group_are_the_whole_traces(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The passes that go window group by window group (the calls' nesting, each op's span, the lines' CPU time,
+    the CPU's cover of the gaps) give the links and the report of one group of every row: every window of real
+    H200 recordings analysed, a window a group."""
+    trace = load_trace(os.path.join(FIXTURES, f"{name}.brrr.gz"))
+    every = trace.windows.window.tolist()
+    whole, report = link(trace), json.dumps(to_json(analyze(trace, windows=every)))
+    monkeypatch.setattr(arrays, "GROUP_ROWS", 100)
+    assert len(window_groups((trace.ops.window,))) == len(every)
+    grouped = link(trace)
+    for f in whole.__dataclass_fields__:
+        if f != "compiled":
+            np.testing.assert_array_equal(getattr(grouped, f), getattr(whole, f), err_msg=f)
+    assert json.dumps(to_json(analyze(trace, windows=every))) == report
