@@ -12,6 +12,7 @@ import re
 
 import numpy as np
 
+from analyzers import arrays
 from analyzers.links import Links
 from analyzers.model import NONE, Trace, flag_of
 
@@ -80,13 +81,18 @@ def _last_starting_before(start: np.ndarray, end: np.ndarray, g0: np.ndarray, g1
 
 
 def _touching(start: np.ndarray, end: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
-    """Per interval [start, end): it overlaps some [g0, g1) (by more than a point)."""
+    """Per interval [start, end): it overlaps some [g0, g1) (by more than a point). The intervals are taken
+    GROUP_ROWS at a time: each is looked up on its own, and the lookups' temporaries stay that size."""
     o = np.argsort(g0, kind="stable")
     first, reach = g0[o], np.maximum.accumulate(g1[o])  # reach[j]: the latest end of the gaps up to j
-    j = np.searchsorted(first, end, "left") - 1  # the gaps starting before the interval ends: 0..j
-    hit = j >= 0
-    hit[hit] = reach[j[hit]] > start[hit]
-    return hit
+    out, step = np.zeros(len(start), dtype=bool), arrays.GROUP_ROWS
+    for lo in range(0, len(start), step):
+        s, e = start[lo : lo + step], end[lo : lo + step]
+        j = np.searchsorted(first, e, "left") - 1  # the gaps starting before the interval ends: 0..j
+        hit = out[lo : lo + step]
+        np.greater_equal(j, 0, out=hit)
+        hit[hit] = reach[j[hit]] > s[hit]
+    return out
 
 
 def main_thread(trace: Trace) -> int | None:

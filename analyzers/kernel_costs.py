@@ -70,7 +70,7 @@ def _ancestors(links: Calls, start: np.ndarray) -> np.ndarray:
     """(depth, n) op rows: the op itself, its parent, ... up to MAX_DEPTH levels above it (NONE past the root);
     the levels stop at the first one where every row is past its root."""
     levels = []
-    cur = start.astype(np.int64)
+    cur = start.astype(links.op_parent.dtype)  # int32 when the ops fit it: the levels are (depth, n) of them
     for _ in range(MAX_DEPTH + 1):
         ok = cur >= 0
         if not ok.any():
@@ -379,9 +379,7 @@ def split_costs(
     bytes_owner = np.where(compute, bytes_op, NONE)
     same = np.array_equal(bytes_owner, flops_owner)  # mostly one op gives a kernel both
     nbytes = split_by_duration(op_bytes, bytes_owner, gpu.dur_ns, shares if same else None)
-    moved = split_by_duration(LAYOUT_TRAFFIC * op_bytes, np.where(layout, bytes_op, NONE), gpu.dur_ns)
-    nbytes[layout] = moved[layout]
-    for h, share in helpers:
-        helper_bytes = split_by_duration(share * op_bytes, np.where(h, bytes_op, NONE), gpu.dur_ns)
-        nbytes[h] = helper_bytes[h]
+    for rows, share in [(layout, LAYOUT_TRAFFIC), *helpers]:  # few rows: split among them alone
+        r = np.nonzero(rows)[0]
+        nbytes[r] = split_by_duration(share * op_bytes[r], bytes_op[r], gpu.dur_ns[r])
     return flops, nbytes
