@@ -374,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if command in COMMANDS:
                 return run_command(command, rest)
             if argv is None:  # a process of its own (tests call main(argv)): it ends once the report is out,
-                rc = cmd_report(rest)  # without Python's teardown (~6 % of 1 M kernels' time, README "Scale")
+                rc = cmd_report(rest)  # without Python's teardown (~8 % of 1 M kernels' time, README "Scale")
                 sys.stdout.flush()  # stderr is line-buffered
                 os._exit(rc)
             return cmd_report(rest)

@@ -76,7 +76,7 @@ def test_span_breakdown_matches_a_nanosecond_count() -> None:
 
 
 def test_window_groups_tile_every_table_with_whole_windows() -> None:
-    ops = np.repeat(np.arange(6, dtype=np.int32), [4, 0, 3, 5, 1, 2])[np.r_[0:4, 4:7, 7:12, 12:13, 13:15]]
+    ops = np.repeat(np.arange(6, dtype=np.int32), [4, 0, 3, 5, 1, 2])  # window 1: no ops
     runtime = np.array([0, 0, 1, 2, 3, 3, 3, 5, 7], dtype=np.int32)  # window 1 and 7: in one table only
     groups = window_groups((ops, runtime), rows=4)
     for k, table in enumerate((ops, runtime)):
