@@ -12,15 +12,27 @@ from brrrtui.present.report import to_json
 from tests.test_h200_recordings import open_fixture
 
 
-def test_results_come_back_in_the_calls_order_from_threads_of_their_own(monkeypatch):
+def test_results_come_back_in_the_calls_order_from_at_most_threads_threads(monkeypatch):
+    """Five calls on two threads (the caller's and one more), never more than two running at once."""
     monkeypatch.setattr(parallel, "THREADS", 2)
-    names = parallel.concurrently(
-        lambda: (time.sleep(0.05), threading.current_thread().name)[1],
-        lambda: threading.current_thread().name,
-        lambda: threading.current_thread().name,
-    )
-    assert names[0] == threading.current_thread().name
-    assert len(set(names)) == 3
+    running, most, lock = [0], [0], threading.Lock()
+
+    def call(k: int):
+        def run() -> tuple[int, str]:
+            with lock:
+                running[0] += 1
+                most[0] = max(most[0], running[0])
+            time.sleep(0.05)
+            with lock:
+                running[0] -= 1
+            return k, threading.current_thread().name
+
+        return run
+
+    out = parallel.concurrently(*(call(k) for k in range(5)))
+    assert [k for k, _ in out] == list(range(5))
+    assert most[0] == 2
+    assert threading.current_thread().name in {name for _, name in out} and len({n for _, n in out}) == 2
 
 
 def test_one_thread_runs_the_calls_in_order_on_the_callers_thread(monkeypatch):
@@ -58,4 +70,3 @@ def test_a_recordings_report_is_the_same_with_passes_on_threads_or_one_by_one(mo
         reports.append(json.dumps(to_json(analyze(trace)), sort_keys=True))
     assert reports[0] == reports[1]
     assert '"findings": []' not in reports[0]  # a report with findings, lines and modules to compare
-
