@@ -82,9 +82,8 @@ def test_window_groups_tile_every_table_with_whole_windows() -> None:
     for k, table in enumerate((ops, runtime)):
         cuts = [g[k] for g in groups]
         assert cuts[0].start == 0 and cuts[-1].stop == len(table)
-        assert all(
-            a.stop == b.start for a, b in zip(cuts, cuts[1:], strict=False)
-        )  # one after another, no row twice
+        # one after another, no row twice
+        assert all(a.stop == b.start for a, b in zip(cuts, cuts[1:], strict=False))
     for g in groups:  # a window's rows of every table in one group
         ids = [set(t[s].tolist()) for t, s in zip((ops, runtime), g, strict=True)]
         others = [

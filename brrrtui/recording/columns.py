@@ -143,9 +143,8 @@ class _Reader:
         # each integer column's (min, max) so far, from the batches' offsets: the checks need no pass of their own
         self.bounds: dict[str, tuple[int, int] | None] = {c: None for c in schema}
         self.pending: dict[str, list[tuple[Any, int, int]]] = {c: [] for c in self.present}  # (blob, at, n)
-        self.small: list[
-            tuple[Sequence[Any], int, int]
-        ] = []  # (the batch's blobs, at, n): whole small batches
+        # whole small batches, (the batch's blobs, at, n): finish hands their columns to pending
+        self.small: list[tuple[Sequence[Any], int, int]] = []
         for c, d in self.dtypes.items():
             if c not in present:
                 self.out[c].fill(_unknown(d))
