@@ -61,7 +61,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.arrays import distinct, lexsort
+from analyzers.arrays import distinct, lexsort, window_groups
 from analyzers.cpu_waits import Waits
 from analyzers.gap_evidence import COVER_SHARE, GapEvidence
 from analyzers.links import Links, innermost_enclosing
@@ -100,13 +100,35 @@ def _window_bounds(trace: Trace) -> dict[int, tuple[int, int]]:
 def find_gaps(trace: Trace, busy: np.ndarray) -> Table:
     """The device-wide idle intervals of the busy rows inside each window (every stream idle), with the
     leading (window start -> first row) and trailing (last row end -> window end) idle time, so gaps + busy
-    time tile the window exactly. `stream` is NONE: no one stream owns such a gap."""
+    time tile the window exactly. `stream` is NONE: no one stream owns such a gap. Window group by window
+    group (arrays.window_groups): a window's gaps need only its own rows."""
     gpu = trace.gpu
     bounds = _window_bounds(trace)
-    rows = np.nonzero(busy)[0]
     out: dict[str, list[np.ndarray]] = {k: [] for k in ("window", "stream", "start_ns", "dur_ns", "next_row")}
+    windows_seen: set[int] = set()
+    for (group,) in window_groups((gpu.window,)):
+        rows = np.nonzero(busy[group])[0] + group.start
+        windows_seen |= set(distinct(gpu.window[rows]).tolist())
+        _add_window_gaps(gpu, rows, bounds, out)
+    for win, (lo, hi) in bounds.items():  # windows with no GPU work at all are one idle gap
+        if win not in windows_seen and hi > lo:
+            whole = {"window": win, "stream": NONE, "start_ns": lo, "dur_ns": hi - lo, "next_row": NONE}
+            for k, v in whole.items():
+                out[k].append(np.array([v]))
+    cols = {
+        k: (np.concatenate(v) if v else np.empty(0)).astype(GAP_SCHEMA[k], copy=False) for k, v in out.items()
+    }
+    n = len(cols["window"])
+    cols["cause"] = np.full(n, GAP_CAUSE_CODES[GapCause.OTHER], np.int8)
+    cols["line"] = np.full(n, NONE, GAP_SCHEMA["line"])
+    return Table({k: cols[k] for k in GAP_SCHEMA})
+
+
+def _add_window_gaps(
+    gpu: Table, rows: np.ndarray, bounds: dict[int, tuple[int, int]], out: dict[str, list[np.ndarray]]
+) -> None:
+    """Append to `out` the gaps of the windows of busy `rows`: sorted by (window, start), one window at a time."""
     group_key = gpu.window[rows].astype(np.int64)
-    windows_seen = set(distinct(gpu.window[rows]).tolist())
     order = lexsort((gpu.start_ns[rows], group_key))
     rows, group_key = rows[order], group_key[order]
     cuts = np.nonzero(np.diff(group_key))[0] + 1
@@ -126,18 +148,6 @@ def find_gaps(trace: Trace, busy: np.ndarray) -> Table:
         out["start_ns"].append(g0[keep])
         out["dur_ns"].append((g1 - g0)[keep])
         out["next_row"].append(nxt[keep])
-    for win, (lo, hi) in bounds.items():  # windows with no GPU work at all are one idle gap
-        if win not in windows_seen and hi > lo:
-            whole = {"window": win, "stream": NONE, "start_ns": lo, "dur_ns": hi - lo, "next_row": NONE}
-            for k, v in whole.items():
-                out[k].append(np.array([v]))
-    cols = {
-        k: (np.concatenate(v) if v else np.empty(0)).astype(GAP_SCHEMA[k], copy=False) for k, v in out.items()
-    }
-    n = len(cols["window"])
-    cols["cause"] = np.full(n, GAP_CAUSE_CODES[GapCause.OTHER], np.int8)
-    cols["line"] = np.full(n, NONE, GAP_SCHEMA["line"])
-    return Table({k: cols[k] for k in GAP_SCHEMA})
 
 
 @dataclass
