@@ -146,3 +146,39 @@ def test_every_drill_step_describes_on_real_analyses(tmp_path):
             kinds.add(node.kind)
             queue += [n for _, n in d.children]
         assert {"summary", "line", "op", "kname", "kernel", "finding"} <= kinds, (path, kinds)
+
+
+def test_every_windows_rows_come_from_one_search_of_each_table():
+    """rows_of_windows gives each window the gpu, op and gap rows a mask per window selects, in table order:
+    on a four-window H200 recording analysed whole, its gaps out of window order and a window they lack."""
+    import os
+
+    from analyzers.analyze import analyze
+    from brrrtui.present.lanes import rows_of_windows
+    from brrrtui.recording.load import load_trace
+
+    path = os.path.join(os.path.dirname(__file__), "fixtures", "h200_known_regimes_sleep20.brrr.gz")
+    trace = load_trace(path)
+    a = analyze(trace, windows=trace.windows.window.tolist())
+    a.gaps = a.gaps.take(np.argsort(-a.gaps.window, kind="stable")[1:])  # last window first, one gap fewer
+    windows = [*trace.windows.window.tolist(), 99]
+    found = rows_of_windows(a, windows)
+    for w in windows:
+        masks = (a.trace.gpu.window == w, a.trace.ops.window == w, a.gaps.window == w)
+        for got, mask in zip(found[w], masks, strict=True):
+            np.testing.assert_array_equal(got, np.nonzero(mask)[0])
+    assert sum(len(found[w][0]) for w in windows) == len(a.trace.gpu) > 0
+
+
+def test_a_lanes_class_codes_are_np_uniques():
+    from brrrtui.present.timeline import _distinct_codes
+
+    rng = np.random.default_rng(3)
+    for codes in (
+        rng.integers(0, 6, 5000),
+        rng.integers(-3, 3, 50),
+        np.zeros(0, dtype=np.int64),
+        [70_000, 2],
+    ):
+        c = np.asarray(codes, dtype=np.int64)
+        np.testing.assert_array_equal(_distinct_codes(c), np.unique(c))

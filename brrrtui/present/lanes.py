@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.arrays import unique_rows, window_rows
+from analyzers.arrays import rows_per_window, unique_rows, window_rows
 from analyzers.model import Trace
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Analysis, GapCause, Regime
 from analyzers.stream import Segment, StreamView
@@ -155,15 +155,32 @@ def _sync_ops(trace: Trace, launch_op: np.ndarray, op_top: np.ndarray) -> np.nda
     return out
 
 
-def build_lanes(analysis: Analysis, window: int, sync: np.ndarray | None = None) -> WindowLanes:
-    """The window's lanes; `sync`: op_sync(analysis), when the caller builds several windows."""
+WindowRows = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""A window's gpu, op and gap rows, in table order."""
+
+
+def rows_of_windows(analysis: Analysis, windows: list[int]) -> dict[int, WindowRows]:
+    """Every window's gpu, op and gap rows, from one search of each table (not a pass per window)."""
+    tables = (analysis.trace.gpu.window, analysis.trace.ops.window, analysis.gaps.window)
+    g, o, p = (rows_per_window(column, windows) for column in tables)
+    return {w: (_as_rows(g[k]), _as_rows(o[k]), _as_rows(p[k])) for k, w in enumerate(windows)}
+
+
+def _as_rows(rows: slice | np.ndarray) -> np.ndarray:
+    return np.arange(rows.start, rows.stop) if isinstance(rows, slice) else rows
+
+
+def build_lanes(
+    analysis: Analysis, window: int, sync: np.ndarray | None = None, table_rows: WindowRows | None = None
+) -> WindowLanes:
+    """The window's lanes; `sync`: op_sync(analysis), and `table_rows`: rows_of_windows(...)[window], when the
+    caller builds several windows."""
     trace, links, gaps = analysis.trace, analysis.links, analysis.gaps
     gpu, ops = trace.gpu, trace.ops
-    gmask, omask = _window_rows(gpu.window, window), _window_rows(ops.window, window)
+    gmask, omask, gap_rows = rows_of_windows(analysis, [window])[window] if table_rows is None else table_rows
     w0, w1 = window_bounds(trace, window, (gmask, omask))
     lanes: list[Lane] = []
 
-    gap_rows = np.nonzero(gaps.window == window)[0] if len(gaps) else np.empty(0, dtype=np.int64)
     cols = (gpu.device[gmask].astype(np.int64), gpu.stream[gmask].astype(np.int64))
     first = unique_rows(cols)[0]  # the distinct (device, stream) pairs, sorted
     keys = list(zip(cols[0][first].tolist(), cols[1][first].tolist(), strict=True))

@@ -18,7 +18,15 @@ from analyzers.results import Analysis, Finding, KernelStat, LineStat
 from analyzers.stream import StreamView, stream_figures, stream_view
 from brrrtui.contract.schema import COMPILED_CALL_PREFIX
 from brrrtui.contract.userfiles import is_user_file
-from brrrtui.present.lanes import PageKey, WindowLanes, build_lanes, build_stream_lanes, op_sync, window_ids
+from brrrtui.present.lanes import (
+    PageKey,
+    WindowLanes,
+    build_lanes,
+    build_stream_lanes,
+    op_sync,
+    rows_of_windows,
+    window_ids,
+)
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,8 @@ def build_snapshot(analysis: Analysis, script: str | None = None, version: int =
     trace = analysis.trace
     windows = window_ids(trace)
     sync = op_sync(analysis)  # once, not per window: it spans every op
-    lanes = {w: build_lanes(analysis, w, sync) for w in windows}
+    rows = rows_of_windows(analysis, windows)  # one search of each table for every window
+    lanes = {w: build_lanes(analysis, w, sync, rows[w]) for w in windows}
     by_id = {s.line_id: s for s in analysis.lines}
     hot = sorted(
         (s for s in analysis.lines if s.gpu_ns + s.idle_ns > 0), key=lambda s: -(s.gpu_ns + s.idle_ns)
