@@ -53,24 +53,24 @@ def encode(values: np.ndarray) -> bytes:
     return b"\x04" + bytes(8) + wide.astype("<i8").tobytes()
 
 
+# by code: bytes per value (-1: no such code), bytes before the values, a float column's
+_SIZE = np.full(256, -1, dtype=np.int64)
+_SIZE[[0, *_OFFSETS, 5, 6]] = [8, *(d.itemsize for d in _OFFSETS.values()), 0, 0]
+_HEADS = np.where(np.arange(256) == 0, 1, HEAD)
+_FLOAT_CODES = np.isin(np.arange(256), (0, 6))
+
+
 def _checked_code(blob: object, n: int, floats: bool, where: str) -> tuple[int, int, int]:
     """(code, bytes per value, bytes before the values) of a blob that holds `n` values."""
     if not isinstance(blob, bytes) or not blob:
         raise RecordingError(f"{where} holds {blob!r:.40}, not a column")
     code = blob[0]
-    size = 0 if code in (5, 6) else 8 if code == 0 else _OFFSETS[code].itemsize if code in _OFFSETS else -1
-    head = 1 if code == 0 else HEAD
-    if size < 0 or (code in (0, 6)) != floats or len(blob) != head + n * size:
+    size, head = int(_SIZE[code]), int(_HEADS[code])
+    if size < 0 or bool(_FLOAT_CODES[code]) != floats or len(blob) != head + n * size:
         raise RecordingError(
             f"{where} holds {len(blob)} bytes of code {code}, not the {n} values of its batch"
         )
     return code, size, head
-
-
-_SIZE = np.full(256, -1, dtype=np.int64)  # bytes per value by code (-1: no such code)
-_SIZE[[0, 1, 2, 3, 4, 5, 6]] = [8, 1, 2, 4, 8, 0, 0]
-_HEADS = np.where(np.arange(256) == 0, 1, HEAD)
-_FLOAT_CODES = np.isin(np.arange(256), (0, 6))
 
 
 def _checked_codes(parts: list[tuple[Any, int, int]], floats: bool, where: str) -> np.ndarray:
