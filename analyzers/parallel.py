@@ -27,10 +27,10 @@ def concurrently(*calls: Callable[[], Any]) -> list[Any]:
         return [call() for call in calls]
     results: list[Any] = [None] * len(calls)
     errors: list[BaseException | None] = [None] * len(calls)
-    turns = itertools.count()  # next() on it is atomic under the GIL: no call is taken twice
+    turns = itertools.count()  # its next() is atomic under the GIL: no call is taken twice
 
     def run() -> None:
-        for k in iter(turns.__next__, None):
+        for k in turns:
             if k >= len(calls):
                 return
             try:

@@ -120,8 +120,7 @@ def window_bounds(
 
 def _window_rows(column: np.ndarray, window: int) -> np.ndarray:
     """The rows of one window, in table order (a stretch found by bisection in a table sorted by window)."""
-    rows = window_rows(column, np.array([window], dtype=np.int64))
-    return np.arange(rows.start, rows.stop) if isinstance(rows, slice) else rows
+    return _as_rows(window_rows(column, np.array([window], dtype=np.int64)))
 
 
 def _top_level(op_parent: np.ndarray) -> np.ndarray:
