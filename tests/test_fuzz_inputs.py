@@ -5,12 +5,14 @@ recording (meta values, table cells) and a small valid Chrome trace (field types
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 import json
 import os
 import shutil
 import sqlite3
 import tempfile
+import zlib
 
 import numpy as np
 import pytest
@@ -31,10 +33,22 @@ META = {
     "started_at_ns": T0 - 10**9,
     "ended_at_ns": T0 + 10**9,
     "device": {"name": "NVIDIA H200", "num_sms": 132, "compute_capability": "9.0", "l2_bytes": 60 * 2**20},
-    "peaks": {"tensor_flops_per_s": 7.5e14, "fp32_flops_per_s": 5e13, "bytes_per_s": 4e12, "source": "measured"},
+    "peaks": {
+        "tensor_flops_per_s": 7.5e14,
+        "fp32_flops_per_s": 5e13,
+        "bytes_per_s": 4e12,
+        "source": "measured",
+    },
     "notes": ["a note"],
 }
-STRINGS = ["aten::mm", "sm90_gemm_kernel", "cudaLaunchKernel", "[[64,64],[64,64]]", '["float","float"]', "128,1,1"]
+STRINGS = [
+    "aten::mm",
+    "sm90_gemm_kernel",
+    "cudaLaunchKernel",
+    "[[64,64],[64,64]]",
+    '["float","float"]',
+    "128,1,1",
+]
 ROWS = {
     "lines": [(0, "/tmp/train.py", 10, "main")],
     "windows": [(0, 0, T0, T0 + 1_000_000, 0, 1, 1000, 10)],
@@ -112,6 +126,7 @@ RECORDING_CASES = {
     "device a list": ("device", "[1, 2]"),
     "peaks with an unknown key": ("peaks", json.dumps({**META["peaks"], "hbm_flavour": "sweet"})),
     "num_sms a string": ("device", json.dumps({**META["device"], "num_sms": "many"})),
+    "a value nested 600 deep": ("notes", "[" * 600 + "]" * 600),
 }
 
 
@@ -124,6 +139,37 @@ def test_damaged_recording_meta(tmp_path, case):
     assert_report_or_one_line(code, out, err)
     if case in ("peaks with an unknown key", "num_sms a string"):  # a newer writer's field breaks nothing
         assert code == 0, err
+
+
+def test_a_meta_value_nested_deeper_than_any_recording_writes_is_named(tmp_path):
+    path = str(tmp_path / "r.brrr")
+    make_recording(path)
+    set_meta(path, "notes", "[" * 600 + "]" * 600)  # json reads it; walking it recursively would not
+    code, _, err = report(path)
+    assert code == 2 and "meta value 'notes' nests deeper than 64" in err, err
+    set_meta(path, "notes", "[" * 60 + "]" * 60)
+    assert report(path)[0] == 0
+
+
+def test_a_gzip_damaged_inside_its_deflate_stream_is_one_error_line(tmp_path):
+    plain = tmp_path / "r.brrr"
+    make_recording(str(plain))
+    good = gzip.compress(plain.read_bytes(), mtime=0)
+    for at in range(
+        len(good) // 2, len(good) - 8
+    ):  # a flipped byte that zlib itself refuses (not a CRC error)
+        bad = bytearray(good)
+        bad[at] ^= 0xFF
+        try:
+            gzip.decompress(bytes(bad))
+        except zlib.error:
+            break
+        except (OSError, EOFError):
+            continue
+    path = tmp_path / "r.brrr.gz"
+    path.write_bytes(bytes(bad))
+    code, _, err = report(str(path))
+    assert code == 2 and "is a damaged gzip file" in err, err
 
 
 def test_out_of_range_string_id(tmp_path):
@@ -261,7 +307,9 @@ def test_fuzz_chrome_traces(edits, json_out):
             elif where == "device" and isinstance(d.get("deviceProperties"), list) and d["deviceProperties"]:
                 props = d["deviceProperties"][0]
                 if isinstance(props, dict):
-                    props[["name", "numSms", "computeMajor", "computeMinor", "totalGlobalMem"][field % 5]] = value
+                    props[["name", "numSms", "computeMajor", "computeMinor", "totalGlobalMem"][field % 5]] = (
+                        value
+                    )
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "t.json")

@@ -59,6 +59,22 @@ def _is_number(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
+_META_DEPTH = 64
+"""The deepest a meta value may nest (brrrtui's own nest a few levels): deeper is damage."""
+
+
+def _shallow(value: Any) -> bool:
+    """`value` (parsed JSON) nests at most _META_DEPTH lists or dicts deep; walked without recursion."""
+    level: list[Any] = [value]
+    for _ in range(_META_DEPTH + 1):
+        level = [
+            v for x in level if isinstance(x, list | dict) for v in (x.values() if isinstance(x, dict) else x)
+        ]
+        if not level:
+            return True
+    return False
+
+
 def parse_meta(path: str, rows: list[tuple[Any, Any]]) -> dict[str, Any]:
     """The meta table's (key, JSON text) rows as a dict; values of known keys with the wrong type dropped."""
     meta: dict[str, Any] = {}
@@ -69,6 +85,10 @@ def parse_meta(path: str, rows: list[tuple[Any, Any]]) -> dict[str, Any]:
             meta[key] = json.loads(text)
         except (TypeError, ValueError, RecursionError):
             raise RecordingError(f"{path} is damaged: its meta value {key!r:.40} is not JSON") from None
+        if not _shallow(meta[key]):  # the readers walk meta values recursively (recording.safe.safe_value)
+            raise RecordingError(
+                f"{path} is damaged: its meta value {key!r:.40} nests deeper than {_META_DEPTH}"
+            )
     for key, types in _INFO_TYPES.items():
         if key in meta and not (isinstance(meta[key], types) and not isinstance(meta[key], bool)):
             del meta[key]

@@ -6,6 +6,7 @@ import gzip
 import os
 import shutil
 import tempfile
+import zlib
 
 from analyzers.allocator import tune_for_analysis
 from analyzers.errors import InputError
@@ -36,7 +37,10 @@ def load_trace(path: str) -> Trace:
         # imported here: a recording needs none of the Chrome readers' ~20 ms of imports
         from brrrtui.recording.chrome import load_chrome
 
-        return load_chrome(path)
+        try:
+            return load_chrome(path)
+        except zlib.error as e:  # not an OSError: gzip lets it through from a damaged deflate stream
+            raise InputError(f"{path} is a damaged gzip file ({e})") from None
     raise InputError(f"{path} is neither a brrrtui recording nor a torch.profiler .json/.json.gz trace")
 
 
@@ -47,7 +51,7 @@ def _is_gzipped_recording(path: str) -> bool:
     try:
         with gzip.open(path, "rb") as f:
             return f.read(16) == b"SQLite format 3\x00"
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):
         return False
 
 
@@ -58,6 +62,6 @@ def load_gzipped_recording(path: str) -> Trace:
         try:
             with gzip.open(path, "rb") as src, open(plain, "wb") as dst:
                 shutil.copyfileobj(src, dst)
-        except (OSError, EOFError) as e:
+        except (OSError, EOFError, zlib.error) as e:
             raise InputError(f"{path} is a truncated or damaged gzip file ({e})") from None
         return load_recording(plain, source=path)
