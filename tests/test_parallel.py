@@ -49,17 +49,42 @@ def test_one_thread_runs_the_calls_in_order_on_the_callers_thread(monkeypatch):
 @pytest.mark.parametrize("threads", [1, 2])
 def test_the_first_error_in_the_calls_order_is_raised_once_every_started_call_has_ended(monkeypatch, threads):
     monkeypatch.setattr(parallel, "THREADS", threads)
-    finished = threading.Event()
+    started, finished = threading.Event(), threading.Event()
+
+    def first() -> None:
+        time.sleep(0.02)  # the other thread takes the second call meanwhile
+        raise ValueError("first")
 
     def slow_then_fail() -> None:
+        started.set()
         time.sleep(0.05)
         finished.set()
         raise KeyError("second")
 
     with pytest.raises(ValueError, match="first"):
-        parallel.concurrently(lambda: (_ for _ in ()).throw(ValueError("first")), slow_then_fail)
-    # on threads the second call is not left running behind the raise; one by one it never starts
-    assert finished.is_set() == (threads == 2)
+        parallel.concurrently(first, slow_then_fail)
+    # on threads the second call runs beside the first and is not left running behind the raise; one by
+    # one it never starts
+    assert started.is_set() == finished.is_set() == (threads == 2)
+
+
+def test_no_call_starts_once_one_has_failed(monkeypatch):
+    """As one by one: an error (or Ctrl-C, caught the same way) is not held back behind the calls not yet
+    started."""
+    monkeypatch.setattr(parallel, "THREADS", 2)
+    started: list[int] = []
+
+    def fail() -> None:
+        started.append(0)
+        raise ValueError("first")
+
+    def slow(k: int) -> None:
+        started.append(k)
+        time.sleep(0.05)
+
+    with pytest.raises(ValueError, match="first"):
+        parallel.concurrently(fail, *(lambda k=k: slow(k) for k in range(1, 9)))
+    assert len(started) <= 3, started  # the failed call, and at most one beside it plus the one it ran next
 
 
 def test_a_recordings_report_is_the_same_with_passes_on_threads_or_one_by_one(monkeypatch, tmp_path_factory):
