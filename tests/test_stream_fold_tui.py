@@ -28,17 +28,28 @@ def test_folded_pages_hold_the_time_profile_and_the_raw_rows(tmp_path):
     busy = trace.stream_busy
     folded_pages = sorted({int(a) for a in busy.after_window.tolist()})
     assert folded_pages and all(PageKey(a, True) in snap.pages for a in folded_pages)
+    shared = 0  # busy rows in a bucket another fold's row also holds
     for after in folded_pages:
         wl = snap.page_lanes(PageKey(after, True))
         items = np.concatenate([lane.items.rows for lane in wl.lanes])
         classes = np.concatenate([lane.items.cls for lane in wl.lanes])
         mine = busy.after_window == after
-        assert int((items < 0).sum()) == int(mine.sum())  # one item per 200 ms bucket
+        # one item per 200 ms bucket of a lane, as long as every fold's busy time in it (two folds that each
+        # took part of a bucket wrote a row each: drawn apart, the shorter hid under the longer)
+        buckets = {
+            (int(d), int(s), int(b))
+            for d, s, b in zip(busy.device[mine], busy.stream[mine], busy.bucket[mine], strict=True)
+        }
+        assert int((items < 0).sum()) == len(buckets)
+        shared += int(mine.sum()) - len(buckets)
+        drawn = sum(int((lane.items.end - lane.items.start)[lane.items.rows < 0].sum()) for lane in wl.lanes)
+        assert drawn == int(np.minimum(busy.dur_ns[mine], busy.bucket_ns[mine]).sum())
         assert ((classes[items < 0] >= INFERRED) & (classes[items < 0] < STREAMED)).all()
         raw = int((trace.stream.after_window == after).sum())
         assert int((items >= 0).sum()) == raw
         assert all(lane.items.start.min() >= 0 for lane in wl.lanes)  # nothing drawn before the page
         assert wl.end_ns - wl.start_ns > 1_000_000
+    assert shared > 0  # the small folds here cut buckets
 
 
 @run_async

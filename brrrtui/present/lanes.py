@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.arrays import rows_per_window, unique_rows, window_rows
-from analyzers.model import Trace
+from analyzers.model import Table, Trace
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Analysis, GapCause, Regime
 from analyzers.stream import Segment, StreamView
 from brrrtui.present.selection import Kind
@@ -248,15 +248,26 @@ def build_stream_lanes(view: StreamView, segment: Segment) -> WindowLanes:
         ids = r
         if busy is not None and len(segment.busy):
             f = segment.busy[(busy.device[segment.busy] == device) & (busy.stream[segment.busy] == stream)]
-            b0 = np.maximum(busy.bucket[f] * busy.bucket_ns[f], w0)  # a bucket may begin before the page
+            b0, busy_ns = _bucket_busy(busy, f)
+            b0 = np.maximum(b0, w0)  # a bucket may begin before the page
             start = np.concatenate([b0, start])
-            end = np.concatenate([b0 + np.minimum(busy.dur_ns[f], busy.bucket_ns[f]), end])
-            cls = np.concatenate([np.full(len(f), _folded_class(view, segment, device, stream)), cls])
-            ids = np.concatenate([np.full(len(f), -1), r])
+            end = np.concatenate([b0 + busy_ns, end])
+            cls = np.concatenate([np.full(len(b0), _folded_class(view, segment, device, stream)), cls])
+            ids = np.concatenate([np.full(len(b0), -1), r])
         items = IntervalIndex.build(start, end, cls, ids, w0)
         label = f"GPU{device} s{stream}" if len(keys) < 10 else f"{device}:{stream}"
         lanes.append(Lane(f"gpu:{device}:{stream}", label, Kind.STREAMED, items, IntervalIndex.empty(w0)))
     return WindowLanes(segment.after_window, w0, max(segment.end_ns, w0 + 1), tuple(lanes), stream=True)
+
+
+def _bucket_busy(busy: Table, f: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each distinct bucket of busy rows `f` (one lane's): its start and its kernels' summed time, capped at the
+    bucket's length. Two folds that each took part of a bucket wrote a row each: drawn apart from the same
+    start, the shorter would hide under the longer."""
+    start = busy.bucket[f] * busy.bucket_ns[f]
+    starts, first, inverse = np.unique(start, return_index=True, return_inverse=True)
+    summed = np.bincount(inverse, weights=busy.dur_ns[f], minlength=len(starts)).astype(np.int64)
+    return starts, np.minimum(summed, busy.bucket_ns[f][first])
 
 
 def _folded_class(view: StreamView, segment: Segment, device: int, stream: int) -> int:
