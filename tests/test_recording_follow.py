@@ -4,10 +4,12 @@ returns what load_recording returns, having read only the rows committed since t
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from test_recording_format import T0, assert_same_trace, make_v2
 from tui_fakes import h200_recording
 
 from brrrtui.recording import columns
+from brrrtui.recording.checks import RecordingError
 from brrrtui.recording.follow import Follower
 from brrrtui.recording.store import TABLES, RecordingWriter, load_recording
 
@@ -150,4 +152,52 @@ def test_a_poll_reads_the_batch_list_from_the_last_batch_read_on(tmp_path, monke
     assert dict(asked)["stream"] == 3 and dict(asked)["gpu"] == 1  # past the batches read before, not from 0
     assert got.stream.correlation.tolist()[-1] == 13
     assert_same_trace(load_recording(path), got)
+    w.close()
+
+
+def _writer_with_one_kernel(path: str) -> RecordingWriter:
+    w = RecordingWriter(path)
+    w.set_meta(status="running")
+    w.append({"strings": [(0, "k0")], "gpu": [(0, 0, 0, T0, 1_000, 0, 7, 1, -1, -1, -1)]})
+    return w
+
+
+def _commit_a_kernel_named_anew(w: RecordingWriter, k: int) -> None:
+    w.append({"strings": [(k, f"k{k}")], "gpu": [(0, 0, k, T0 + k * 10_000, 1_000, 0, 7, k + 1, -1, -1, -1)]})
+
+
+def test_a_batch_committed_while_the_tables_are_read_is_named(tmp_path, monkeypatch):
+    """The rows are read before the names: a batch the writer commits in between adds names its rows need
+    (it was refused as damaged, "gpu.name names string 1, but it holds 1 strings")."""
+    from brrrtui.recording import follow, store
+
+    path = str(tmp_path / "live.brrr")
+    w = _writer_with_one_kernel(path)
+    f = Follower(path)
+    f.poll()
+    real_load, real_follow = store._read_tables, follow.Follower._read_tables
+    monkeypatch.setattr(
+        store, "_read_tables", lambda *a: (_commit_a_kernel_named_anew(w, 1), real_load(*a))[1]
+    )
+    monkeypatch.setattr(
+        follow.Follower,
+        "_read_tables",
+        lambda self, src: (_commit_a_kernel_named_anew(w, 2), real_follow(self, src))[1],
+    )
+    trace = load_recording(path)
+    assert [trace.strings[i] for i in trace.gpu.name] == ["k0", "k1"]
+    followed = f.poll()
+    assert [followed.strings[i] for i in followed.gpu.name] == ["k0", "k1", "k2"]
+    w.close()
+
+
+def test_a_poll_that_refuses_its_rows_keeps_none_of_them(tmp_path):
+    path = str(tmp_path / "live.brrr")
+    w = _writer_with_one_kernel(path)
+    f = Follower(path)
+    f.poll()
+    w.append({"gpu": [(0, 0, 999, T0 + 10_000, 1_000, 0, 7, 2, -1, -1, -1)]})  # names no string
+    for _ in range(2):  # the second poll refuses them again: the first kept nothing of them
+        with pytest.raises(RecordingError, match="names string 999"):
+            f.poll()
     w.close()

@@ -13,6 +13,7 @@ through one (brrrtui.tui.live.Source).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -82,22 +83,24 @@ class Follower:
                     raise RecordingError(f"{self.path} is an SQLite file but not a brrrtui recording")
                 meta = read_meta(db, self.path)
                 check_format(self.path, meta, FORMAT, FORMAT_VERSION)
+                new, keep = self._read_tables(Tables(db, self.path, meta))
+                # names after the rows: a batch committed in between adds names its rows need, never removes
                 self._read_names(db)
-                new = self._read_tables(Tables(db, self.path, meta))
             finally:
                 db.close()
         except sqlite3.DatabaseError as e:
             raise RecordingError(f"{self.path} is damaged or not a recording ({e})") from None
         check_ids(self.path, new, len(self.strings), len(self.lines))  # the rows held were checked before
+        keep()  # only now: a failed poll changes nothing
         tables = {t: g.table() for t, g in self.tables.items()} | {"stream": self.stream}
         strings = [s if s is not None else "" for s in self.strings]
         lines = [ln if ln is not None else SourceLine("?", 0, "?") for ln in self.lines]
         return make_trace(self.path, self.path, meta, strings, lines, tables, self.stream_total)
 
-    def _read_tables(self, source: Tables) -> dict[str, Table]:
-        """Append each table's rows past those held; keep the stream's newest rows. Returns the new rows. Only
-        the batches past the last one read are counted, so a poll costs what was added, not the file's length
-        in batches (an hour of steps, telemetry and stream is ~15 k batches)."""
+    def _read_tables(self, source: Tables) -> tuple[dict[str, Table], Callable[[], None]]:
+        """Each table's rows past those held, and what appends them (and keeps the stream's newest rows) once
+        they are checked. Only the batches past the last one read are counted, so a poll costs what was added,
+        not the file's length in batches (an hour of steps, telemetry and stream is ~15 k batches)."""
         extents = {t: self._extent(source, t) for t in TABLES}
         new: dict[str, Table] = {}
         for name in self.tables:
@@ -110,7 +113,17 @@ class Follower:
         first = min(max(folded[1], stream_total - self.stream_tail), stream_total)
         if stream_total > self.stream_total:
             new["stream"] = self._read(source, "stream", sizes, max(self.stream_total, first), stream_total)
-        for name, rows in new.items():  # only once every read succeeded: a failed poll changes nothing
+        return new, lambda: self._keep(new, extents, folded, first, stream_total)
+
+    def _keep(
+        self,
+        new: dict[str, Table],
+        extents: dict[str, tuple[list[tuple[int, int]] | None, int]],
+        folded: tuple[int, int],
+        first: int,
+        stream_total: int,
+    ) -> None:
+        for name, rows in new.items():
             if name != "stream":
                 self.tables[name].append(rows)
         for name, (sizes, total) in extents.items():
@@ -123,7 +136,6 @@ class Follower:
         drop = max(0, first - (total - len(held)))  # rows held that were folded since, or fell off the tail
         self.stream = held.take(np.arange(drop, len(held))) if drop else held
         self.stream_total = total
-        return new
 
     def _extent(self, source: Tables, name: str) -> tuple[list[tuple[int, int]] | None, int]:
         """The batches of `name` past the last one read (None: a format 1 file, whose rows are counted

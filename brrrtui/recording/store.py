@@ -309,8 +309,9 @@ def load_recording(path: str, stream_tail: int = STREAM_TAIL, source: str | None
                 raise RecordingError(f"{shown} is an SQLite file but not a brrrtui recording (no meta table)")
             meta = read_meta(db, shown)
             check_format(shown, meta, FORMAT, FORMAT_VERSION)
-            strings, lines = _read_names(db, shown)
             tables, stream_total = _read_tables(Tables(db, shown, meta), stream_tail, path)
+            # names after the rows: a batch committed in between adds names its rows need, never removes
+            strings, lines = _read_names(db, shown)
         finally:
             db.close()
     except sqlite3.DatabaseError as e:
