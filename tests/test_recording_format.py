@@ -22,10 +22,10 @@ from brrrtui.recording.store import (
     FORMAT_VERSION,
     TABLES,
     RecordingWriter,
-    StreamReader,
     load_recording,
     write_trace,
 )
+from brrrtui.recording.stream_reader import StreamReader
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 RECORDINGS = sorted(f.removesuffix(".brrr.gz") for f in os.listdir(FIXTURES) if f.endswith(".brrr.gz"))

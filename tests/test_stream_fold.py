@@ -12,6 +12,7 @@ from analyzers.stream_align import TemplateNames, align, align_from
 from brrrtui.present.report import render_text, to_json
 from brrrtui.present.snapshot import build_snapshot
 from brrrtui.record.fold import StreamFolder
+from brrrtui.recording import store
 from brrrtui.recording.store import load_recording
 
 NAMES = ["h200_known_regimes", "h200_hf_gpt2_steady"]
@@ -101,6 +102,39 @@ def test_a_recording_read_while_it_is_folded_loads_what_was_committed(tmp_path):
     assert len(seen) > 3
     for total, raw, folded in seen:
         assert raw + folded == total and raw >= 3_000
+
+
+@pytest.mark.parametrize("where", ["total", "read"])
+def test_a_fold_committed_while_a_load_reads_the_stream_is_read_whole(tmp_path, monkeypatch, where):
+    """A load reads the aggregates, the stream's row count and its raw rows in separate statements; the
+    recorder's fold is committed between two of them here (before the count: rows were in neither table;
+    before the rows: an emptied batch read as damaged). The load reads the stream's tables again."""
+    folder = StreamFolder(keep_rows=3_000, chunk_rows=2_000)
+    fold, seen = folder.fold, []
+    real = getattr(store.Tables, where)
+
+    def fold_during_a_load(writer):
+        if seen or folder._chunk()[1] < folder.chunk_rows:
+            return fold(writer)
+        fired = []
+
+        def hooked(self, table, *a):
+            if table == "stream" and not fired:
+                fired.append(
+                    fold(writer)
+                )  # the recorder's fold commits here, between the reader's statements
+            return real(self, table, *a)
+
+        with monkeypatch.context() as m:
+            m.setattr(store.Tables, where, hooked)
+            trace = load_recording(writer.path)
+        assert fired
+        seen.append((trace.stream_total, len(trace.stream), int(trace.stream_agg["count"].sum())))
+
+    folder.fold = fold_during_a_load
+    record(str(tmp_path / "live.brrr"), NAMES[0], tmp_path, folder)
+    ((total, raw, folded),) = seen
+    assert folded and raw + folded == total
 
 
 @pytest.mark.parametrize("seed", range(6))

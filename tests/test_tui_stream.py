@@ -7,6 +7,7 @@ from tui_fakes import analysed, fake_analyze, run_async, wait_until
 
 import brrrtui.recording.load
 import brrrtui.recording.store
+import brrrtui.recording.stream_reader
 from brrrtui.present.lanes import PageKey
 from brrrtui.record.feed import Feed, StreamAdded, WindowAdded
 from brrrtui.recording.follow import Follower
@@ -111,8 +112,8 @@ async def test_live_stream_is_followed_incrementally_without_reloading(tmp_path,
     monkeypatch.setattr(brrrtui.recording.load, "load_trace", whole)
     loads = Counter(Follower.poll)  # live, a full analysis reads only the batches added (brrrtui.tui.live.Source)
     monkeypatch.setattr(Follower, "poll", lambda self: loads(self))
-    polls = Counter(brrrtui.recording.store.StreamReader.poll)
-    monkeypatch.setattr(brrrtui.recording.store.StreamReader, "poll", lambda self, *a, **kw: polls(self, *a, **kw))
+    polls = Counter(brrrtui.recording.stream_reader.StreamReader.poll)
+    monkeypatch.setattr(brrrtui.recording.stream_reader.StreamReader, "poll", lambda self, *a, **kw: polls(self, *a, **kw))
     trace, feed, app, writer = _live_app(tmp_path, repeats=1)
     async with app.run_test(size=SIZE) as pilot:
         await analysed(pilot)

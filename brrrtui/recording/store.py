@@ -60,7 +60,7 @@ from brrrtui.recording.lock import is_locked
 from brrrtui.recording.notes import explain_no_window, mark_incomplete
 from brrrtui.recording.safe import safe_strings, safe_text, safe_value
 
-__all__ = ["RecordingError", "RecordingWriter", "load_recording", "StreamReader"]
+__all__ = ["RecordingError", "RecordingWriter", "load_recording"]
 
 FORMAT = "brrrtui-recording"
 FORMAT_VERSION = 2
@@ -284,14 +284,36 @@ def _read_tables(tables: Tables, stream_tail: int, path: str) -> tuple[dict[str,
         finally:
             db.close()
 
+    folds = tables.total("stream_folds")  # a fold the recorder commits while we read adds to this
     ops, out = concurrently(
         read_ops, lambda: {t: tables.read(t) for t in TABLES if t not in ("stream", "ops")}
     )
     out["ops"] = ops
+    for _ in range(_FOLD_RETRIES):
+        try:
+            stream_total, out["stream"] = _stream_tail(tables, stream_tail)
+        except RecordingError:  # a batch emptied by a fold after its extent was read: read it again
+            if tables.total("stream_folds") == folds:
+                raise
+        else:
+            if tables.total("stream_folds") == folds:
+                return out, stream_total
+        folds = tables.total("stream_folds")  # the stream's tables again, the aggregates with the raw rows
+        out |= {t: tables.read(t) for t in _FOLDED_TABLES}
+    raise RecordingError(
+        f"{tables.path}: the recorder folded its stream {_FOLD_RETRIES} times while it was read"
+    )
+
+
+_FOLD_RETRIES = 5
+_FOLDED_TABLES = ("stream_agg", "stream_folds", "stream_busy", "stream_templates")
+
+
+def _stream_tail(tables: Tables, stream_tail: int) -> tuple[int, Table]:
+    """The stream's row count and its newest `stream_tail` rows, none the recorder folded."""
     stream_total = tables.total("stream")
     lo = max(folded_stream_rows(tables), stream_total - stream_tail)
-    out["stream"] = tables.read("stream", min(lo, stream_total), stream_total)
-    return out, stream_total
+    return stream_total, tables.read("stream", min(lo, stream_total), stream_total)
 
 
 def load_recording(path: str, stream_tail: int = STREAM_TAIL, source: str | None = None) -> Trace:
@@ -367,35 +389,3 @@ def peaks_meta(peaks: MeasuredPeaks) -> dict[str, Any]:
         "source": "measured",
         "l2_bytes": peaks.l2_bytes,
     }
-
-
-class StreamReader:
-    """Reads what a live recording's kernel stream gained since the last poll (rows and the strings they
-    name), so a live view follows it without re-reading the whole file."""
-
-    def __init__(self, path: str, after_rowid: int = 0, after_string: int = -1):
-        self.path = path
-        self.rowid = after_rowid  # stream rows already read (rows are numbered 1.. in append order)
-        self.string_id = after_string
-
-    def poll(self, limit: int = STREAM_TAIL) -> tuple[Table, list[tuple[int, str]]]:
-        """(new stream rows, at most the newest `limit`; new (id, string) pairs)."""
-        try:
-            db = open_readonly(self.path)
-            try:
-                tables = Tables(db, self.path, read_meta(db, self.path))
-                if "stream" not in tables.names:
-                    return empty_table(STREAM_SCHEMA), []
-                last = tables.total("stream")
-                rows = tables.read("stream", max(self.rowid, last - limit), last)
-                strings = db.execute(
-                    "SELECT id, s FROM strings WHERE id > ? ORDER BY id", (self.string_id,)
-                ).fetchall()
-            finally:
-                db.close()
-        except sqlite3.DatabaseError as e:
-            raise RecordingError(f"{self.path} is damaged or not a recording ({e})") from None
-        self.rowid = last
-        if strings:
-            self.string_id = strings[-1][0]
-        return rows, [(i, safe_text(s)) for i, s in strings]

@@ -45,7 +45,7 @@ from brrrtui.present.status import (
     state_after_analysis,
 )
 from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
-from brrrtui.recording.store import StreamReader
+from brrrtui.recording.stream_reader import StreamReader
 from brrrtui.tui import live
 from brrrtui.tui.keymap import bindings
 from brrrtui.tui.messages import AnalysisFailed, SnapshotReady, StreamReady

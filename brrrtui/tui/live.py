@@ -37,7 +37,7 @@ from brrrtui.present.snapshot import Snapshot, build_snapshot, with_stream
 from brrrtui.present.status import Loading
 from brrrtui.recording import store
 from brrrtui.recording.follow import Follower
-from brrrtui.recording.store import StreamReader
+from brrrtui.recording.stream_reader import StreamReader
 
 AnalyzeFn = Callable[..., Any]
 T = TypeVar("T")
