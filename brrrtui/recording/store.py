@@ -300,9 +300,7 @@ def _read_tables(tables: Tables, stream_tail: int, path: str) -> tuple[dict[str,
                 return out, stream_total
         folds = tables.total("stream_folds")  # the stream's tables again, the aggregates with the raw rows
         out |= {t: tables.read(t) for t in _FOLDED_TABLES}
-    raise RecordingError(
-        f"{tables.path}: the recorder folded its stream {_FOLD_RETRIES} times while it was read"
-    )
+    raise RecordingError(f"{tables.path}: its stream was folded {_FOLD_RETRIES} times while it was read")
 
 
 _FOLD_RETRIES = 5
