@@ -53,7 +53,7 @@ def encode(values: np.ndarray) -> bytes:
     return b"\x04" + bytes(8) + wide.astype("<i8").tobytes()
 
 
-# by code: bytes per value (-1: no such code), bytes before the values, a float column's
+# by code: bytes per value (-1: no such code), bytes before the values, whether it is a float column's
 _SIZE = np.full(256, -1, dtype=np.int64)
 _SIZE[[0, *_OFFSETS, 5, 6]] = [8, *(d.itemsize for d in _OFFSETS.values()), 0, 0]
 _HEADS = np.where(np.arange(256) == 0, 1, HEAD)

@@ -292,13 +292,15 @@ def _read_tables(tables: Tables, stream_tail: int, path: str) -> tuple[dict[str,
     for _ in range(_FOLD_RETRIES):
         try:
             stream_total, out["stream"] = _stream_tail(tables, stream_tail)
-        except RecordingError:  # a batch emptied by a fold after its extent was read: read it again
-            if tables.total("stream_folds") == folds:
-                raise
-        else:
-            if tables.total("stream_folds") == folds:
-                return out, stream_total
-        folds = tables.total("stream_folds")  # the stream's tables again, the aggregates with the raw rows
+            error = None
+        except RecordingError as e:  # damage, or a batch a fold emptied after its extent was read
+            error = e
+        now = tables.total("stream_folds")
+        if now == folds:  # no fold came between: what was read is whole
+            if error is not None:
+                raise error
+            return out, stream_total
+        folds = now  # the stream's tables again, the aggregates with the raw rows
         out |= {t: tables.read(t) for t in _FOLDED_TABLES}
     raise RecordingError(f"{tables.path}: its stream was folded {_FOLD_RETRIES} times while it was read")
 
