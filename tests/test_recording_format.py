@@ -213,10 +213,25 @@ DAMAGE = {
         (blob(2**40, 0),),
         "gpu.name holds 1099511627776",
     ),
-    "values that wrap around in int64": (  # a base near 2**63 plus an offset: read as one, it wraps
+    "values that pass int64": (  # a base near 2**63 plus an offset: read as one, it would wrap
         "UPDATE gpu SET start_ns = ?",
         (b"\x01" + np.array([2**63 - 2], dtype="<i8").tobytes() + bytes([0, 5]),),
-        "gpu.start_ns holds -9223372036854775805",
+        f"gpu.start_ns holds {2**63 + 3}",
+    ),
+    "values that pass int64 in an id column": (  # no time check follows: only the decoder can refuse it
+        "UPDATE gpu SET correlation = ?",
+        (b"\x01" + np.array([2**63 - 2], dtype="<i8").tobytes() + bytes([0, 5]),),
+        f"gpu.correlation holds {2**63 + 3}",
+    ),
+    "plain values above a base": (
+        "UPDATE gpu SET start_ns = ?",
+        (b"\x04" + np.int64(1000).tobytes() + np.array([T0, T0 + 9], "<i8").tobytes(),),
+        "gpu.start_ns holds plain values above a base",
+    ),
+    "a count of rows in a batch of NULL columns": (  # only the stream's folded batches are all NULL
+        "UPDATE spans SET batch_rows = 300000000, " + ", ".join(f'"{c}" = NULL' for c in SPAN_SCHEMA),
+        (),
+        "a batch of spans claims 300,000,000 rows but holds none of them",
     ),
 }
 
@@ -233,6 +248,18 @@ def test_a_damaged_blob_is_one_error_line(tmp_path, case):
     with pytest.raises(RecordingError) as e:
         load_recording(path)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_batch_of_identical_rows_reads_back_whole(tmp_path):
+    """Every column one value: the writer splits what the reader would take for a damaged row count."""
+    path = str(tmp_path / "same.brrr")
+    w = RecordingWriter(path)
+    w.append({"capture_costs": np.tile([0, 1000, 2000], (2500, 1))})
+    w.append({"capture_costs": np.tile([1, 1000, 2000], (2048, 1))})
+    w.close()
+    costs = load_recording(path).capture_costs
+    assert len(costs) == 4548 and (costs.window == 0).sum() == 2500
+    assert costs.columns["window"][-1] == 1
 
 
 def test_small_batches_decoded_together_read_as_one_by_one():

@@ -70,7 +70,13 @@ def _checked_code(blob: object, n: int, floats: bool, where: str) -> tuple[int, 
         raise RecordingError(
             f"{where} holds {len(blob)} bytes of code {code}, not the {n} values of its batch"
         )
+    if code == 4 and blob[1:HEAD] != _ZERO_BASE:
+        raise RecordingError(f"{where} holds plain values above a base, which no writer stores")
     return code, size, head
+
+
+_ZERO_BASE = bytes(8)
+"""Code 4's base: its values are whole int64s, so a base could only make them wrap."""
 
 
 def _checked_codes(parts: list[tuple[Any, int, int]], floats: bool, where: str) -> np.ndarray:
@@ -85,6 +91,8 @@ def _checked_codes(parts: list[tuple[Any, int, int]], floats: bool, where: str) 
     ns = np.fromiter((n for _, _, n in parts), np.int64, len(parts))
     size = _SIZE[codes]
     ok = (size >= 0) & (_FLOAT_CODES[codes] == floats) & (lengths == _HEADS[codes] + ns * size)
+    for i in np.flatnonzero(codes == 4).tolist():
+        ok[i] &= blobs[i][1:HEAD] == _ZERO_BASE
     if not ok.all():
         blob, _, n = parts[int(np.argmin(ok))]
         _checked_code(blob, n, floats, where)
@@ -112,8 +120,7 @@ def decode_into(
     base = int(np.frombuffer(blob, "<i8", 1, 1)[0])
     raw = np.frombuffer(blob, _OFFSETS[code], take, head + skip * size) if code != 5 else None
     lo, hi = (base, base) if raw is None else (base + int(raw.min()), base + int(raw.max()))
-    if hi >= 2**63 or lo < -(2**63):  # a damaged blob whose values wrap in int64: decode() says which
-        lo, hi = _bounds(decode(blob, n, skip, take, floats, where))
+    _check_int64(lo, hi, where)
     _check_fits(out, lo, hi, where)
     if raw is None:
         out.fill(base)
@@ -122,6 +129,12 @@ def decode_into(
     else:  # in int64, then to out's type: every value fits it (checked above)
         np.add(raw, np.int64(base), out=out, casting="unsafe")
     return lo, hi
+
+
+def _check_int64(lo: int, hi: int, where: str) -> None:
+    """Base + offset past int64 (only a damaged blob): a value no column holds, refused rather than wrapped."""
+    if hi >= 2**63 or lo < -(2**63):
+        raise RecordingError(f"{where} holds {hi if hi >= 2**63 else lo}")
 
 
 def _check_fits(out: np.ndarray, lo: int, hi: int, where: str) -> None:
@@ -148,8 +161,9 @@ def decode(blob: object, n: int, skip: int, take: int, floats: bool, where: str)
     if code == 5:
         return np.full(take, base, dtype=np.int64)
     values: np.ndarray = np.frombuffer(blob, _OFFSETS[code], take, head + skip * size).astype(np.int64)
-    if base:
-        values += base  # wraps only in a damaged blob, whose values the column checks then refuse
+    if base and take:
+        _check_int64(base + int(values.min()), base + int(values.max()), where)
+        values += base
     return values
 
 
@@ -182,10 +196,9 @@ def decode_many(
         raw = None if code == 5 else np.frombuffer(b"".join([b[HEAD:] for b, _, _ in group]), _OFFSETS[code])
         lo = int(bases.min()) + (0 if raw is None else int(raw.min()))
         hi = int(bases.max()) + (0 if raw is None else int(raw.max()))
-        if hi >= 2**63 or lo < -(2**63):  # may wrap in int64: decode_into finds the blob and says which
+        if hi >= 2**63 or lo < -(2**63):  # one of them may wrap in int64: decode_into says which
             for blob, at, n in group:
-                more = decode_into(out[at : at + n], blob, n, 0, False, where)
-                bounds = union_bounds(bounds, more)
+                bounds = union_bounds(bounds, decode_into(out[at : at + n], blob, n, 0, False, where))
             continue
         values = np.repeat(bases, ns)
         if raw is not None:

@@ -33,6 +33,8 @@ larger count there is damage no blob's length contradicts."""
 COUNT = "batch_rows"
 """The column holding a batch's row count (no schema column has this name)."""
 _MAX_ROWS = 2**40
+FOLDED_TABLE = "stream"
+"""The one table whose batches the recorder empties (brrrtui.record.fold): NULL columns, the count kept."""
 
 
 def quoted(name: str) -> str:
@@ -112,9 +114,12 @@ def insert(db: sqlite3.Connection, table: str, schema: Mapping[str, Any], rows: 
         return
     names = ", ".join([COUNT, *map(quoted, schema)])
     marks = ", ".join("?" * (len(schema) + 1))
-    db.execute(
-        f"INSERT INTO {quoted(table)}({names}) VALUES ({marks})", (n, *map(codec.encode, cols.values()))
-    )
+    blobs = [codec.encode(values) for values in cols.values()]
+    counts = [n]
+    # rows that differ in nothing go in batches the reader takes (it reads a bigger one as a damaged count)
+    if n > VALUELESS_ROWS and all(len(b) <= codec.HEAD for b in blobs):
+        counts = [VALUELESS_ROWS] * (n // VALUELESS_ROWS) + [n % VALUELESS_ROWS] * bool(n % VALUELESS_ROWS)
+    db.executemany(f"INSERT INTO {quoted(table)}({names}) VALUES ({marks})", [(k, *blobs) for k in counts])
 
 
 def batch_sizes(db: sqlite3.Connection, path: str, table: str, after_rowid: int = 0) -> list[tuple[int, int]]:
@@ -193,16 +198,15 @@ def _check_counts(
 ) -> None:
     """No batch among rowids first..last claims more than VALUELESS_ROWS rows with no column whose blob holds
     them: a constant column stores one value whatever the count, so only such a batch could make a load fill
-    gigabytes from a damaged count (every other count must match its blobs' lengths). A batch whose every
-    column is NULL is one the recorder folded (stream rows), never decoded."""
+    gigabytes from a damaged count (every other count must match its blobs' lengths). A stream batch whose
+    every column is NULL is one the recorder folded: a load reads past those (store.folded_stream_rows)."""
     if not kept:
         return
     lengths = ", ".join(f"length({quoted(c)})" for c in kept)
     query = f"SELECT {COUNT}, {lengths} FROM {quoted(table)} WHERE rowid BETWEEN ? AND ? AND {COUNT} > ?"
     for n, *sizes in db.execute(query, (first, last, VALUELESS_ROWS)):
-        if all(size is None or size <= codec.HEAD for size in sizes) and any(
-            size is not None for size in sizes
-        ):
+        folded = table == FOLDED_TABLE and all(size is None for size in sizes)
+        if all(size is None or size <= codec.HEAD for size in sizes) and not folded:
             raise RecordingError(
                 f"{path} is damaged: a batch of {table} claims {n:,} rows but holds none of them"
             )
