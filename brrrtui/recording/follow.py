@@ -6,7 +6,8 @@ growable columns and, per poll, reads the rows past the ones it holds (format 2 
 batches: only the new batches' blobs are read), the strings and lines with higher ids, and the meta; it
 returns the whole recording as the Trace `load_recording` would return, at a cost proportional to what was
 added. The stream keeps its newest `stream_tail` rows and none that the recorder has folded into aggregates
-(brrrtui.record.fold; the aggregate tables only grow), as a load does. The live TUI reads its recording
+(brrrtui.record.fold; the aggregate tables only grow), as a load does, and a poll that a fold came in the middle
+of reads again (brrrtui.recording.fold_reads). The live TUI reads its recording
 through one (brrrtui.tui.live.Source).
 """
 
@@ -21,6 +22,7 @@ import numpy as np
 from analyzers.model import SourceLine, Table, Trace
 from brrrtui.recording import columns
 from brrrtui.recording.checks import RecordingError, check_format, check_ids
+from brrrtui.recording.fold_reads import read_whole_folds
 from brrrtui.recording.safe import safe_text
 from brrrtui.recording.store import (
     FORMAT,
@@ -83,7 +85,10 @@ class Follower:
                     raise RecordingError(f"{self.path} is an SQLite file but not a brrrtui recording")
                 meta = read_meta(db, self.path)
                 check_format(self.path, meta, FORMAT, FORMAT_VERSION)
-                new, keep = self._read_tables(Tables(db, self.path, meta))
+                source = Tables(db, self.path, meta)
+                # a fold committed between the reads below would be seen half (rows in neither the stream
+                # nor the aggregates read, or an emptied batch read as damaged): read them again then
+                new, keep = read_whole_folds(source, lambda _: self._read_tables(source))
                 # names after the rows: a batch committed in between adds names its rows need, never removes
                 self._read_names(db)
             finally:

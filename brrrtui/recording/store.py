@@ -56,6 +56,7 @@ from brrrtui.recording.checks import (
     parse_meta,
     peaks_from_meta,
 )
+from brrrtui.recording.fold_reads import FOLDED_TABLES, fold_count, read_whole_folds
 from brrrtui.recording.lock import is_locked
 from brrrtui.recording.notes import explain_no_window, mark_incomplete
 from brrrtui.recording.safe import safe_strings, safe_text, safe_value
@@ -284,29 +285,19 @@ def _read_tables(tables: Tables, stream_tail: int, path: str) -> tuple[dict[str,
         finally:
             db.close()
 
-    folds = tables.total("stream_folds")  # a fold the recorder commits while we read adds to this
+    folds = fold_count(tables)  # before any of the reads below
     ops, out = concurrently(
         read_ops, lambda: {t: tables.read(t) for t in TABLES if t not in ("stream", "ops")}
     )
     out["ops"] = ops
-    for _ in range(_FOLD_RETRIES):
-        try:
-            stream_total, out["stream"] = _stream_tail(tables, stream_tail)
-            error = None
-        except RecordingError as e:  # damage, or a batch a fold emptied after its extent was read
-            error = e
-        now = tables.total("stream_folds")
-        if now == folds:  # no fold came between: what was read is whole
-            if error is not None:
-                raise error
-            return out, stream_total
-        folds = now  # the stream's tables again, the aggregates with the raw rows
-        out |= {t: tables.read(t) for t in _FOLDED_TABLES}
-    raise RecordingError(f"{tables.path}: its stream was folded {_FOLD_RETRIES} times while it was read")
 
+    def read_stream(again: bool) -> tuple[int, Table]:
+        if again:  # a fold came between: the aggregates again, with the raw rows
+            out.update({t: tables.read(t) for t in FOLDED_TABLES})
+        return _stream_tail(tables, stream_tail)
 
-_FOLD_RETRIES = 5
-_FOLDED_TABLES = ("stream_agg", "stream_folds", "stream_busy", "stream_templates")
+    stream_total, out["stream"] = read_whole_folds(tables, read_stream, folds)
+    return out, stream_total
 
 
 def _stream_tail(tables: Tables, stream_tail: int) -> tuple[int, Table]:

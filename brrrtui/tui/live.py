@@ -218,12 +218,19 @@ def stream_reader(path: str, snap: Snapshot) -> StreamReader:
 
 
 def follow_stream(base: Snapshot, reader: StreamReader) -> Snapshot | None:
-    """`base` with the stream rows the reader gained since its last poll; None when it gained none."""
+    """`base` with the stream rows the reader gained since its last poll (and, when the recorder folded rows
+    it had not read, the aggregates read again); None when it gained none."""
     tail = store.STREAM_TAIL
     rows, strings = reader.poll(limit=tail)
-    if not len(rows) and not strings:
+    if not len(rows) and not strings and reader.reload is None:
         return None
     old = base.stream.stream if base.stream is not None else base.trace.stream
+    if reader.reload is not None:
+        # the recorder folded rows the page had not read: it takes the aggregates the reader read with the rows
+        # in place of its own, and drops its raw rows (older than those, so folded too)
+        trace = dataclasses.replace(base.trace, **reader.reload)  # type: ignore[arg-type]  # Tables by name
+        base = dataclasses.replace(base, analysis=dataclasses.replace(base.analysis, trace=trace))
+        old = old.take(np.arange(0))
     keep = max(tail - len(rows), 0)
     old = old.take(np.arange(max(len(old) - keep, 0), len(old)))
     names = dict(base.stream_names)
