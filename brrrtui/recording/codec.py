@@ -131,6 +131,34 @@ def decode_into(
     return lo, hi
 
 
+def constant(blob: object, n: int, floats: bool, where: str, dtype: Any) -> int | float | None:
+    """The one value of a blob that stores its batch as one value (codes 5 and 6), checked as decode_into
+    checks it against `dtype`; None for a blob of any other code."""
+    code, _, _ = _checked_code(blob, n, floats, where)
+    assert isinstance(blob, bytes)
+    if code == 6:
+        return float(np.frombuffer(blob, _F8, 1, 1)[0])
+    if code != 5:
+        return None
+    base = int(np.frombuffer(blob, "<i8", 1, 1)[0])
+    _check_fits(np.empty(0, dtype), base, base, where)
+    return base
+
+
+def constant_many(
+    parts: list[tuple[Any, int, int]], floats: bool, where: str, dtype: Any
+) -> int | float | None:
+    """The one value of whole batches (blob, at, n) that all store the same single value; None otherwise.
+    Every blob is checked as decode_many checks them."""
+    codes = _checked_codes(parts, floats, where)
+    if not len(codes) or not ((codes == 5).all() or (codes == 6).all()):
+        return None
+    if len({blob[1:HEAD] for blob, _, _ in parts}) != 1:
+        return None
+    blob, _, n = parts[0]
+    return constant(blob, n, floats, where, dtype)
+
+
 def _check_int64(lo: int, hi: int, where: str) -> None:
     """Base + offset past int64 (only a damaged blob): a value no column holds, refused rather than wrapped."""
     if hi >= 2**63 or lo < -(2**63):
