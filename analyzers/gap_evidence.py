@@ -80,14 +80,16 @@ def _last_starting_before(start: np.ndarray, end: np.ndarray, g0: np.ndarray, g1
     return np.where(ok, i, NONE)
 
 
-def _touching(start: np.ndarray, end: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
-    """Per interval [start, end): it overlaps some [g0, g1) (by more than a point). The intervals are taken
-    GROUP_ROWS at a time: each is looked up on its own, and the lookups' temporaries stay that size."""
+def _touching(start: np.ndarray, dur: np.ndarray, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
+    """Per interval [start, start + dur): it overlaps some [g0, g1) (by more than a point). The intervals are
+    taken GROUP_ROWS at a time: each is looked up on its own, and the lookups' temporaries (their ends
+    among them) stay that size."""
     o = np.argsort(g0, kind="stable")
     first, reach = g0[o], np.maximum.accumulate(g1[o])  # reach[j]: the latest end of the gaps up to j
     out, step = np.zeros(len(start), dtype=bool), arrays.GROUP_ROWS
     for lo in range(0, len(start), step):
-        s, e = start[lo : lo + step], end[lo : lo + step]
+        s = start[lo : lo + step]
+        e = s + dur[lo : lo + step]
         j = np.searchsorted(first, e, "left") - 1  # the gaps starting before the interval ends: 0..j
         hit = out[lo : lo + step]
         np.greater_equal(j, 0, out=hit)
@@ -130,11 +132,17 @@ class GapEvidence:
     def __init__(self, trace: Trace, links: Links, host_copy: np.ndarray):
         gpu, rt, ops = trace.gpu, trace.runtime, trace.ops
         self.trace, self.links = trace, links
-        op_end = ops.start_ns + ops.dur_ns
-        rt_end = rt.start_ns + rt.dur_ns
+
+        def op_end(rows: np.ndarray) -> np.ndarray:  # the rows' ends only: every op's would be 24 MB at 3 M
+            end: np.ndarray = ops.start_ns[rows] + ops.dur_ns[rows]
+            return end
+
+        def rt_end(rows: np.ndarray) -> np.ndarray:
+            end: np.ndarray = rt.start_ns[rows] + rt.dur_ns[rows]
+            return end
 
         d = flag_of(trace.string_flags(lambda s: "DataLoader" in s), ops.name)
-        self.data = Marks(ops.start_ns[d], op_end[d], links.op_line[d])
+        self.data = Marks(ops.start_ns[d], op_end(d), links.op_line[d])
 
         # HtoD copy rows on the GPU, the CPU memcpy calls that issued them, pinned-memory ops
         h2d_gpu = host_copy & flag_of(trace.string_flags(lambda s: any(k in s for k in _H2D_GPU)), gpu.name)
@@ -148,14 +156,14 @@ class GapEvidence:
         h2d_op = flag_of(trace.string_flags(lambda s: s in _H2D_OPS), ops.name)
         self.h2d = Marks(
             np.concatenate((gpu.start_ns[h2d_gpu], rt.start_ns[h2d_rt], ops.start_ns[h2d_op])),
-            np.concatenate((gpu.start_ns[h2d_gpu] + gpu.dur_ns[h2d_gpu], rt_end[h2d_rt], op_end[h2d_op])),
+            np.concatenate((gpu.start_ns[h2d_gpu] + gpu.dur_ns[h2d_gpu], rt_end(h2d_rt), op_end(h2d_op))),
             np.concatenate((gpu_line, links.launch_line[h2d_rt], links.op_line[h2d_op])),
         )
 
         sync_rt = flag_of(trace.string_flags(lambda s: bool(SYNC_RUNTIME.match(s))), rt.name)
         sync_op = flag_of(trace.string_flags(lambda s: s in _SYNC_OPS), ops.name)
         s_start = np.concatenate((rt.start_ns[sync_rt], ops.start_ns[sync_op]))
-        s_end = np.concatenate((rt_end[sync_rt], op_end[sync_op]))
+        s_end = np.concatenate((rt_end(sync_rt), op_end(sync_op)))
         s_line = np.concatenate((links.launch_line[sync_rt], links.op_line[sync_op])).astype(np.int64)
         o = np.argsort(s_end, kind="stable")  # by return time
         self.sync_start, self.sync_end, self.sync_line = s_start[o], s_end[o], s_line[o]
@@ -164,7 +172,7 @@ class GapEvidence:
         # CPU work: operators (aten::, autograd::) and runtime calls, not record_function scopes that merely
         # enclose (an `Optimizer.step#` annotation spanning the profiler's stop is not the CPU issuing work)
         real = flag_of(trace.string_flags(lambda s: "::" in s), ops.name)
-        self._cpu = ((ops.start_ns, op_end, real), (rt.start_ns, rt_end, None))
+        self._cpu = ((ops.start_ns, ops.dur_ns, real), (rt.start_ns, rt.dur_ns, None))
         self.main_tid = main_thread(trace)
         lazy = flag_of(trace.string_flags(lambda s: s == LAZY_LOADING), ops.name)
         self.lazy_start = np.sort(ops.start_ns[lazy])
@@ -175,10 +183,10 @@ class GapEvidence:
         if not len(g0):
             return np.zeros(0, dtype=np.int64)
         starts, ends = [], []
-        for start, end, keep in self._cpu:
-            hit = _touching(start, end, g0, g1)
+        for start, dur, keep in self._cpu:
+            hit = _touching(start, dur, g0, g1)
             if keep is not None:
                 hit &= keep
             starts.append(start[hit])
-            ends.append(end[hit])
+            ends.append(starts[-1] + dur[hit])
         return Intervals(np.concatenate(starts), np.concatenate(ends)).covered(g0, g1)

@@ -158,13 +158,12 @@ class Calls:
 
 @dataclass(frozen=True)
 class Links(Calls):
-    """The calls and each op's, launch's and kernel's source line, module chain and library line."""
+    """The calls, each op's, launch's and kernel's source line, and each kernel's module chain and library
+    line (the ops' own are not kept: 3 M ops take 24 MB for them, and nothing after the join reads them)."""
 
     op_line: np.ndarray  # op row -> line id
     kernel_line: np.ndarray  # gpu row -> line id
     launch_line: np.ndarray  # runtime row -> line id
-    op_module: np.ndarray  # op row -> string id of its module chain (contract.modules)
-    op_lib_line: np.ndarray  # op row -> line id of its innermost model-library line
     kernel_module: np.ndarray  # gpu row -> string id of its module chain
     kernel_lib_line: np.ndarray  # gpu row -> line id of its innermost model-library line
     op_compiled: np.ndarray  # op row -> its line came from Inductor's provenance (a compiled kernel's launch)
@@ -358,7 +357,7 @@ def link_lines(trace: Trace, calls: Calls, span_rows: np.ndarray) -> Links:
             )
             launch_line[miss] = _take(spans.line, in_span, idx)
             kernel_line = _take(launch_line, kernel_launch, idx)
-    op_module = _take(spans.module, op_span, idx)
+    kernel_module = _take(spans.module, _take(op_span, kernel_op, idx), idx)
     return Links(
         kernel_launch,
         launch_op,
@@ -367,9 +366,7 @@ def link_lines(trace: Trace, calls: Calls, span_rows: np.ndarray) -> Links:
         op_line,
         kernel_line,
         launch_line,
-        op_module,
-        op_lib_line,
-        _take(op_module, kernel_op, idx),
+        kernel_module,
         _take(op_lib_line, kernel_op, idx),
         op_compiled,
         compiled,
