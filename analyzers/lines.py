@@ -112,10 +112,13 @@ def _ns_by_regime(
     line: np.ndarray, dur: np.ndarray, regime: np.ndarray, weight: np.ndarray, n_lines: int
 ) -> np.ndarray:
     """[regime code, line] -> summed GPU ns (each kernel's share of it on that line)."""
-    out = np.zeros((len(REGIME_CODES), n_lines), dtype=np.int64)
-    for code in range(len(REGIME_CODES)):
-        m = regime == code
-        out[code] = np.rint(np.bincount(line[m], weights=dur[m] * weight[m], minlength=n_lines))
+    codes = len(REGIME_CODES)
+    ok = (regime >= 0) & (regime < codes)  # every kernel has one; a row without is left out
+    if not ok.all():
+        line, dur, regime, weight = line[ok], dur[ok], regime[ok], weight[ok]
+    key = regime.astype(np.int64) * n_lines + line  # one bincount: each cell sums its rows in order
+    sums = np.bincount(key, weights=dur * weight, minlength=codes * n_lines)
+    out: np.ndarray = np.rint(sums).astype(np.int64).reshape(codes, n_lines)
     return out
 
 
