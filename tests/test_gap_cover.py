@@ -16,7 +16,7 @@ def test_the_calls_overlapping_the_gaps_cover_them_as_all_calls_do() -> None:
         end = start + rng.integers(0, 50, n)  # zero-length, nested and overlapping calls
         g0 = rng.integers(0, 300, m)
         g1 = g0 + rng.integers(0, 60, m)  # gaps may overlap (per-stream gaps do)
-        hit = _touching(start, end, g0, g1)
+        hit = _touching(start, end - start, g0, g1)
         every = Intervals(start, end).covered(g0, g1)
         assert Intervals(start[hit], end[hit]).covered(g0, g1).tolist() == every.tolist()
         far = (end <= g0.min()) | (start >= g1.max())
