@@ -179,7 +179,11 @@ def _line_stats(
     scale: float | None,
     replayed: Table | None,
 ) -> list[LineStat]:
-    shares = kernel_line_shares(trace, links.kernel_op, links.kernel_line, links.op_compiled, links.compiled)
+    shares = None  # no compiled kernel: each kernel on its own line, weight 1 (line_stats needs no copies)
+    if links.compiled is not None:
+        shares = kernel_line_shares(
+            trace, links.kernel_op, links.kernel_line, links.op_compiled, links.compiled
+        )
     k = links.kernel_line
     return line_stats(
         trace, k, roof.regime, roof.flops, roof.bytes, gaps, steps, None, scale, shares, replayed

@@ -14,7 +14,9 @@ def stream_order(trace: Trace, busy: np.ndarray) -> tuple[np.ndarray, np.ndarray
     """The busy GPU rows sorted by (window, stream, start), and each one's (window, stream) key: the order
     `same_stream_gaps` and `launch_bound` both walk (one sort for the two)."""
     gpu = trace.gpu
-    rows = np.nonzero(busy)[0]
+    rows = np.flatnonzero(busy)
+    if len(busy) < 2**31:  # int32 rows: the launch timing's temporaries are mostly these
+        rows = rows.astype(np.int32)
     key = window_stream_key(gpu.window[rows], gpu.stream[rows])
     order = lexsort((gpu.start_ns[rows], key))
     return rows[order], key[order]
@@ -32,8 +34,10 @@ def same_stream_gaps(
     same = k[1:] == k[:-1]
     if not same.any():
         return None
-    gap = gpu.start_ns[r[1:]] - (gpu.start_ns[r[:-1]] + gpu.dur_ns[r[:-1]])
-    out: np.ndarray = np.maximum(gap[same], 0)
+    start = gpu.start_ns[r]
+    prev_end = start[:-1] + gpu.dur_ns[r[:-1]]
+    gap = np.subtract(start[1:], prev_end, out=prev_end)[same]
+    out: np.ndarray = np.maximum(gap, 0, out=gap)
     return out
 
 
@@ -102,15 +106,17 @@ def launch_bound(
     `ordered`: stream_order(trace, busy) when the caller has it (the launched kernels keep its order)."""
     gpu, rt = trace.gpu, trace.runtime
     out = np.zeros(len(gpu), dtype=bool)
+    if len(gpu) < 2 or not len(rt):
+        return out
+    intervals = launch_intervals_ns(trace, links)  # first: its temporaries are gone before the rows' come
     r, key = ordered if ordered is not None else stream_order(trace, busy)
     keep = (links.kernel_launch[r] >= 0) & (gpu.kind[r] == GpuKind.KERNEL)
     r, key = r[keep], key[keep]
-    if len(r) < 2 or not len(rt):
+    if len(r) < 2:
         return out
     launch = links.kernel_launch[r]
     lt = rt.tid[launch]
     ls = rt.start_ns[launch]
-    intervals = launch_intervals_ns(trace, links)
     interval = np.full(len(lt), np.inf)
     if intervals:
         tids = np.array(sorted(intervals), dtype=np.int64)
@@ -118,9 +124,13 @@ def launch_bound(
         at = np.minimum(np.searchsorted(tids, lt), len(tids) - 1)
         hit = tids[at] == lt
         interval[hit] = vals[at[hit]]
-    # the previous launched kernel's end on the same stream (rows of one stream run one after another)
-    ends = gpu.start_ns[r] + gpu.dur_ns[r]
-    prev_end = np.full(len(r), np.iinfo(np.int64).min)
-    prev_end[1:] = np.where(key[1:] == key[:-1], ends[:-1], np.iinfo(np.int64).min)
-    out[r] = (ls >= prev_end) & (gpu.dur_ns[r] < interval)
+    dur = gpu.dur_ns[r]
+    short = dur < interval
+    del lt, interval
+    # waited: the first launched kernel of its stream, or launched after the previous one on the stream ended
+    # (rows of one stream run one after another)
+    ends = gpu.start_ns[r[:-1]] + dur[:-1]
+    waited = np.ones(len(r), dtype=bool)
+    waited[1:] = (key[1:] != key[:-1]) | (ls[1:] >= ends)
+    out[r] = waited & short
     return out

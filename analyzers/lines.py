@@ -99,46 +99,56 @@ def _sampled_ns_by_line(trace: Trace, n_lines: int) -> np.ndarray:
     return out
 
 
+def _weighted(values: np.ndarray, weight: np.ndarray | None) -> np.ndarray:
+    """values x weight; `values` itself for weight None (every weight 1: the same products)."""
+    return values if weight is None else values * weight
+
+
 def _known_sums(
-    line: np.ndarray, values: np.ndarray, weight: np.ndarray, n_lines: int
+    line: np.ndarray, values: np.ndarray, weight: np.ndarray | None, n_lines: int
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per line: the weighted sum of the known (finite) values, and how many were known."""
     known = np.isfinite(values)
-    total = np.bincount(line, weights=np.where(known, values, 0.0) * weight, minlength=n_lines)
+    total = np.bincount(line, weights=_weighted(np.where(known, values, 0.0), weight), minlength=n_lines)
     return total, np.bincount(line, weights=known.astype(float), minlength=n_lines)
 
 
 def _ns_by_regime(
-    line: np.ndarray, dur: np.ndarray, regime: np.ndarray, weight: np.ndarray, n_lines: int
+    line: np.ndarray, dur: np.ndarray, regime: np.ndarray, weight: np.ndarray | None, n_lines: int
 ) -> np.ndarray:
     """[regime code, line] -> summed GPU ns (each kernel's share of it on that line)."""
     codes = len(REGIME_CODES)
     ok = (regime >= 0) & (regime < codes)  # every kernel has one; a row without is left out
     if not ok.all():
-        line, dur, regime, weight = line[ok], dur[ok], regime[ok], weight[ok]
+        line, dur, regime = line[ok], dur[ok], regime[ok]
+        weight = None if weight is None else weight[ok]
     key = regime.astype(np.int64) * n_lines + line  # one bincount: each cell sums its rows in order
-    sums = np.bincount(key, weights=dur * weight, minlength=codes * n_lines)
+    sums = np.bincount(key, weights=_weighted(dur, weight), minlength=codes * n_lines)
     out: np.ndarray = np.rint(sums).astype(np.int64).reshape(codes, n_lines)
     return out
 
 
 def _counted(
     kernel_line: np.ndarray,
-    n_gpu: int,
     n_lines: int,
     rows: np.ndarray | None,
     shares: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(gpu row, line, weight) of the kernels line_stats counts: each on its line with weight 1, or as
-    `shares` splits them; only `rows` when given; only lines the trace has."""
+) -> tuple[np.ndarray | slice, np.ndarray, np.ndarray | None]:
+    """(gpu rows, line, weight) of the kernels line_stats counts: each on its line with weight 1 (None), or as
+    `shares` splits them; only `rows` when given; only lines the trace has. The rows are a slice of every row
+    when that is what is counted (every kernel on a line: the columns are taken as they are, not copied)."""
     if shares is None:
-        sel = np.arange(n_gpu) if rows is None else rows
-        kl, weight = kernel_line[sel], np.ones(len(sel))
-    else:
-        sel, kl, weight = shares
-        if rows is not None:
-            keep = np.isin(sel, rows)
-            sel, kl, weight = sel[keep], kl[keep], weight[keep]
+        if rows is None:
+            ok = (kernel_line >= 0) & (kernel_line < n_lines)
+            every = slice(None)
+            return (every, kernel_line, None) if ok.all() else (np.flatnonzero(ok), kernel_line[ok], None)
+        kl = kernel_line[rows]
+        ok = (kl >= 0) & (kl < n_lines)
+        return rows[ok], kl[ok], None
+    sel, kl, weight = shares
+    if rows is not None:
+        keep = np.isin(sel, rows)
+        sel, kl, weight = sel[keep], kl[keep], weight[keep]
     ok = (kl >= 0) & (kl < n_lines)
     return sel[ok], kl[ok], weight[ok]
 
@@ -165,7 +175,7 @@ def line_stats(
     n_lines = len(trace.lines)
     if n_lines == 0:
         return []
-    sel, kl, weight = _counted(kernel_line, len(trace.gpu), n_lines, rows, shares)
+    sel, kl, weight = _counted(kernel_line, n_lines, rows, shares)
     dur = trace.gpu.dur_ns[sel].astype(np.float64)
     by_regime = _ns_by_regime(kl, dur, regime[sel], weight, n_lines)
     kernels = np.rint(np.bincount(kl, weights=weight, minlength=n_lines)).astype(np.int64)
