@@ -137,7 +137,36 @@ def _intervals(start: np.ndarray, dur: np.ndarray, rows: np.ndarray, w0: int) ->
     return Intervals(start[rows] - w0, start[rows] + dur[rows] - w0)
 
 
-def _prepare(trace: Trace, links: Links, busy: np.ndarray, waits: Waits) -> list[_Window]:
+@dataclass(frozen=True)
+class _Pending:
+    """A window's replay inputs before its per-row arrays are built (`build`): the replay builds each window's
+    when it comes to it and drops them after, so only one window's (and the calibration's) are held at once,
+    not every row's (~60 bytes a row)."""
+
+    trace: Trace
+    window: int
+    rows: np.ndarray
+    launch_t: np.ndarray  # every gpu row's launch time (shared by the windows)
+    blocked: Intervals
+    off: _Fixed
+    span: tuple[int, int]
+    steps: int
+
+    def build(self) -> _Window:
+        w0 = self.span[0]
+        return _window(
+            self.trace,
+            self.window,
+            self.rows,
+            self.launch_t[self.rows] - w0,
+            self.blocked,
+            self.off,
+            self.span,
+            self.steps,
+        )
+
+
+def _prepare(trace: Trace, links: Links, busy: np.ndarray, waits: Waits) -> list[_Pending]:
     gpu, rt, w = trace.gpu, trace.runtime, trace.windows
     launch = links.kernel_launch
     has = launch >= 0
@@ -174,7 +203,7 @@ def _prepare(trace: Trace, links: Links, busy: np.ndarray, waits: Waits) -> list
         ]
         off = _Fixed(blocked, (t - w0).astype(np.int64), waited, scopes)
         steps = last - first + 1 if first >= 0 and last >= first else 0
-        out.append(_window(trace, win, rows, launch_t[rows] - w0, blocked, off, (w0, w1), steps))
+        out.append(_Pending(trace, win, rows, launch_t, blocked, off, (w0, w1), steps))
     return out
 
 
@@ -281,9 +310,8 @@ def _replay(win: _Window, f: float) -> tuple[np.ndarray, float, float]:
     return start, max(cpu_end, gpu_end), gpu_end
 
 
-def _calibrate(windows: list[_Window], unprofiled_step_ns: float) -> float | None:
-    """The CPU factor f for which the first windows (about CALIBRATION_ROWS rows, whole windows with known
-    steps) replay in the unprofiled step time; None without such a window."""
+def _calibration_windows(windows: list[_Pending]) -> list[_Pending]:
+    """The first windows with known steps, whole, up to about CALIBRATION_ROWS rows."""
     chosen, rows = [], 0
     for win in windows:
         if win.steps <= 0:
@@ -292,6 +320,12 @@ def _calibrate(windows: list[_Window], unprofiled_step_ns: float) -> float | Non
         rows += len(win.rows)
         if rows >= CALIBRATION_ROWS:
             break
+    return chosen
+
+
+def _calibrate(chosen: list[_Window], unprofiled_step_ns: float) -> float | None:
+    """The CPU factor f for which the `chosen` windows (_calibration_windows) replay in the unprofiled step
+    time; None without a window."""
     if not chosen:
         return None
     target = unprofiled_step_ns * sum(win.steps for win in chosen)
@@ -336,12 +370,14 @@ def unprofiled_gaps(
     if not unprofiled_step_ns or not len(gaps):
         return None
     windows = _prepare(trace, links, busy, waits)
-    f = _calibrate(windows, unprofiled_step_ns)
+    built = {p.window: p.build() for p in _calibration_windows(windows)}
+    f = _calibrate(list(built.values()), unprofiled_step_ns)
     if f is None:
         return None
     idle_of_row = np.full(len(trace.gpu), np.nan)
     trailing: dict[int, float] = {}  # per window: the replayed CPU time left after the GPU's last row
-    for win in windows:
+    for pending in windows:
+        win = built.pop(pending.window, None) or pending.build()
         start, length, gpu_end = _replay(win, f)
         idle_of_row[win.rows] = _idle_before(start, win.dur)
         trailing[win.window] = max(0.0, length - gpu_end)

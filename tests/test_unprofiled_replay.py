@@ -66,9 +66,10 @@ def prepared(trace):
     """The replay's windows of a hand-built trace, every GPU row busy."""
     links = link(trace)
     evidence = GapEvidence(trace, links, np.zeros(len(trace.gpu), dtype=bool))
-    return _prepare(
+    pending = _prepare(
         trace, links, np.ones(len(trace.gpu), dtype=bool), main_thread_waits(trace, evidence.sync_union)
     )
+    return [p.build() for p in pending]
 
 
 def test_work_time_leaves_out_time_blocked_in_syncs():
