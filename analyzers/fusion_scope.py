@@ -194,22 +194,26 @@ def scope_totals(
     """The scope's runs (adjacent fusable kernels of one stream), each fused into one kernel, summed. Per-run
     figures are column sums over run boundaries; only the bytes a run saves go through Python, once per
     distinct sequence of costed ops (a model's runs repeat every layer and step)."""
-    o, key = order.order, order.key
+    o = order.order
     m = mask[o]
+    ko = order.key[o]
     cont = np.zeros(len(o), dtype=bool)
-    cont[1:] = m[1:] & m[:-1] & (key[o[1:]] == key[o[:-1]])
+    cont[1:] = m[1:] & m[:-1] & (ko[1:] == ko[:-1])
+    del ko
     starts = np.nonzero(m & ~cont)[0]
     sel = o[m]
     if not len(starts):
         return _ScopeTotals(sel, None, 0.0, 0.0, 0.0, 0)
     ends = np.nonzero(m & ~np.append(cont[1:], False))[0]  # a run goes on while `cont`
-    run_of = np.cumsum(m & ~cont)[m] - 1  # run number of each row of `sel`
+    count = np.int32 if len(o) < 2**31 else np.int64
+    run_of = np.cumsum(m & ~cont, dtype=count)[m]  # run number of each row of `sel`
+    run_of -= 1
     first_in_run = np.concatenate(([0], np.nonzero(np.diff(run_of))[0] + 1))
     gpu = trace.gpu
     kb = roof.bytes[sel]
     known = np.isfinite(kb)
     now = np.add.reduceat(np.where(known, kb, 0.0), first_in_run)
-    any_run_known = np.add.reduceat(known.astype(np.int64), first_in_run) > 0
+    any_run_known = np.logical_or.reduceat(known, first_in_run)
     dur = np.add.reduceat(gpu.dur_ns[sel].astype(np.float64), first_in_run)
     last, first = o[ends], o[starts]
     wall = (gpu.start_ns[last] + gpu.dur_ns[last] - gpu.start_ns[first]).astype(np.float64)
