@@ -17,7 +17,8 @@ from analyzers.analyze import analyze
 from analyzers.model import Table
 from brrrtui.contract.schema import GPU_SCHEMA
 from brrrtui.present.report import to_json
-from brrrtui.recording import columns
+from brrrtui.recording import codec, columns
+from brrrtui.recording.checks import RecordingError
 from brrrtui.recording.store import RecordingWriter, load_recording, write_trace
 
 T0 = 1_700_000_000_000_000_000
@@ -120,3 +121,24 @@ def test_the_analysis_of_repeated_values_is_that_of_whole_columns(tmp_path, name
     assert {"gpu.device", "ops.concrete"} <= repeated, repeated  # one GPU; no Concrete Inputs recorded
     whole = replace(trace, **{t: _whole(getattr(trace, t)) for t in tables})
     assert json.dumps(to_json(analyze(trace))) == json.dumps(to_json(analyze(whole)))
+
+
+def test_one_value_batches_are_checked_as_decoded_ones():
+    """codec.constant_many takes the batches' one value only once every blob reads as its batch's: a blob
+    whose length does not match its count is the same one-line error decode_many gives."""
+    five = codec.encode(np.full(3, 7))
+    assert five[0] == 5 and codec.constant_many([(five, 0, 3), (five, 3, 3)], False, "t.c", np.int32) == 7
+    assert (
+        codec.constant_many([(five, 0, 3), (codec.encode(np.full(2, 8)), 3, 2)], False, "t.c", np.int32)
+        is None
+    )
+    assert (
+        codec.constant_many([(five, 0, 3), (codec.encode(np.arange(3)), 3, 3)], False, "t.c", np.int32)
+        is None
+    )
+    with pytest.raises(
+        RecordingError, match=r"^t\.c holds 10 bytes of code 5, not the 3 values of its batch$"
+    ):
+        codec.constant_many([(five, 0, 3), (five + b"\x00", 3, 3)], False, "t.c", np.int32)
+    with pytest.raises(RecordingError, match=r"^t\.c holds 300$"):
+        codec.constant_many([(codec.encode(np.full(3, 300)), 0, 3)], False, "t.c", np.int8)

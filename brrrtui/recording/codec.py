@@ -148,13 +148,15 @@ def constant(blob: object, n: int, floats: bool, where: str, dtype: Any) -> int 
 def constant_many(
     parts: list[tuple[Any, int, int]], floats: bool, where: str, dtype: Any
 ) -> int | float | None:
-    """The one value of whole batches (blob, at, n) that all store the same single value; None otherwise.
-    Every blob is checked as decode_many checks them."""
-    codes = _checked_codes(parts, floats, where)
-    if not len(codes) or not ((codes == 5).all() or (codes == 6).all()):
+    """The one value of whole batches (blob, at, n) that all store the same single value, every blob checked
+    as decode_many checks them; None otherwise (without a check: decode_many makes them)."""
+    heads = {blob[:HEAD] if type(blob) is bytes else None for blob, _, _ in parts}
+    if len(heads) != 1:
         return None
-    if len({blob[1:HEAD] for blob, _, _ in parts}) != 1:
+    (head,) = heads
+    if not head or head[0] not in (5, 6):
         return None
+    _checked_codes(parts, floats, where)
     blob, _, n = parts[0]
     return constant(blob, n, floats, where, dtype)
 
