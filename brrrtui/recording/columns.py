@@ -141,7 +141,7 @@ class _Reader:
 
     A batch that stores a column as one value is not written out at once: a column that is one value in every
     batch (a device id, a kernel's unknown byte count) becomes one read-only value repeated without memory
-    (np.broadcast_to), and its preallocated pages are never touched. On real recordings that is ~20 % of the
+    (np.broadcast_to), and its preallocated pages are never touched. On H200 recordings that is 15-20 % of the
     loaded bytes, each page of which a load would otherwise fault in and zero."""
 
     def __init__(self, path: str, table: str, schema: Mapping[str, Any], present: list[str], n: int):
