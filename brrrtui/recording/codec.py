@@ -133,13 +133,12 @@ def decode_into(
 
 def constant(blob: object, n: int, floats: bool, where: str, dtype: Any) -> int | float | None:
     """The one value of a blob that stores its batch as one value (codes 5 and 6), checked as decode_into
-    checks it against `dtype`; None for a blob of any other code."""
+    checks it against `dtype`; None, unchecked, for anything else (decode_into checks that, once)."""
+    if type(blob) is not bytes or not blob or blob[0] not in (5, 6):
+        return None
     code, _, _ = _checked_code(blob, n, floats, where)
-    assert isinstance(blob, bytes)
     if code == 6:
         return float(np.frombuffer(blob, _F8, 1, 1)[0])
-    if code != 5:
-        return None
     base = int(np.frombuffer(blob, "<i8", 1, 1)[0])
     _check_fits(np.empty(0, dtype), base, base, where)
     return base

@@ -157,7 +157,6 @@ class _Reader:
         self.small: list[tuple[Sequence[Any], int, int]] = []
         # per column, the stretches (at, take, value) of batches that hold one value, written out in finish
         self.same: dict[str, list[tuple[int, int, int | float]]] = {c: [] for c in schema}
-        self.decoded = dict.fromkeys(schema, False)  # a batch of it was decoded into out: it is not one value
         for c, d in self.dtypes.items():
             if c not in present:
                 self._one_value(c, 0, n, _unknown(d))
@@ -190,7 +189,6 @@ class _Reader:
                     self.out[c][at : at + take], blob, n, skip, dt.kind == "f", self._where(c)
                 )
                 self._widen(c, more)
-                self.decoded[c] = True
 
     def finish(self) -> None:
         for j, c in enumerate(self.present):
@@ -206,15 +204,16 @@ class _Reader:
                     self._one_value(c, at, n, value)
             else:
                 self._widen(c, codec.decode_many(self.out[c], parts, floats, self._where(c)))
-                self.decoded[c] = True
             parts.clear()
         for c, stretches in self.same.items():
             self._write_one_values(c, stretches)
 
     def _write_one_values(self, c: str, stretches: list[tuple[int, int, int | float]]) -> None:
+        """One value repeated when these stretches cover every row (no batch of the column was decoded) with one
+        value, else each written into the column."""
         dt = self.dtypes[c]
-        values = {np.array(v, dtype=dt).tobytes() for _, _, v in stretches}
-        if self.n and not self.decoded[c] and len(values) == 1:
+        every_row = self.n > 0 and sum(take for _, take, _ in stretches) == self.n
+        if every_row and len({np.array(v, dtype=dt).tobytes() for _, _, v in stretches}) == 1:
             self.out[c] = np.broadcast_to(np.array(stretches[0][2], dtype=dt), self.n)
         else:
             for at, take, value in stretches:
