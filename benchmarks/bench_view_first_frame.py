@@ -18,8 +18,9 @@ recording (format 2), and `view` reads it once; --baseline DIR runs the same on 
 worktree), interleaved, for a ratio measured in the same run.
 
 For each: the first frame (run_test hands over the app once it is ready, its first screen drawn; what the
-header says then), and the first analysis on screen. Ratios are read once / read twice, both measured in the same run. A benchmark, not a test: nothing is
-asserted.
+header says then), and the first analysis on screen; with --kernels also the process's peak RSS up to then and
+its RSS then (/proc/self/status). Ratios are read once / read twice, or baseline / today, both measured in the
+same run. A benchmark, not a test: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -98,7 +99,15 @@ async def main():
             await pilot.pause(0.05)
         analysed = time.perf_counter() - t0
         ok = app.snapshot is not None
-    print(json.dumps({"first_frame_s": first, "analysed_s": analysed, "header": header, "ok": ok}))
+        mem = memory()
+    print(json.dumps({"first_frame_s": first, "analysed_s": analysed, "header": header, "ok": ok, **mem}))
+
+def memory():
+    # this process's own peak and current RSS (VmHWM is the address space's: not carried over from the
+    # process that started it, as ru_maxrss is across exec)
+    with open("/proc/self/status") as f:
+        kb = {k: int(v.split()[0]) for k, v in (ln.split(":", 1) for ln in f) if k in ("VmHWM", "VmRSS")}
+    return {"peak_rss_mb": kb["VmHWM"] / 1024, "rss_mb": kb["VmRSS"] / 1024}
 
 asyncio.run(main())
 """
@@ -170,14 +179,27 @@ def recording(work: str, kernels: int, baseline: str | None, repeat: int) -> Non
     for _ in range(repeat):
         for name, root in roots.items():  # interleaved
             runs[name].append(measure(path, "once", root))
-    print(f"{'':10} {'first frame':>12} {'first analysis':>15}   (fastest of {repeat})")
+    print(
+        f"{'':10} {'first frame':>12} {'first analysis':>15} {'peak RSS':>10} {'RSS then':>10}   (fastest of {repeat})"
+    )
     best = {}
     for name, rs in runs.items():
-        best[name] = {k: min(r[k] for r in rs) for k in ("first_frame_s", "analysed_s")}
-        print(f"{name:10} {best[name]['first_frame_s']:>10.2f} s {best[name]['analysed_s']:>13.2f} s")
+        best[name] = {
+            k: min(r[k] for r in rs) for k in ("first_frame_s", "analysed_s", "peak_rss_mb", "rss_mb")
+        }
+        b = best[name]
+        print(
+            f"{name:10} {b['first_frame_s']:>10.2f} s {b['analysed_s']:>13.2f} s"
+            f" {b['peak_rss_mb']:>7.0f} MB {b['rss_mb']:>7.0f} MB"
+        )
         print(f"           header at the first frame: {rs[0]['header']!r}")
     if "baseline" in best:
-        for k, label in (("first_frame_s", "first frame"), ("analysed_s", "first analysis")):
+        for k, label in (
+            ("first_frame_s", "first frame"),
+            ("analysed_s", "first analysis"),
+            ("peak_rss_mb", "peak RSS"),
+            ("rss_mb", "RSS at the first analysis"),
+        ):
             print(f"ratio baseline / today, {label}: {best['baseline'][k] / best['today'][k]:.2f}")
 
 

@@ -120,7 +120,7 @@ def window_bounds(
 
 def _window_rows(column: np.ndarray, window: int) -> np.ndarray:
     """The rows of one window, in table order (a stretch found by bisection in a table sorted by window)."""
-    return _as_rows(window_rows(column, np.array([window], dtype=np.int64)))
+    return as_rows(window_rows(column, np.array([window], dtype=np.int64)))
 
 
 def _top_level(op_parent: np.ndarray) -> np.ndarray:
@@ -162,10 +162,10 @@ def rows_of_windows(analysis: Analysis, windows: list[int]) -> dict[int, WindowR
     """Every window's gpu, op and gap rows, from one search of each table (not a pass per window)."""
     tables = (analysis.trace.gpu.window, analysis.trace.ops.window, analysis.gaps.window)
     g, o, p = (rows_per_window(column, windows) for column in tables)
-    return {w: (_as_rows(g[k]), _as_rows(o[k]), _as_rows(p[k])) for k, w in enumerate(windows)}
+    return {w: (as_rows(g[k]), as_rows(o[k]), as_rows(p[k])) for k, w in enumerate(windows)}
 
 
-def _as_rows(rows: slice | np.ndarray) -> np.ndarray:
+def as_rows(rows: slice | np.ndarray) -> np.ndarray:
     return np.arange(rows.start, rows.stop) if isinstance(rows, slice) else rows
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,22 +19,15 @@ from analyzers.results import Analysis, Finding, KernelStat, LineStat
 from analyzers.stream import StreamView, stream_figures, stream_view
 from brrrtui.contract.schema import COMPILED_CALL_PREFIX
 from brrrtui.contract.userfiles import is_user_file
-from brrrtui.present.lanes import (
-    PageKey,
-    WindowLanes,
-    build_lanes,
-    build_stream_lanes,
-    op_sync,
-    rows_of_windows,
-    window_ids,
-)
+from brrrtui.present.lanes import PageKey, WindowLanes, build_stream_lanes, window_ids
+from brrrtui.present.lanes_by_window import LanesByWindow
 
 
 @dataclass(frozen=True)
 class Snapshot:
     analysis: Analysis
     windows: list[int]
-    lanes: dict[int, WindowLanes]
+    lanes: Mapping[int, WindowLanes]  # capture windows' lanes, each built when first asked for
     lines_by_id: dict[int, LineStat]
     lines_by_source: dict[SourceLine, LineStat]
     hot_lines: list[
@@ -123,9 +117,9 @@ class Snapshot:
 def build_snapshot(analysis: Analysis, script: str | None = None, version: int = 0) -> Snapshot:
     trace = analysis.trace
     windows = window_ids(trace)
-    sync = op_sync(analysis)  # once, not per window: it spans every op
-    rows = rows_of_windows(analysis, windows)  # one search of each table for every window
-    lanes = {w: build_lanes(analysis, w, sync, rows[w]) for w in windows}
+    lanes = LanesByWindow(analysis, windows)
+    if windows:
+        lanes.get(windows[-1])  # the page the view opens on, built here and not on the UI thread
     by_id = {s.line_id: s for s in analysis.lines}
     hot = sorted(
         (s for s in analysis.lines if s.gpu_ns + s.idle_ns > 0), key=lambda s: -(s.gpu_ns + s.idle_ns)
