@@ -6,12 +6,14 @@ The regime itself comes from the analysis; these only put its numbers into words
 from __future__ import annotations
 
 import math
-from typing import TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 from analyzers.gemm_shapes import narrow_load_bytes
 from analyzers.results import GapCause, LineStat, Regime
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flops, fmt_ns, fmt_pct
-from brrrtui.present.snapshot import Snapshot
+
+if TYPE_CHECKING:  # report's import of this module does not load the UI's snapshot and lanes
+    from brrrtui.present.snapshot import Snapshot
 
 
 def finite(x: float | None) -> TypeGuard[float]:
