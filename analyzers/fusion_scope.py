@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from analyzers.arrays import distinct, unique_rows
+from analyzers.arrays import distinct, unique_rows, window_groups
 from analyzers.fusion_chain import FusionChain
 from analyzers.links import Links
 from analyzers.model import NONE, Trace, flag_of
@@ -192,36 +192,17 @@ def scope_totals(
     trace: Trace, roof: Roofline, order: StreamOrder, mask: np.ndarray, bw: float | None, per_launch: float
 ) -> _ScopeTotals:
     """The scope's runs (adjacent fusable kernels of one stream), each fused into one kernel, summed. Per-run
-    figures are column sums over run boundaries; only the bytes a run saves go through Python, once per
-    distinct sequence of costed ops (a model's runs repeat every layer and step)."""
+    figures are column sums over run boundaries, a group of whole windows at a time (a run stays in its
+    window: the temporaries are a group's, arrays.window_groups); only the bytes a run saves go through Python,
+    once per distinct sequence of costed ops in a group (a model's runs repeat every layer and step)."""
     o = order.order
-    m = mask[o]
-    ko = order.key[o]
-    cont = np.zeros(len(o), dtype=bool)
-    cont[1:] = m[1:] & m[:-1] & (ko[1:] == ko[:-1])
-    del ko
-    starts = np.nonzero(m & ~cont)[0]
-    sel = o[m]
-    if not len(starts):
-        return _ScopeTotals(sel, None, 0.0, 0.0, 0.0, 0)
-    ends = np.nonzero(m & ~np.append(cont[1:], False))[0]  # a run goes on while `cont`
-    count = np.int32 if len(o) < 2**31 else np.int64
-    run_of = np.cumsum(m & ~cont, dtype=count)[m]  # run number of each row of `sel`
-    run_of -= 1
-    first_in_run = np.concatenate(([0], np.nonzero(np.diff(run_of))[0] + 1))
-    gpu = trace.gpu
-    kb = roof.bytes[sel]
-    known = np.isfinite(kb)
-    now = np.add.reduceat(np.where(known, kb, 0.0), first_in_run)
-    any_run_known = np.logical_or.reduceat(known, first_in_run)
-    dur = np.add.reduceat(gpu.dur_ns[sel].astype(np.float64), first_in_run)
-    last, first = o[ends], o[starts]
-    wall = (gpu.start_ns[last] + gpu.dur_ns[last] - gpu.start_ns[first]).astype(np.float64)
-    n_rows = (ends - starts + 1).astype(np.float64)
-    cached = _saved_per_run(roof, sel, run_of, first_in_run)
-    saved = np.where(any_run_known, np.minimum(cached, now), cached)
+    groups = window_groups((order.key[o] >> 32,))  # the key sorts as (window, stream): its window
+    parts = [r for (g,) in groups if (r := _group_runs(trace, roof, o[g], order.key, mask)) is not None]
+    if not parts:
+        return _ScopeTotals(o[:0], None, 0.0, 0.0, 0.0, 0)
+    sel, now, any_run_known, dur, wall, n_rows, saved = (np.concatenate(c) for c in zip(*parts, strict=True))
     if bw:
-        rate = np.full(len(starts), float(bw))
+        rate = np.full(len(now), float(bw))
     else:
         with np.errstate(divide="ignore", invalid="ignore"):
             rate = np.where((dur > 0) & (now > 0), now / (dur * 1e-9), np.nan)
@@ -239,6 +220,41 @@ def scope_totals(
         saving_total,
         int((n_rows - 1).sum()),
     )
+
+
+def _group_runs(
+    trace: Trace, roof: Roofline, o: np.ndarray, key: np.ndarray, mask: np.ndarray
+) -> tuple[np.ndarray, ...] | None:
+    """The runs among `o` (rows in stream order, of whole windows): the rows in them, and per run its bytes
+    now, whether any of them is known, its kernel ns, wall ns, kernels and the bytes fusing it saves. None
+    without a run."""
+    m = mask[o]
+    ko = key[o]
+    cont = np.zeros(len(o), dtype=bool)
+    cont[1:] = m[1:] & m[:-1] & (ko[1:] == ko[:-1])
+    del ko
+    starts = np.nonzero(m & ~cont)[0]
+    if not len(starts):
+        return None
+    ends = np.nonzero(m & ~np.append(cont[1:], False))[0]  # a run goes on while `cont`
+    count = np.int32 if len(o) < 2**31 else np.int64
+    run_of = np.cumsum(m & ~cont, dtype=count)[m]  # run number of each row of `sel`
+    run_of -= 1
+    first_in_run = np.concatenate(([0], np.nonzero(np.diff(run_of))[0] + 1))
+    sel = o[m]
+    gpu = trace.gpu
+    kb = roof.bytes[sel]
+    known = np.isfinite(kb)
+    now = np.add.reduceat(np.where(known, kb, 0.0), first_in_run)
+    any_run_known = np.logical_or.reduceat(known, first_in_run)
+    del kb, known
+    dur = np.add.reduceat(gpu.dur_ns[sel].astype(np.float64), first_in_run)
+    last, first = o[ends], o[starts]
+    wall = (gpu.start_ns[last] + gpu.dur_ns[last] - gpu.start_ns[first]).astype(np.float64)
+    n_rows = (ends - starts + 1).astype(np.float64)
+    cached = _saved_per_run(roof, sel, run_of, first_in_run)
+    saved = np.where(any_run_known, np.minimum(cached, now), cached)
+    return sel, now, any_run_known, dur, wall, n_rows, saved
 
 
 def _saved_per_run(

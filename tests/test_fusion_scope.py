@@ -3,14 +3,19 @@ hand-built traces whose bytes and savings are exact."""
 
 from __future__ import annotations
 
+import os
+
+import numpy as np
 import pytest
 from fixtures.synthetic import BF16, F32, H200_BW, TraceBuilder
 
+from analyzers import arrays, fusion_scope
 from analyzers.analyze import analyze
 from analyzers.fusion import fusion_chains
 from analyzers.links import link
 from analyzers.peaks import resolve_peaks
 from analyzers.roofline import roofline
+from brrrtui.recording.load import load_trace
 
 N = 1 << 24  # elements: 32 MiB per bf16 tensor, 64 MiB per fp32 one
 T, T4 = 2 * N, 4 * N
@@ -209,3 +214,31 @@ def test_runs_with_the_same_op_sequence_share_one_saving_and_a_hash_collision_ch
     group, rep = fusion_scope._same_sequences(values, bounds, lengths)
     assert [seqs[r] for r in rep[group].tolist()] == seqs
     assert len(rep) == 4 and sorted(rep.tolist()) == [0, 2, 3, 5]
+
+
+@pytest.mark.parametrize("name", ["h200_hf_gpt2_modules", "h200_known_regimes_sleep20"])  # 2 and 4 windows
+def test_scope_totals_a_window_group_at_a_time_are_the_whole_traces(name: str, monkeypatch) -> None:
+    """A scope's runs summed a group of windows at a time (arrays.window_groups) give exactly the figures and
+    rows of one group of every row, on the scopes of real H200 recordings, every window analysed."""
+    trace = load_trace(os.path.join(os.path.dirname(__file__), "fixtures", f"{name}.brrr.gz"))
+    calls = []
+    real = fusion_scope.scope_totals
+    monkeypatch.setattr(fusion_scope, "scope_totals", lambda *a: calls.append(a) or real(*a))
+    analyze(trace, windows=trace.windows.window.tolist())
+    assert calls
+    for args in calls:
+        whole = real(*args)  # the recordings' kernels are far fewer than GROUP_ROWS: one group
+        with monkeypatch.context() as m:
+            m.setattr(arrays, "GROUP_ROWS", 100)
+            o = args[2].order
+            assert len(arrays.window_groups((args[2].key[o] >> 32,))) == len(trace.windows)
+            grouped = real(*args)
+        np.testing.assert_array_equal(grouped.rows, whole.rows)
+        assert (grouped.bytes_now, grouped.saved, grouped.kernel_ns, grouped.saving_ns, grouped.launches) == (
+            whole.bytes_now,
+            whole.saved,
+            whole.kernel_ns,
+            whole.saving_ns,
+            whole.launches,
+        )
+        assert whole.saving_ns > 0 and len(whole.rows)
