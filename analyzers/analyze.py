@@ -221,9 +221,7 @@ def _kernel_details(roof: Roofline, launch_bound: np.ndarray) -> dict[str, np.nd
     """The per-GPU-row columns the details pane shows."""
     return {
         "kernel_tensor_cores": roof.tensor_cores,
-        "kernel_roof_fraction": roof.roof_fraction,
-        "kernel_achieved_flops_per_s": roof.achieved_flops_per_s,
-        "kernel_achieved_bytes_per_s": roof.achieved_bytes_per_s,
+        "kernel_unit_peak_flops_per_s": roof.unit_peak_flops_per_s,
         "kernel_fits_in_l2": roof.fits_in_l2,
         "kernel_launch_bound": launch_bound,
     }

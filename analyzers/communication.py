@@ -109,7 +109,7 @@ def comm_kernels(trace: Trace) -> np.ndarray:
 
 def classify(trace: Trace, roof: Roofline) -> Roofline:
     """The roofline with every collective kernel's regime set to COMMUNICATION and its roofline figures
-    (FLOPs, bytes of HBM traffic, achieved rates, tensor cores) unknown."""
+    (FLOPs, bytes of HBM traffic, tensor cores, and so the achieved rates) unknown."""
     mask = comm_kernels(trace)
     if not mask.any():
         return roof
@@ -124,9 +124,6 @@ def classify(trace: Trace, roof: Roofline) -> Roofline:
         regime=regime,
         flops=unknown(roof.flops, np.nan),
         bytes=unknown(roof.bytes, np.nan),
-        achieved_flops_per_s=unknown(roof.achieved_flops_per_s, np.nan),
-        achieved_bytes_per_s=unknown(roof.achieved_bytes_per_s, np.nan),
-        roof_fraction=unknown(roof.roof_fraction, np.nan),
         tensor_cores=unknown(roof.tensor_cores, -1),
         fits_in_l2=unknown(roof.fits_in_l2, -1),
     )

@@ -75,10 +75,11 @@ def candidates(ctx: Context) -> np.ndarray:
         (gpu.kind == GpuKind.KERNEL)
         & np.isin(roof.family, _GEMM_FAMILIES)
         & (roof.tensor_cores == 1)
-        & np.isfinite(roof.roof_fraction)
         & (roof.cost_op >= 0)
         & ~is_helper
     )
+    rows = np.flatnonzero(mask)
+    mask[rows] = np.isfinite(roof.roof_fraction(rows))
     return mask
 
 
@@ -128,7 +129,7 @@ def efficiency_findings(ctx: Context) -> list[Finding]:
     if not len(rows):
         return []
     diags, of_row = diagnoses(ctx, rows)
-    frac = roof.roof_fraction[rows]
+    frac = roof.roof_fraction(rows)
     plain = np.array([d is None for d in diags], dtype=bool)[of_row]
     target = reference_fraction(frac[plain], gpu.dur_ns[rows][plain])
     slow = frac < BELOW_ROOF

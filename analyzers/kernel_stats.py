@@ -70,12 +70,11 @@ def kernel_stats(trace: Trace, roof: Roofline, rows: np.ndarray | None = None) -
 
     f_tot, f_t, f_cnt = known_sum(roof.flops[idx])
     b_tot, b_t, b_cnt = known_sum(roof.bytes[idx])
-    frac_num = np.bincount(
-        inv,
-        weights=np.where(np.isfinite(roof.roof_fraction[idx]), roof.roof_fraction[idx] * dur, 0.0),
-        minlength=m,
-    )
-    frac_t = np.bincount(inv, weights=np.where(np.isfinite(roof.roof_fraction[idx]), dur, 0.0), minlength=m)
+    frac = roof.roof_fraction(slice(None) if rows is None else rows)  # no gathers for every row
+    frac_known = np.isfinite(frac)
+    frac_num = np.bincount(inv, weights=np.where(frac_known, frac * dur, 0.0), minlength=m)
+    frac_t = np.bincount(inv, weights=np.where(frac_known, dur, 0.0), minlength=m)
+    del frac, frac_known
     tc_yes, tc_no = _yes_no_weights(inv, m, dur, roof.tensor_cores[idx])
     l2_yes, l2_no = _yes_no_weights(inv, m, dur, roof.fits_in_l2[idx])
     stats: list[KernelStat] = []

@@ -15,6 +15,7 @@ import numpy as np
 from analyzers.links import Links
 from analyzers.model import Peaks, SourceLine, Table, Trace
 from analyzers.phases import Phase, TracePhases
+from analyzers.rates import Rates, achieved
 
 if TYPE_CHECKING:
     from analyzers.communication import Communication
@@ -193,9 +194,7 @@ class Analysis:
     notes: list[str] = field(default_factory=list)
     # per-kernel detail columns; None where a caller builds an Analysis without them (the UI then shows less)
     kernel_tensor_cores: np.ndarray | None = None  # int8 per gpu row: 1 tensor cores, 0 SIMT, -1 unknown
-    kernel_roof_fraction: np.ndarray | None = None  # float64 per gpu row: achieved / roof at its intensity
-    kernel_achieved_flops_per_s: np.ndarray | None = None  # float64 per gpu row (NaN unknown)
-    kernel_achieved_bytes_per_s: np.ndarray | None = None  # float64 per gpu row (NaN unknown)
+    kernel_unit_peak_flops_per_s: np.ndarray | None = None  # float64 per gpu row: its FLOP roof (NaN unknown)
     kernel_fits_in_l2: np.ndarray | None = None  # int8 per gpu row: 1/0/-1
     # bool per gpu row: the GPU waited for the kernel and it ran shorter than the CPU's launch interval
     kernel_launch_bound: np.ndarray | None = None
@@ -206,3 +205,17 @@ class Analysis:
     modules: ModuleTree | None = None  # time per nn.Module (None: no kernel ran inside one)
     library_lines: list[LineStat] = field(default_factory=list)  # GPU time per model-library line
     communication: Communication | None = None  # collectives: time, exposed, bytes (None: none recorded)
+
+    def kernel_rates(self, rows: np.ndarray | slice = slice(None)) -> Rates | None:
+        """Achieved FLOP/s, bytes/s and roof fraction of gpu `rows` (default: all), as the roofline worked
+        them out (analyzers.rates); None without the per-row FLOP roofs."""
+        if self.kernel_unit_peak_flops_per_s is None:
+            return None
+        bw = np.nan if self.peaks.bytes_per_s is None else self.peaks.bytes_per_s
+        return achieved(
+            self.kernel_flops[rows],
+            self.kernel_bytes[rows],
+            self.trace.gpu.dur_ns[rows],
+            self.kernel_unit_peak_flops_per_s[rows],
+            bw,
+        )

@@ -51,6 +51,7 @@ from analyzers.kernel_costs import GEMM_NAME, OpCosts, cost_ops, recorded_flops,
 from analyzers.links import Calls
 from analyzers.model import NONE, GpuKind, Peaks, Trace, flag_of
 from analyzers.op_families import MATMUL_FAMILIES, Family
+from analyzers.rates import Rates, achieved, roof_fraction
 from analyzers.results import REGIME_CODES, Regime
 
 SHORT_NS = 5_000  # kernels at most this long ...
@@ -76,14 +77,33 @@ class Roofline:
     regime: np.ndarray  # int8 REGIME_CODES
     tensor_cores: np.ndarray  # int8: 1 tensor cores, 0 SIMT, -1 unknown
     unit_peak_flops_per_s: np.ndarray  # the FLOP roof that applies (NaN unknown)
-    achieved_flops_per_s: np.ndarray
-    achieved_bytes_per_s: np.ndarray
-    roof_fraction: np.ndarray
+    dur_ns: np.ndarray  # the trace's gpu.dur_ns (the rates come from it: rates())
+    peak_bytes_per_s: float  # NaN unknown
     fits_in_l2: np.ndarray  # int8: 1/0/-1
     family: np.ndarray  # int8 op_families.Family of the costed op (-1: none)
     cost_op: np.ndarray  # op row whose cost was split onto the row (NONE)
     host_copy: np.ndarray  # bool: memcpy to or from the host
     op_costs: OpCosts
+
+    def rates(self, rows: np.ndarray | slice = slice(None)) -> Rates:
+        """Achieved FLOP/s, bytes/s and roof fraction of `rows` (default: every row), worked out now."""
+        return achieved(
+            self.flops[rows],
+            self.bytes[rows],
+            self.dur_ns[rows],
+            self.unit_peak_flops_per_s[rows],
+            self.peak_bytes_per_s,
+        )
+
+    def roof_fraction(self, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """rates(rows).roof_fraction, with fewer temporaries."""
+        return roof_fraction(
+            self.flops[rows],
+            self.bytes[rows],
+            self.dur_ns[rows],
+            self.unit_peak_flops_per_s[rows],
+            self.peak_bytes_per_s,
+        )
 
 
 @dataclass(frozen=True)
@@ -200,7 +220,6 @@ def _unit_peak(trace: Trace, rc: _RowCosts, tensor_cores: np.ndarray, peaks: Pea
 
 def roofline(trace: Trace, links: Calls, peaks: Peaks) -> Roofline:
     gpu = trace.gpu
-    dur = gpu.dur_ns.astype(np.float64)
     kind = gpu.kind
     op_costs, flops_op, bytes_op = cost_ops(trace, links)
     rc = _row_costs(trace, links, op_costs, flops_op, bytes_op)
@@ -212,11 +231,8 @@ def roofline(trace: Trace, links: Calls, peaks: Peaks) -> Roofline:
     unit_peak = _unit_peak(trace, rc, tensor_cores, peaks)
     bw = np.nan if peaks.bytes_per_s is None else peaks.bytes_per_s
 
+    frac = roof_fraction(flops, nbytes, gpu.dur_ns, unit_peak, bw)
     with np.errstate(divide="ignore", invalid="ignore"):
-        secs = np.where(dur > 0, dur * 1e-9, np.nan)
-        ach_f = flops / secs
-        ach_b = nbytes / secs
-        frac = np.fmax(ach_f / unit_peak, ach_b / bw)
         intensity = flops / nbytes
         ridge = unit_peak / bw
 
@@ -237,9 +253,8 @@ def roofline(trace: Trace, links: Calls, peaks: Peaks) -> Roofline:
         regime=regime,
         tensor_cores=tensor_cores,
         unit_peak_flops_per_s=unit_peak,
-        achieved_flops_per_s=ach_f,
-        achieved_bytes_per_s=ach_b,
-        roof_fraction=frac,
+        dur_ns=gpu.dur_ns,
+        peak_bytes_per_s=bw,
         fits_in_l2=_fits_in_l2(trace, rc, peaks),
         family=rc.family,
         cost_op=np.where(flops_op >= 0, flops_op, bytes_op).astype(links.op_parent.dtype),

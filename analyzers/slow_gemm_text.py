@@ -34,7 +34,7 @@ def _span(lo: float, hi: float, fmt: Callable[[float | None], str]) -> str:
 def _rates(ctx: Context, rows: np.ndarray) -> str:
     """ "94.7–146 TFLOP/s of 775 TFLOP/s (12%–19% of the roof)" """
     roof = ctx.roof
-    ach, frac = roof.achieved_flops_per_s[rows], roof.roof_fraction[rows]
+    ach, _, frac = roof.rates(rows)
     peak = float(np.nanmedian(roof.unit_peak_flops_per_s[rows]))
     rate = _span(float(np.nanmin(ach)), float(np.nanmax(ach)), fmt_flops)
     pct = _span(float(np.nanmin(frac)), float(np.nanmax(frac)), fmt_pct)

@@ -45,7 +45,7 @@ def test_vocab_not_a_multiple_of_8_is_named_with_its_padding():
     b, durs = gemm_trace([(8192, 50257, 768, CUTLASS_75, 0.15)])
     a = analyze(b.build())
     (f,) = slow_gemms(a)
-    frac = a.kernel_roof_fraction
+    frac = a.kernel_rates().roof_fraction
     ref, slow = frac[0], frac[-1]
     assert slow == pytest.approx(0.15, rel=1e-5) and ref == pytest.approx(0.9, rel=1e-5)
     # one step; the padded GEMM does 50304/50257 of the FLOPs at the reference GEMMs' fraction
@@ -76,7 +76,9 @@ def test_without_reference_gemms_the_default_target_applies():
     a = analyze(b.build())
     (f,) = slow_gemms(a)
     work = 50304 / 50257
-    assert f.saving_ns == pytest.approx(durs[-1] * (1 - a.kernel_roof_fraction[-1] * work / DEFAULT_TARGET))
+    assert f.saving_ns == pytest.approx(
+        durs[-1] * (1 - a.kernel_rates().roof_fraction[-1] * work / DEFAULT_TARGET)
+    )
 
 
 def test_fp32_gemm_without_tf32_is_one_no_tensor_cores_finding():

@@ -76,10 +76,12 @@ def assert_same_analysis(got, want) -> None:
         "kernel_regime",
         "kernel_flops",
         "kernel_bytes",
-        "kernel_roof_fraction",
+        "kernel_unit_peak_flops_per_s",
         "kernel_launch_bound",
     ):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+    for mine, theirs in zip(got.kernel_rates(), want.kernel_rates(), strict=True):
+        np.testing.assert_array_equal(mine, theirs)
     tables = [(getattr(got.trace, n), getattr(want.trace, n)) for n in ("gpu", "ops", "runtime", "spans")]
     for a, b in [*tables, (got.gaps, want.gaps)]:
         assert a.columns.keys() == b.columns.keys()

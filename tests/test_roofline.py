@@ -47,8 +47,8 @@ def test_bf16_matmul_is_compute_bound_with_exact_flops():
     assert r.regime[0] == C
     assert r.tensor_cores[0] == 1
     assert r.unit_peak_flops_per_s[0] == H200_BF16
-    assert r.achieved_flops_per_s[0] == pytest.approx(2 * n**3 / 200e-6)
-    assert r.roof_fraction[0] == pytest.approx(2 * n**3 / 200e-6 / H200_BF16)
+    assert r.rates().flops_per_s[0] == pytest.approx(2 * n**3 / 200e-6)
+    assert r.rates().roof_fraction[0] == pytest.approx(2 * n**3 / 200e-6 / H200_BF16)
     assert r.fits_in_l2[0] == 0  # 100.7 MB > 60 MiB
 
 
@@ -63,7 +63,8 @@ def test_unaligned_cutlass_gemm_is_memory_bound_on_chip(align, regime):
     _, r = single_op("aten::mm", [[m, k], [k, n]], [BF16, BF16], UNALIGNED.format(a=align), 13_000_000)
     assert r.flops[0] == 2 * m * n * k
     assert r.regime[0] == regime
-    assert r.roof_fraction[0] == pytest.approx(2 * m * n * k / 13e-3 / H200_BF16)  # the tensor roof still
+    roof = 2 * m * n * k / 13e-3 / H200_BF16  # the tensor roof still
+    assert r.rates().roof_fraction[0] == pytest.approx(roof)
 
 
 def test_narrow_load_bytes_reads_the_alignment_and_dtype_from_the_name():
@@ -105,8 +106,8 @@ def test_pointwise_add_is_memory_bound_with_exact_bytes():
     assert r.bytes[0] == 3 * n * 2
     assert r.flops[0] == n
     assert r.regime[0] == M
-    assert r.achieved_bytes_per_s[0] == pytest.approx(3 * n * 2 / 30e-6)
-    assert r.roof_fraction[0] == pytest.approx(3 * n * 2 / 30e-6 / H200_BW)
+    assert r.rates().bytes_per_s[0] == pytest.approx(3 * n * 2 / 30e-6)
+    assert r.rates().roof_fraction[0] == pytest.approx(3 * n * 2 / 30e-6 / H200_BW)
 
 
 def test_tiny_kernel_is_overhead():
@@ -220,7 +221,7 @@ def test_unknown_device_has_no_roofs_and_uses_names():
     _, r = single_op(
         "aten::mm", [[64, 64], [64, 64]], [BF16, BF16], "gemm_bf16", 50_000, device="Mystery GPU"
     )
-    assert np.isnan(r.roof_fraction[0]) and np.isnan(r.unit_peak_flops_per_s[0])
+    assert np.isnan(r.rates().roof_fraction[0]) and np.isnan(r.unit_peak_flops_per_s[0])
     assert r.regime[0] == C
     assert r.flops[0] == 2 * 64**3  # FLOPs need no roofs
 

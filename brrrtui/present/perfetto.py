@@ -91,13 +91,9 @@ def _row_facts(trace: Trace, analyses: Iterable[Analysis]) -> _RowFacts:
         facts.regime[rows] = a.kernel_regime
         facts.line[rows] = a.links.kernel_line
         facts.flops[rows], facts.bytes[rows] = a.kernel_flops, a.kernel_bytes
-        for name, column in (
-            ("flops_rate", a.kernel_achieved_flops_per_s),
-            ("bytes_rate", a.kernel_achieved_bytes_per_s),
-            ("roof", a.kernel_roof_fraction),
-        ):
-            if column is not None:
-                getattr(facts, name)[rows] = column
+        rates = a.kernel_rates()
+        if rates is not None:
+            facts.flops_rate[rows], facts.bytes_rate[rows], facts.roof[rows] = rates
     return facts
 
 

@@ -132,8 +132,8 @@ def kernel(snap: Snapshot, row: int) -> Detail:
 
 def _kernel_roof(snap: Snapshot, row: int, tensor: bool | None, d: Detail) -> None:
     a, p = snap.analysis, snap.analysis.peaks
-    ach_f, ach_b = _at(a.kernel_achieved_flops_per_s, row), _at(a.kernel_achieved_bytes_per_s, row)
-    roof = _at(a.kernel_roof_fraction, row)
+    rates = a.kernel_rates(np.array([row])) if 0 <= row < len(a.trace.gpu) else None
+    ach_f, ach_b, roof = (None, None, None) if rates is None else (_at(c, 0) for c in rates)
     if ach_f is not None or ach_b is not None or roof is not None:
         peak_f = p.tensor_flops_per_s if tensor is not False else p.fp32_flops_per_s
         d.add(
