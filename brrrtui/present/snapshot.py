@@ -1,8 +1,11 @@
 """Everything the screens draw from, built once per analysis off the UI thread.
 
 The UI never reads a live object: a `Snapshot` is immutable once built (frozen; its tables are shared, not
-copied, so nothing may write to them either), and "pause" just means the app keeps showing the one it has. The kernel stream between windows moves faster than the windows: `with_stream`
-derives a new snapshot that shares the analysis and replaces only the stream's rows, view and pages.
+copied, so nothing may write to them either), and "pause" just means the app keeps showing the one it has.
+The one thing it adds to later is the timeline's lanes of the windows not yet shown: each is built the first
+time it is asked for (brrrtui.present.lanes_by_window), from the same immutable analysis. The kernel stream
+between windows moves faster than the windows: `with_stream` derives a new snapshot that shares the
+analysis and replaces only the stream's rows, view and pages.
 """
 
 from __future__ import annotations
