@@ -1,0 +1,79 @@
+"""`brrrtui report --json FILE` with today's code and a baseline checkout's, in alternating whole-process runs.
+
+    python benchmarks/bench_report_pairs.py FILE --baseline DIR [--pairs 9]
+
+Each pair runs today's code, then the baseline's (a git worktree of another commit), on the same file, each
+in a fresh interpreter whose import path is that checkout. The machine's cores are shared with other work, so
+its speed moves within minutes; alternating puts both sides of a pair in the same moment, and the median of
+the pairs' wall-time ratios is the figure to read. Per side: median wall time (the whole command: start,
+imports, load, analysis, JSON to /dev/null), CPU time (user + system) and peak RSS, both from `os.wait4` of
+a small launcher's child, so that the peak is the command's own (Linux carries the peak RSS of the process
+that forks across `exec`). A benchmark, not a test: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAUNCHER = """
+import json, os, subprocess, sys, time
+t = time.perf_counter()
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+err = p.stderr.read()
+_, status, usage = os.wait4(p.pid, 0)
+print(json.dumps({"wall_s": time.perf_counter() - t, "cpu_s": usage.ru_utime + usage.ru_stime,
+                  "peak_rss_mib": usage.ru_maxrss / 1024, "status": status, "stderr": err.decode()[-400:]}))
+"""
+
+
+def run(root: str, path: str) -> dict[str, float]:
+    """One `report --json` of `path` with the code of checkout `root` (run from a neutral directory)."""
+    env = dict(os.environ, PYTHONPATH=root)
+    argv = [sys.executable, "-c", LAUNCHER, sys.executable, "-m", "brrrtui", "report", "--json", path]
+    out = json.loads(subprocess.run(argv, capture_output=True, text=True, env=env, cwd="/").stdout)
+    if out["status"] != 0:
+        raise SystemExit(f"{root}: report failed: {out['stderr']}")
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("file", help="a recording or a Chrome trace")
+    ap.add_argument("--baseline", required=True, metavar="DIR", help="a checkout of the code to compare with")
+    ap.add_argument("--pairs", type=int, default=9, help="alternating pairs of runs (default 9)")
+    ns = ap.parse_args()
+    path = os.path.abspath(ns.file)
+    commit = subprocess.run(
+        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    base = subprocess.run(
+        ["git", "-C", ns.baseline, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    print(
+        f"{path}: {os.path.getsize(path) / 1e6:.0f} MB; today {commit.stdout.strip()}, baseline {base.stdout.strip()}"
+    )
+    runs: dict[str, list[dict[str, float]]] = {"today": [], "baseline": []}
+    for _ in range(ns.pairs):
+        runs["today"].append(run(ROOT, path))
+        runs["baseline"].append(run(ns.baseline, path))
+    for name, rs in runs.items():
+        wall, cpu, rss = (statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "peak_rss_mib"))
+        walls = " ".join(f"{r['wall_s']:.2f}" for r in rs)
+        print(
+            f"{name:9} wall {wall:.2f} s  CPU {cpu:.2f} s  peak RSS {rss:.0f} MiB  (medians; walls {walls})"
+        )
+    ratios = [t["wall_s"] / b["wall_s"] for t, b in zip(runs["today"], runs["baseline"], strict=True)]
+    print(
+        f"today / baseline wall time, median of the {ns.pairs} pairs' ratios: {statistics.median(ratios):.2f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
