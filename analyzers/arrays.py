@@ -151,7 +151,7 @@ def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     lo, hi = int(values.min()), int(values.max())
     if hi - lo <= 4 * len(values) + 1024:
         seen = np.zeros(hi - lo + 1, dtype=bool)
-        shifted = values - lo
+        shifted = values - lo if lo else values  # no copy when the values start at 0 (dense ids do)
         seen[shifted] = True
         present = np.flatnonzero(seen)
         rank = np.empty(len(seen), dtype=np.int64)  # read only where seen

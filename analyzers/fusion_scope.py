@@ -28,30 +28,19 @@ fused ops (fusion_patterns.py) stay their own chains and their kernels are left 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
-from analyzers.arrays import distinct, unique_rows, window_groups
+from analyzers.arrays import distinct, unique_rows
 from analyzers.fusion_chain import FusionChain
 from analyzers.links import Links
 from analyzers.model import NONE, Trace, flag_of
-from analyzers.opcost import OpCost
 from analyzers.roofline import Roofline
+from analyzers.scope_runs import ScopeTotals, StreamOrder, scope_totals
 from brrrtui.contract.modules import ModuleFrame, collapse, decode, encode
 
 FUNCTION_GAP = 8  # without module chains: recorded lines of one name this far apart are two functions
-_P1, _P2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)  # as fusion._signatures
-
-
-@dataclass(frozen=True)
-class StreamOrder:
-    """Non-transparent GPU rows in (window, stream, start) order, the (window, stream) key per row, and which
-    rows are fusion candidates (fusion.py's rule)."""
-
-    order: np.ndarray
-    key: np.ndarray
-    cand: np.ndarray
 
 
 def _frames(module: str) -> tuple[ModuleFrame, ...]:
@@ -159,158 +148,6 @@ def scope_mask(
     return mask
 
 
-def _saved_bytes(costs: list[OpCost | None]) -> float:
-    """Bytes a fused kernel does not move: intermediates re-read, and their writes (once per production)."""
-    produced: dict[tuple[tuple[int, ...], str], bool] = {}  # (shape, dtype) -> its write not yet counted
-    saved = 0.0
-    for c in costs:
-        if c is None:
-            continue
-        for t in c.inputs:
-            if t is None or (t.shape, t.dtype) not in produced:
-                continue
-            saved += t.nbytes
-            if produced[(t.shape, t.dtype)]:
-                saved += t.nbytes
-                produced[(t.shape, t.dtype)] = False
-        if c.output is not None:
-            produced[(c.output.shape, c.output.dtype)] = True
-    return saved
-
-
-@dataclass(frozen=True)
-class _ScopeTotals:
-    rows: np.ndarray  # the scope's rows, in stream order
-    bytes_now: float | None
-    saved: float
-    kernel_ns: float
-    saving_ns: float
-    launches: int
-
-
-def scope_totals(
-    trace: Trace, roof: Roofline, order: StreamOrder, mask: np.ndarray, bw: float | None, per_launch: float
-) -> _ScopeTotals:
-    """The scope's runs (adjacent fusable kernels of one stream), each fused into one kernel, summed. Per-run
-    figures are column sums over run boundaries, a group of whole windows at a time (a run stays in its
-    window: the temporaries are a group's, arrays.window_groups); only the bytes a run saves go through Python,
-    once per distinct sequence of costed ops in a group (a model's runs repeat every layer and step)."""
-    o = order.order
-    groups = window_groups((order.key[o] >> 32,))  # the key sorts as (window, stream): its window
-    parts = [r for (g,) in groups if (r := _group_runs(trace, roof, o[g], order.key, mask)) is not None]
-    if not parts:
-        return _ScopeTotals(o[:0], None, 0.0, 0.0, 0.0, 0)
-    sel, now, any_run_known, dur, wall, n_rows, saved = (np.concatenate(c) for c in zip(*parts, strict=True))
-    if bw:
-        rate = np.full(len(now), float(bw))
-    else:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rate = np.where((dur > 0) & (now > 0), now / (dur * 1e-9), np.nan)
-    has_rate = np.isfinite(rate)
-    safe = np.where(has_rate, rate, 1.0)
-    saving = np.where(has_rate, saved / safe * 1e9, 0.0) + (n_rows - 1) * per_launch
-    floor = np.where(has_rate, (now - saved) / safe * 1e9, 0.0)
-    saving_total = float(np.maximum(0.0, np.minimum(saving, wall - floor)).sum())
-    any_known = bool(any_run_known.any())
-    return _ScopeTotals(
-        sel,
-        float(now.sum()) if any_known else None,
-        float(saved.sum()),
-        float(dur.sum()),
-        saving_total,
-        int((n_rows - 1).sum()),
-    )
-
-
-def _group_runs(
-    trace: Trace, roof: Roofline, o: np.ndarray, key: np.ndarray, mask: np.ndarray
-) -> tuple[np.ndarray, ...] | None:
-    """The runs among `o` (rows in stream order, of whole windows): the rows in them, and per run its bytes
-    now, whether any of them is known, its kernel ns, wall ns, kernels and the bytes fusing it saves. None
-    without a run."""
-    m = mask[o]
-    ko = key[o]
-    cont = np.zeros(len(o), dtype=bool)
-    cont[1:] = m[1:] & m[:-1] & (ko[1:] == ko[:-1])
-    del ko
-    starts = np.nonzero(m & ~cont)[0]
-    if not len(starts):
-        return None
-    ends = np.nonzero(m & ~np.append(cont[1:], False))[0]  # a run goes on while `cont`
-    count = np.int32 if len(o) < 2**31 else np.int64
-    run_of = np.cumsum(m & ~cont, dtype=count)[m]  # run number of each row of `sel`
-    run_of -= 1
-    first_in_run = np.concatenate(([0], np.nonzero(np.diff(run_of))[0] + 1))
-    sel = o[m]
-    gpu = trace.gpu
-    kb = roof.bytes[sel]
-    known = np.isfinite(kb)
-    now = np.add.reduceat(np.where(known, kb, 0.0), first_in_run)
-    any_run_known = np.logical_or.reduceat(known, first_in_run)
-    del kb, known
-    dur = np.add.reduceat(gpu.dur_ns[sel].astype(np.float64), first_in_run)
-    last, first = o[ends], o[starts]
-    wall = (gpu.start_ns[last] + gpu.dur_ns[last] - gpu.start_ns[first]).astype(np.float64)
-    n_rows = (ends - starts + 1).astype(np.float64)
-    cached = _saved_per_run(roof, sel, run_of, first_in_run)
-    saved = np.where(any_run_known, np.minimum(cached, now), cached)
-    return sel, now, any_run_known, dur, wall, n_rows, saved
-
-
-def _saved_per_run(
-    roof: Roofline, sel: np.ndarray, run_of: np.ndarray, first_in_run: np.ndarray
-) -> np.ndarray:
-    """_saved_bytes of each run's sequence of costed ops (an op split over several kernels counts once).
-
-    Runs are grouped by their sequence (a 64-bit polynomial hash with the length, then every element
-    compared with the group's first run: a collision falls back to grouping the sequences' bytes in
-    Python), and _saved_bytes runs once per group."""
-    op = roof.cost_op[sel]
-    new_op = np.ones(len(op), dtype=bool)
-    new_op[1:] = (op[1:] != op[:-1]) | (run_of[1:] != run_of[:-1])
-    idx = roof.op_costs.index
-    cost_idx = np.where(op >= 0, idx[np.maximum(op, 0)] if len(idx) else NONE, NONE)[new_op]
-    del op
-    bounds = np.searchsorted(np.nonzero(new_op)[0], first_in_run)
-    lengths = np.diff(np.append(bounds, len(cost_idx)))
-    group, rep = _same_sequences(cost_idx, bounds, lengths)
-    costs = roof.op_costs.costs
-    values = np.empty(len(rep), dtype=np.float64)
-    for g, r in enumerate(rep.tolist()):
-        seq = cost_idx[bounds[r] : bounds[r] + lengths[r]].tolist()
-        values[g] = _saved_bytes([costs[j] if j >= 0 else None for j in seq])
-    out: np.ndarray = values[group]
-    return out
-
-
-def _same_sequences(
-    values: np.ndarray, bounds: np.ndarray, lengths: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Group the sequences values[bounds[i] : bounds[i] + lengths[i]] by content: (group of each sequence,
-    the first sequence of each group). Exact: a hash collision is caught by comparing every element with
-    the group's first sequence, and then the sequences are grouped by their bytes instead."""
-    n = len(bounds)
-    if not n:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    seq_of = np.repeat(np.arange(n), lengths)
-    pos = np.arange(len(values)) - bounds[seq_of]
-    v = values.astype(np.uint64)
-    width = int(lengths.max()) if len(values) else 1
-    with np.errstate(over="ignore"):
-        p1 = np.cumprod(np.full(max(width, 1), _P1, dtype=np.uint64))
-        key = np.add.reduceat(v * p1[pos], bounds) + lengths.astype(np.uint64) * _P2  # each holds one value
-    _, rep, group = np.unique(key, return_index=True, return_inverse=True)
-    group = group.reshape(-1)
-    rep_of = rep[group]
-    same_length = bool((lengths[rep_of] == lengths).all())
-    if not same_length or (values != values[bounds[rep_of][seq_of] + pos]).any():  # a collision
-        keys = [values[b : b + m].tobytes() for b, m in zip(bounds.tolist(), lengths.tolist(), strict=True)]
-        ids: dict[bytes, int] = {}
-        group = np.array([ids.setdefault(k, len(ids)) for k in keys], dtype=np.int64)
-        rep = np.unique(group, return_index=True)[1]
-    return group, rep
-
-
 def _calls(trace: Trace, links: Links, lead: FusionChain, rows: np.ndarray) -> int:
     """How many times the scope ran: its kernels like the lead chain's first (name and line), over how many
     of those one occurrence of the chain holds."""
@@ -328,7 +165,7 @@ def _first_per_name(trace: Trace, kernel_ops: np.ndarray) -> list[int]:
     return [int(o) for o in ops[first].tolist()]
 
 
-def _chain(trace: Trace, links: Links, seeds: list[FusionChain], t: _ScopeTotals) -> FusionChain:
+def _chain(trace: Trace, links: Links, seeds: list[FusionChain], t: ScopeTotals) -> FusionChain:
     lead = max(seeds, key=lambda c: c.saving_ns)
     occ = _calls(trace, links, lead, t.rows)
     by_time = t.rows[np.argsort(trace.gpu.start_ns[t.rows], kind="stable")]

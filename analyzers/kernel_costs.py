@@ -82,16 +82,18 @@ def _ancestors(links: Calls, start: np.ndarray) -> np.ndarray:
     return np.stack(levels)
 
 
-def _unique_keys(*cols: np.ndarray) -> np.ndarray:
+def _unique_keys(rows: np.ndarray, *cols: np.ndarray) -> np.ndarray:
     """Dense ids (0..k-1, in the order of the sorted tuples) of the distinct tuples of non-negative-or-NONE int
-    columns."""
-    key = np.zeros(len(cols[0]), dtype=np.int64)
+    columns at `rows`. A column is gathered when its turn comes, and let go of before the ids are ranked: at
+    3 M ops every int64 column held at once is 24 MB more."""
+    key = np.zeros(len(rows), dtype=np.int64)
     for col in cols:
-        c = col.astype(np.int64)
-        c += 1  # NONE -> 0 (in place, as below: a few MB a column fewer at once)
+        c = col[rows].astype(np.int64)
+        c += 1  # NONE -> 0 (in place, as below)
         width = int(c.max()) + 1 if len(c) else 1
         key *= width  # key < k distinct tuples so far: the product stays small
         key += c
+        del c
         key = dense_ids(key)
     return key
 
@@ -158,7 +160,7 @@ def conv_backward_mask(names: list[str]) -> tuple[bool, bool]:
 def _cost_distinct_ops(trace: Trace, cand: np.ndarray, index: np.ndarray) -> list[OpCost]:
     """Cost each distinct (name, shapes, dtypes) of the candidate ops once; index[cand] points at its cost."""
     ops = trace.ops
-    keys = _unique_keys(ops.name[cand], ops.shapes[cand], ops.dtypes[cand])
+    keys = _unique_keys(cand, ops.name, ops.shapes, ops.dtypes)
     first = np.empty(int(keys.max()) + 1 if len(keys) else 0, dtype=np.int64)
     first[keys] = cand  # one op per key: every op of a key has the same name, shapes and dtypes
     costs: list[OpCost] = []

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from fixtures.synthetic import BF16, F32, H200_BW, TraceBuilder
 
-from analyzers import arrays, fusion_scope
+from analyzers import arrays, fusion_scope, scope_runs
 from analyzers.analyze import analyze
 from analyzers.fusion import fusion_chains
 from analyzers.links import link
@@ -200,18 +200,14 @@ def test_runs_with_the_same_op_sequence_share_one_saving_and_a_hash_collision_ch
 ) -> None:
     """_same_sequences groups runs by their sequence of costed ops; with hashing made useless (every sequence
     of a length collides) the element-wise check catches it and the groups are the same."""
-    import numpy as np
-
-    from analyzers import fusion_scope
-
     if collide:
-        monkeypatch.setattr(fusion_scope, "_P1", np.uint64(0))
-        monkeypatch.setattr(fusion_scope, "_P2", np.uint64(0))
+        monkeypatch.setattr(scope_runs, "_P1", np.uint64(0))
+        monkeypatch.setattr(scope_runs, "_P2", np.uint64(0))
     seqs = [[3, 4], [3, 4], [4, 3], [5], [3, 4], [-1, 4], [4, 3]]
     values = np.array([v for q in seqs for v in q], dtype=np.int64)
     lengths = np.array([len(q) for q in seqs])
     bounds = np.concatenate(([0], np.cumsum(lengths)[:-1]))
-    group, rep = fusion_scope._same_sequences(values, bounds, lengths)
+    group, rep = scope_runs._same_sequences(values, bounds, lengths)
     assert [seqs[r] for r in rep[group].tolist()] == seqs
     assert len(rep) == 4 and sorted(rep.tolist()) == [0, 2, 3, 5]
 
@@ -222,7 +218,7 @@ def test_scope_totals_a_window_group_at_a_time_are_the_whole_traces(name: str, m
     rows of one group of every row, on the scopes of real H200 recordings, every window analysed."""
     trace = load_trace(os.path.join(os.path.dirname(__file__), "fixtures", f"{name}.brrr.gz"))
     calls = []
-    real = fusion_scope.scope_totals
+    real = scope_runs.scope_totals
     monkeypatch.setattr(fusion_scope, "scope_totals", lambda *a: calls.append(a) or real(*a))
     analyze(trace, windows=trace.windows.window.tolist())
     assert calls
