@@ -51,6 +51,8 @@ def _saved_bytes(costs: list[OpCost | None]) -> float:
 
 @dataclass(frozen=True)
 class ScopeTotals:
+    """A scope's runs, each fused into one kernel, summed."""
+
     rows: np.ndarray  # the scope's rows, in stream order
     bytes_now: float | None
     saved: float
@@ -62,11 +64,9 @@ class ScopeTotals:
 def scope_totals(
     trace: Trace, roof: Roofline, order: StreamOrder, mask: np.ndarray, bw: float | None, per_launch: float
 ) -> ScopeTotals:
-    """The scope's runs (adjacent fusable kernels of one stream), each fused into one kernel, summed. Per-run
-    figures are column sums over run boundaries, a group of whole windows at a time (a run stays in its
-    window: the temporaries are a group's, arrays.window_groups); only the bytes a run saves go through Python,
-    once per distinct sequence of costed ops in a group (a model's runs repeat every layer and step). The
-    per-run columns are joined before they are summed: a sum of the whole column, as one group would give."""
+    """The runs of the scope `mask` selects, each fused into one kernel, summed (see the module doc). Per-run
+    figures are column sums over run boundaries; the per-run columns of every group are joined before they
+    are summed, so the sums are those of one group of every row."""
     o = order.order
     groups = window_groups((order.key[o] >> 32,))  # the key sorts as (window, stream): its window
     parts = [_group_runs(trace, roof, o[g], order.key, mask, bw, per_launch) for (g,) in groups]

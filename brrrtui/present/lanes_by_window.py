@@ -1,7 +1,7 @@
 """Each capture window's timeline lanes, built the first time the window is asked for.
 
 The timeline shows one window at a time, while a recording can hold dozens: the 49 windows of a 1 M-kernel
-recording hold ~217 MiB of lanes and took ~0.3 s to build, all before the first analysis reached the screen.
+recording hold ~217 MiB of lanes and took ~0.5 s to build, all before the first analysis reached the screen.
 A snapshot builds the window it opens on; another window is built when the user (or a details pane) first
 needs it, in ~5 ms, and kept. What every window's lanes need (which ops waited for the GPU, each table's rows
 per window) is found once, when the first window is built.
