@@ -67,11 +67,12 @@ def _hopper(ctx: Context) -> bool:
     return bool(_HOPPER_NAME.search(name))
 
 
-def candidates(ctx: Context) -> np.ndarray:
-    """Per gpu row: a matmul/conv kernel on tensor cores with a known roof fraction, not a helper kernel."""
+def candidates(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+    """The gpu rows that are matmul/conv kernels on tensor cores with a known roof fraction, not helper
+    kernels, in row order, and their roof fractions (worked out once, here)."""
     gpu, roof = ctx.trace.gpu, ctx.roof
     is_helper = flag_of(ctx.trace.string_flags(_HELPER.search), gpu.name)
-    mask: np.ndarray = (
+    mask = (
         (gpu.kind == GpuKind.KERNEL)
         & np.isin(roof.family, _GEMM_FAMILIES)
         & (roof.tensor_cores == 1)
@@ -79,8 +80,9 @@ def candidates(ctx: Context) -> np.ndarray:
         & ~is_helper
     )
     rows = np.flatnonzero(mask)
-    mask[rows] = np.isfinite(roof.roof_fraction(rows))
-    return mask
+    frac = roof.roof_fraction(rows)
+    known = np.isfinite(frac)
+    return rows[known], frac[known]
 
 
 def diagnoses(ctx: Context, rows: np.ndarray) -> tuple[list[Diagnosis | None], np.ndarray]:
@@ -125,11 +127,10 @@ def reference_fraction(frac: np.ndarray, dur: np.ndarray) -> float:
 
 def efficiency_findings(ctx: Context) -> list[Finding]:
     gpu, roof = ctx.trace.gpu, ctx.roof
-    rows = np.nonzero(candidates(ctx))[0]
+    rows, frac = candidates(ctx)
     if not len(rows):
         return []
     diags, of_row = diagnoses(ctx, rows)
-    frac = roof.roof_fraction(rows)
     plain = np.array([d is None for d in diags], dtype=bool)[of_row]
     target = reference_fraction(frac[plain], gpu.dur_ns[rows][plain])
     slow = frac < BELOW_ROOF
