@@ -68,7 +68,7 @@ def scope_totals(
     figures are column sums over run boundaries; the per-run columns of every group are joined before they
     are summed, so the sums are those of one group of every row."""
     o = order.order
-    groups = window_groups((order.key[o] >> 32,))  # the key sorts as (window, stream): its window
+    groups = window_groups((trace.gpu.window[o],))  # `o` is in (window, stream, start) order
     parts = [_group_runs(trace, roof, o[g], order.key, mask, bw, per_launch) for (g,) in groups]
     columns = [list(c) for c in zip(*(p for p in parts if p is not None), strict=True)]
     del parts
