@@ -87,17 +87,16 @@ class Roofline:
 
     def rates(self, rows: np.ndarray | slice = slice(None)) -> Rates:
         """Achieved FLOP/s, bytes/s and roof fraction of `rows` (default: every row), worked out now."""
-        return achieved(
-            self.flops[rows],
-            self.bytes[rows],
-            self.dur_ns[rows],
-            self.unit_peak_flops_per_s[rows],
-            self.peak_bytes_per_s,
-        )
+        return achieved(*self._rate_inputs(rows))
 
     def roof_fraction(self, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
         """rates(rows).roof_fraction, with fewer temporaries."""
-        return roof_fraction(
+        return roof_fraction(*self._rate_inputs(rows))
+
+    def _rate_inputs(
+        self, rows: np.ndarray | slice
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+        return (
             self.flops[rows],
             self.bytes[rows],
             self.dur_ns[rows],
