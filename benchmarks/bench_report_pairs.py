@@ -14,31 +14,19 @@ that forks across `exec`). A benchmark, not a test: nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAUNCHER = """
-import json, os, subprocess, sys, time
-t = time.perf_counter()
-p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-err = p.stderr.read()
-_, status, usage = os.wait4(p.pid, 0)
-print(json.dumps({"wall_s": time.perf_counter() - t, "cpu_s": usage.ru_utime + usage.ru_stime,
-                  "peak_rss_mib": usage.ru_maxrss / 1024, "status": status, "stderr": err.decode()[-400:]}))
-"""
+from bench_analyze import ROOT, measure  # its launcher: the command's own wall, CPU and peak RSS (wait4)
 
 
 def run(root: str, path: str) -> dict[str, float]:
-    """One `report --json` of `path` with the code of checkout `root` (run from a neutral directory)."""
-    env = dict(os.environ, PYTHONPATH=root)
-    argv = [sys.executable, "-c", LAUNCHER, sys.executable, "-m", "brrrtui", "report", "--json", path]
-    out = json.loads(subprocess.run(argv, capture_output=True, text=True, env=env, cwd="/").stdout)
-    if out["status"] != 0:
-        raise SystemExit(f"{root}: report failed: {out['stderr']}")
+    """One `report --json` of `path` with the code of checkout `root`."""
+    out = measure(root, ["-m", "brrrtui", "report", "--json", path])
+    if isinstance(out, str):
+        raise SystemExit(f"{root}: report failed: {out}")
     return out
 
 
@@ -63,7 +51,7 @@ def main() -> int:
         runs["today"].append(run(ROOT, path))
         runs["baseline"].append(run(ns.baseline, path))
     for name, rs in runs.items():
-        wall, cpu, rss = (statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "peak_rss_mib"))
+        wall, cpu, rss = (statistics.median(r[k] for r in rs) for k in ("wall_s", "cpu_s", "peak_rss_mb"))
         walls = " ".join(f"{r['wall_s']:.2f}" for r in rs)
         print(
             f"{name:9} wall {wall:.2f} s  CPU {cpu:.2f} s  peak RSS {rss:.0f} MiB  (medians; walls {walls})"
