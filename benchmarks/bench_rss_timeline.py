@@ -24,23 +24,12 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from bench_passes import PASSES  # noqa: E402 - (module, pass) of what analyze() calls by name
+
 import analyzers.analyze as analyze_module  # noqa: E402
 import analyzers.parallel as parallel  # noqa: E402
-import analyzers.pass_groups as pass_groups  # noqa: E402
 from brrrtui.recording.load import load_trace  # noqa: E402
 
-PASSES = {
-    analyze_module: ("trim_close_stalls", "fusion_chains", "_line_stats", "_module_tree", "_findings"),
-    pass_groups: (
-        "link_calls",
-        "link_lines",
-        "roofline",
-        "gaps_and_waits",
-        "unprofiled_gaps",
-        "launch_timing",
-    )
-    + ("side_passes", "fusable_pairs"),
-}
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -71,9 +60,8 @@ def main() -> int:
 
         return run
 
-    for module, names in PASSES.items():
-        for name in names:
-            setattr(module, name, timed(name, getattr(module, name)))
+    for module, name in PASSES:
+        setattr(module, name, timed(name, getattr(module, name)))
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     t0 = time.perf_counter()
