@@ -79,3 +79,18 @@ def test_each_window_is_built_once_when_threads_ask_at_the_same_time(tmp_path, m
         t.join()
     assert sorted(calls) == sorted(snap.windows[:-1])  # the last was built with the snapshot
     assert all(all(x is y for x, y in zip(g, got[0], strict=True)) for g in got)
+
+
+def test_only_the_windows_asked_for_last_stay_built(tmp_path):
+    snap = recording_snapshot(tmp_path, windows=4)
+    w0, w1, w2, w3 = snap.windows
+    lanes = lanes_by_window.LanesByWindow(snap.analysis, snap.windows, keep=2)
+    first = lanes[w0]
+    lanes[w1]
+    assert lanes[w0] is first  # asked again: kept, and now the last asked for
+    lanes[w2]  # three asked for, two kept: w1 was asked for longest ago
+    assert lanes.built() == [w0, w2]
+    lanes[w3]
+    assert lanes.built() == [w2, w3]
+    again = lanes[w0]  # built again, equal to the first build
+    assert again is not first and _same(again, first) and lanes.built() == [w0, w3]
