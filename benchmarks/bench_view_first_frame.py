@@ -35,6 +35,8 @@ import sys
 import tempfile
 import time
 
+from bench_analyze import compile_checkout  # bytecode written first, as an installed package has it
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "resnet50_h200_tui.json.gz")
 ID_ARGS = ("External id", "correlation", "Sequence number", "Python id", "Python parent id", "Ev Idx")
@@ -114,6 +116,7 @@ asyncio.run(main())
 
 
 def measure(path: str, mode: str, root: str = ROOT) -> dict:
+    compile_checkout(root)
     p = subprocess.run([sys.executable, "-c", CHILD, root, path, mode], capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"{mode}: exit {p.returncode}: {p.stderr.strip()[-600:]}")
