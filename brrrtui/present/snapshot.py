@@ -50,6 +50,7 @@ class Snapshot:
     stream_names: dict[int, str] = field(default_factory=dict)  # strings newer than the analysed trace's
     stream_lines: dict[int, tuple[int, int]] = field(default_factory=dict)  # line id -> (kernels, GPU ns)
     pages: list[PageKey] = field(default_factory=list)  # windows and stream pages, in time order
+    first_look: bool = False  # the newest window alone, shown while the phase's windows are analysed
 
     @property
     def trace(self) -> Trace:

@@ -4,7 +4,8 @@
 
 - View mode (feed None): `path` is a finished recording or a torch.profiler trace; it is loaded once (or given
   as `trace`) and analysed in a thread worker; the header says how far it is from the first frame
-  (live.loading). A file it cannot read ends the app: `load_error` holds the one line to print.
+  (live.loading). A big one first shows its newest window analysed alone (live.first_look), then the whole
+  phase's analysis. A file it cannot read ends the app: `load_error` holds the one line to print.
 - Live mode: a recorder writes the recording at `path` and puts events on `feed`. A timer drains the feed
   every `poll_s`; a WindowAdded reads what the recording gained and analyses it in a thread worker (one at a
   time; a window that arrives meanwhile triggers one more run; brrrtui.tui.live.Source), and the new
@@ -54,28 +55,10 @@ from brrrtui.tui.rank_switch import RankSwitch
 from brrrtui.tui.screens.confirm_quit import ConfirmQuit
 from brrrtui.tui.screens.help import HelpScreen
 from brrrtui.tui.screens.main import MainScreen
+from brrrtui.tui.widgets._roles import THEME_VARIABLES
 from brrrtui.tui.widgets.telemetry import Telemetry
 
 AnalyzeFn = live.AnalyzeFn
-
-# Colours of regimes, gap causes and CPU lanes: theme variables from the active theme (which may override them)
-THEME_VARIABLES = {
-    "regime-compute": "success",
-    "regime-memory": "primary-lighten-1",
-    "regime-overhead": "warning",
-    "inferred-compute": "success-darken-2",
-    "inferred-memory": "primary-darken-1",
-    "inferred-overhead": "warning-darken-2",
-    "streamed": "foreground-darken-2",
-    "gap-host": "error-muted",
-    "gap-sync": "warning-muted",
-    "gap-h2d": "primary-muted",
-    "gap-data": "success-muted",
-    "gap-wait": "accent-darken-2",
-    "gap-other": "surface-lighten-2",
-    "lane-cpu": "foreground-darken-3",
-    "lane-cpu-sync": "error",
-}
 
 
 class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distributed run
@@ -121,7 +104,9 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
         self._version = 0
         self.phases = PhaseChoice()
         self._trace: Trace | None = None  # the whole recording the newest analysis came from
-        self._source = live.Source(path or "", feed is not None, script, analyze)  # live: reads what was added
+        self._source = live.Source(
+            path or "", feed is not None, script, analyze
+        )  # live: reads what was added
         # following the kernel stream (live mode)
         self.stream_s = stream_s
         self.stream_updates = 0  # stream updates applied or pending (tests wait on it)
@@ -216,10 +201,11 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
             return
         self._busy = True
         self._set_state(analysing=True)
-        work = functools.partial(self._analyse, self.phases.picked, trace)
+        look = not self.live and self.snapshot is None  # view mode, nothing on screen yet: a first look
+        work = functools.partial(self._analyse, self.phases.picked, trace, look)
         self.run_worker(work, thread=True, group="analysis", exit_on_error=False)
 
-    def _analyse(self, phase: Phase | None, trace: Trace | None) -> None:
+    def _analyse(self, phase: Phase | None, trace: Trace | None, look: bool = False) -> None:
         from analyzers.errors import InputError
 
         worker = get_current_worker()
@@ -227,6 +213,11 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
             assert self.path is not None
             whole = trace if trace is not None else self._source.read()
             self._stage = ("analysing", live.events_in(whole))
+            first = (
+                live.first_look(whole, self.script, self._version + 1, self._analyze, phase) if look else None
+            )
+            if first is not None and not worker.is_cancelled:
+                self.post_message(SnapshotReady(first, whole))
             snap = self._source.analyse(whole, self._version + 1, phase, running=self.state.running)
         except InputError as e:
             self.post_message(AnalysisFailed(str(e), unreadable=True))
@@ -238,6 +229,10 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
             self.post_message(SnapshotReady(snap, whole, picked=trace is not None))
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        if message.snapshot.first_look:  # shown while the analysis it precedes runs on (still `analysing`)
+            if self.snapshot is None:
+                self._apply(message.snapshot)
+            return
         self._version = message.snapshot.version
         self.analyses += 1
         self._generation += 1
@@ -316,7 +311,7 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
         moved = old is not None and old.analysis.phase is not snap.analysis.phase
         # live, follow the newest page, unless a picked phase is on screen (the newest is another phase's)
         self.main.show_snapshot(snap, follow=self.live and self.phases.picked is None, fresh=moved)
-        if old is None:
+        if old is None or old.first_look:
             for line in opening_lines(snap, self.path):
                 self.main.log_pane.add("brrrtui", line)
             return

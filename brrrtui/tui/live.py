@@ -12,6 +12,10 @@ analysis takes the newest `LIVE_WINDOWS` windows of the phase shown (analyzers/i
 are those of `analyze(trace, windows=...)` on those windows, and it says so in its notes; once the script has
 ended it takes every window of the phase, as `brrrtui report` does.
 
+View mode, a big recording first shows its newest window of the phase, analysed alone (`first_look`: ~0.05 s
+for a window of 20 k kernels), while every window of the phase is analysed (~1 s at 1 M kernels); the full
+analysis then replaces it, as a live one replaces the one before.
+
 A full analysis keeps at most `STREAM_TAIL` streamed rows, the newest (a load may have been given a larger
 tail). A stream update polls a `StreamReader` for the rows added since, keeps the newest `STREAM_TAIL` rows of
 the shown stream and the new ones, re-infers their lines against the analysis it has and rebuilds the stream
@@ -41,6 +45,8 @@ from brrrtui.recording.stream_reader import StreamReader
 
 AnalyzeFn = Callable[..., Any]
 T = TypeVar("T")
+# A recording of this many events (events_in) or more first shows one window: all of them take 0.2 s or more.
+FIRST_LOOK_EVENTS = 1_000_000
 DRAIN_CHUNK = 2_000  # feed events handled at a time: a key waits for one chunk at most
 
 
@@ -111,6 +117,43 @@ def analyse_trace(
     if phase is not None and phases_of(trace).windows_in(phase):
         return abandonable(lambda: build_snapshot(fn(trace, None, phase=phase), script, version))
     return abandonable(lambda: build_snapshot(fn(trace), script, version))
+
+
+def first_look(
+    trace: Trace,
+    script: str | None,
+    version: int,
+    analyze: AnalyzeFn | None = None,
+    phase: Phase | None = None,
+    min_events: int | None = None,
+) -> Snapshot | None:
+    """A snapshot of the newest window of `phase` (None, or a phase without windows: the one the run leads
+    with) analysed alone, to show while analyse_trace takes all of them; None for a recording of fewer than
+    `min_events` events (default FIRST_LOOK_EVENTS), or a phase of one window."""
+    from analyzers.analyze import analyze as analyze_trace, choose_windows, phases_of
+
+    if events_in(trace) < (FIRST_LOOK_EVENTS if min_events is None else min_events):
+        return None
+    phases = phases_of(trace)
+    lead, windows = choose_windows(phases, None, phase if phase and phases.windows_in(phase) else None)
+    if len(windows) < 2:
+        return None
+    newest, label = max(windows), lead.label if lead is not Phase.UNKNOWN else "recorded"
+    # without the kernel stream's rows: their lines are inferred against every window's (the whole analysis's)
+    alone = dataclasses.replace(trace, stream=trace.stream.take(np.arange(0)))
+
+    stream = ", and the kernel stream's lines," if len(trace.stream) else ""
+
+    def look() -> Snapshot:
+        a = (analyze or analyze_trace)(alone, None, windows=[newest])
+        a.notes.insert(
+            0,
+            f"first look: window {newest} alone, the newest of {len(windows)} {label} windows; all of them"
+            f"{stream} are being analysed",
+        )
+        return dataclasses.replace(build_snapshot(a, script, version), first_look=True)
+
+    return abandonable(look)
 
 
 class Source:

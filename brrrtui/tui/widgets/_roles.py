@@ -7,6 +7,26 @@ from collections.abc import Iterable
 from rich.style import Style
 from rich.text import Text
 
+# Colours of regimes, gap causes and CPU lanes: theme variables from the active theme (which may override
+# them), declared by the app (BrrrApp.get_theme_variable_defaults) for app.tcss
+THEME_VARIABLES = {
+    "regime-compute": "success",
+    "regime-memory": "primary-lighten-1",
+    "regime-overhead": "warning",
+    "inferred-compute": "success-darken-2",
+    "inferred-memory": "primary-darken-1",
+    "inferred-overhead": "warning-darken-2",
+    "streamed": "foreground-darken-2",
+    "gap-host": "error-muted",
+    "gap-sync": "warning-muted",
+    "gap-h2d": "primary-muted",
+    "gap-data": "success-muted",
+    "gap-wait": "accent-darken-2",
+    "gap-other": "surface-lighten-2",
+    "lane-cpu": "foreground-darken-3",
+    "lane-cpu-sync": "error",
+}
+
 # Every role a renderer in brrrtui.present may emit. app.tcss styles `.role--<name>`.
 ROLES = (
     "compute",
