@@ -28,6 +28,11 @@ def test_a_first_look_is_the_newest_window_analysed_alone(tmp_path):
     one = load_trace(write_recording(str(tmp_path / "one.brrr"), windows=1))
     assert live.first_look(one, None, 1, min_events=0) is None  # nothing to look at first
 
+    def failing(trace, peaks=None, windows=None, phase=None):
+        raise ValueError("no")
+
+    assert live.first_look(trace, None, 1, failing, min_events=0) is None  # the whole analysis says why
+
 
 @run_async
 async def test_the_view_shows_the_first_look_until_the_whole_phase_is_analysed(tmp_path, monkeypatch):

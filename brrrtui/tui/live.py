@@ -129,7 +129,7 @@ def first_look(
 ) -> Snapshot | None:
     """A snapshot of the newest window of `phase` (None, or a phase without windows: the one the run leads
     with) analysed alone, to show while analyse_trace takes all of them; None for a recording of fewer than
-    `min_events` events (default FIRST_LOOK_EVENTS), or a phase of one window."""
+    `min_events` events (default FIRST_LOOK_EVENTS), a phase of one window, or an analysis that failed."""
     from analyzers.analyze import analyze as analyze_trace, choose_windows, phases_of
 
     if events_in(trace) < (FIRST_LOOK_EVENTS if min_events is None else min_events):
@@ -153,7 +153,12 @@ def first_look(
         )
         return dataclasses.replace(build_snapshot(a, script, version), first_look=True)
 
-    return abandonable(look)
+    try:
+        return abandonable(look)
+    except Abandoned:
+        raise
+    except Exception:  # noqa: BLE001 - the whole analysis comes next: it meets the same error and reports it
+        return None
 
 
 class Source:
