@@ -5,6 +5,7 @@ import threading
 from tui_fakes import analysed, run_async, wait_until, write_recording
 
 from analyzers.analyze import analyze as real_analyze
+from brrrtui.present.selection import Kind, Node
 from brrrtui.present.status import status_spans
 from brrrtui.recording.load import load_trace
 from brrrtui.tui import live
@@ -56,12 +57,20 @@ async def test_the_view_shows_the_first_look_until_the_whole_phase_is_analysed(t
         log = "\n".join(strip.text for strip in app.main.log_pane.lines)
         assert f"first look: window {first.windows[0]} alone" in log
         await pilot.press("P")  # no phase switch while the whole phase is analysed
+        await pilot.press("l", "l", "enter")  # a kernel of the first look, drilled into
+        shown = app.main.details.stack[1]
+        assert shown.kind == Kind.KERNEL and int(first.trace.gpu.window[shown.key[0]]) == first.windows[0]
         release.set()
         await analysed(pilot)
+        await pilot.pause()
         snap = app.snapshot
         assert not snap.first_look and len(snap.windows) == 3 and app.analyses == 1
         assert "analysing…" not in "".join(chunk for chunk, _ in status_spans(app.state))
         assert app.main.timeline.window == first.windows[0]  # still the page it opened on
+        # the kernel at the cursor, as the whole analysis numbers its rows (not the first look's row number)
+        node, sel = app.main.details.stack[-1], app.main.timeline.selection
+        assert node == Node(Kind.KERNEL, (sel.row,)) and int(snap.trace.gpu.window[sel.row]) == first.windows[0]
+        assert snap.trace.gpu.start_ns[sel.row] == first.trace.gpu.start_ns[shown.key[0]]
         log = "\n".join(strip.text for strip in app.main.log_pane.lines)
         assert (
             "120 GPU activities in 3 warm-up window(s) of 3" in log

@@ -31,6 +31,9 @@ class Node:
 
 
 SUMMARY = Node(Kind.SUMMARY)
+# Nodes keyed by a row or an index of one analysis, which the next analysis numbers afresh (lines, kernel names,
+# a line's calls of an op and streamed kernels, keyed by rowid, mean the same in every analysis)
+ROW_KEYED = frozenset({Kind.KERNEL, Kind.GAP, Kind.FINDING})
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,11 @@ class MainScreen(Screen):
         tl.styles.height = min(rows, 4 if self.has_class("-short") else 12) + 2
         self.source.set_snapshot(snap)
         self.hot.set_snapshot(snap)
+        held = len(self.details.stack)
         self.details.set_snapshot(snap)
+        node = tl.selection_node()
+        if len(self.details.stack) < held and node is not None:  # it held rows numbered afresh (Details)
+            self.details.show(node)  # what the timeline's cursor holds in the new analysis
         self._update_regimes()
         tr = snap.trace
         if not self.state.live and len(tr.telemetry):

@@ -9,6 +9,8 @@ is taller than the pane, and the mouse wheel scrolls it too.
 
 from __future__ import annotations
 
+from itertools import takewhile
+
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
@@ -21,7 +23,7 @@ from textual.widgets.option_list import Option
 
 from brrrtui.present.details import Detail, describe
 from brrrtui.present.paths import Location, Phrase
-from brrrtui.present.selection import SUMMARY, Node
+from brrrtui.present.selection import ROW_KEYED, SUMMARY, Node
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.tui.keymap import bindings
 from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
@@ -138,6 +140,10 @@ class Details(RoleStyles, VerticalScroll, can_focus=False):
         return self.stack[-1]
 
     def set_snapshot(self, snap: Snapshot) -> None:
+        if self.snapshot is not None and snap.analysis is not self.snapshot.analysis:
+            # another analysis: the stack stops before its first node keyed by the old analysis's rows (the
+            # timeline posts what its cursor holds in the new one)
+            self.stack = list(takewhile(lambda node: node.kind not in ROW_KEYED, self.stack))
         self.snapshot = snap
         self._show()
 

@@ -74,7 +74,12 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
         """Show a new snapshot. `follow`: jump to its newest page; otherwise stay where we are."""
         first = self.snapshot is None
         old = self.lanes
+        # another analysis (a live window, or the whole phase after a first look) numbers its rows afresh: the
+        # selection is found again at the cursor, and posted even where its row number happens to be the same
+        renumbered = self.snapshot is not None and snap.analysis is not self.snapshot.analysis
         self.snapshot = snap
+        if renumbered:
+            self.selection = None
         gone = snap.page_lanes(self.page) is None
         if follow or first or gone:
             new = snap.latest_page if follow else snap.default_page if gone else self.page
@@ -88,7 +93,7 @@ class Timeline(RoleStyles, ScrollView, can_focus=True):
                 self.view = View.fit(wl.extent_ns, self._track_width())
             else:
                 self.view = self.view.with_extent(wl.extent_ns)
-            if old is not None and old.stream and old is not wl:  # stream rows moved: select afresh
+            if renumbered or (old is not None and old.stream and old is not wl):  # rows moved: select afresh
                 self.lane = min(self.lane, max(len(wl.lanes) - 1, 0))
                 self._select_at_cursor()
         self._refresh_all()
