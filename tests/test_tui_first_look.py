@@ -21,7 +21,8 @@ def test_a_first_look_is_the_newest_window_analysed_alone(tmp_path):
     snap = live.first_look(trace, None, 1, min_events=0)
     assert snap is not None and snap.first_look and not whole.first_look
     newest = max(whole.windows)
-    assert len(whole.windows) == 3 and snap.windows == [newest]
+    assert len(whole.windows) == 3 and snap.windows == [newest] and snap.first_look == tuple(whole.windows)
+    assert snap.window_place(newest) == whole.window_place(newest) == (3, 3)  # as its pages count it
     assert len(snap.trace.gpu) == len(trace.gpu) // 3  # its rows only
     assert snap.analysis.notes[0] == (
         f"first look: window {newest} alone, the newest of 3 warm-up windows; all of them are being analysed"
@@ -54,6 +55,7 @@ async def test_the_view_shows_the_first_look_until_the_whole_phase_is_analysed(t
         assert first.first_look and len(first.windows) == 1 and app.analyses == 0
         assert "analysing…" in "".join(chunk for chunk, _ in status_spans(app.state))
         assert app.main.timeline.window == first.windows[0]
+        assert "timeline · warm-up window 3/3 · steps" in str(app.main.timeline.border_title)
         log = "\n".join(strip.text for strip in app.main.log_pane.lines)
         assert f"first look: window {first.windows[0]} alone" in log
         await pilot.press("P")  # no phase switch while the whole phase is analysed
@@ -69,7 +71,9 @@ async def test_the_view_shows_the_first_look_until_the_whole_phase_is_analysed(t
         assert app.main.timeline.window == first.windows[0]  # still the page it opened on
         # the kernel at the cursor, as the whole analysis numbers its rows (not the first look's row number)
         node, sel = app.main.details.stack[-1], app.main.timeline.selection
-        assert node == Node(Kind.KERNEL, (sel.row,)) and int(snap.trace.gpu.window[sel.row]) == first.windows[0]
+        assert (
+            node == Node(Kind.KERNEL, (sel.row,)) and int(snap.trace.gpu.window[sel.row]) == first.windows[0]
+        )
         assert snap.trace.gpu.start_ns[sel.row] == first.trace.gpu.start_ns[shown.key[0]]
         log = "\n".join(strip.text for strip in app.main.log_pane.lines)
         assert (

@@ -50,7 +50,8 @@ class Snapshot:
     stream_names: dict[int, str] = field(default_factory=dict)  # strings newer than the analysed trace's
     stream_lines: dict[int, tuple[int, int]] = field(default_factory=dict)  # line id -> (kernels, GPU ns)
     pages: list[PageKey] = field(default_factory=list)  # windows and stream pages, in time order
-    first_look: bool = False  # the newest window alone, shown while the phase's windows are analysed
+    # a first look (the newest window alone, brrrtui.tui.live.first_look): the phase's windows being analysed
+    first_look: tuple[int, ...] = ()
 
     @property
     def trace(self) -> Trace:
@@ -64,6 +65,13 @@ class Snapshot:
     def default_page(self) -> PageKey | None:
         """The page to open on when not following: the newest capture window (else the newest page)."""
         return PageKey(self.windows[-1]) if self.windows else self.latest_page
+
+    def window_place(self, window: int) -> tuple[int, int]:
+        """(k, n): `window` is the k-th of the n windows analysed (of a first look: being analysed); k is n
+        for a window not among them."""
+        windows = list(self.first_look) or self.windows
+        n = len(windows)
+        return (windows.index(window) + 1 if window in windows else n), n
 
     def page_lanes(self, page: PageKey | None) -> WindowLanes | None:
         if page is None:

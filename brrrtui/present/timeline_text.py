@@ -19,8 +19,7 @@ def timeline_title(snap: Snapshot | None, wl: WindowLanes | None, view: View) ->
     where = f"{fmt_ns(wl.extent_ns)} · view +{fmt_ns(view.t0)}…+{fmt_ns(view.t1)} · zoom ×{view.zoom:.0f}"
     if wl.stream:
         return f"timeline · {stream_page_title(snap, wl)} · {where}"
-    n = len(snap.windows)
-    k = snap.windows.index(wl.window) + 1 if wl.window in snap.windows else n
+    k, n = snap.window_place(wl.window)
     phase = PHASE_NAMES.get(snap.analysis.phase)
     page = f"{phase} window" if phase else "window"
     return f"timeline · {page} {k}/{n}{_steps(snap, wl.window)} · {where}"

@@ -151,7 +151,7 @@ def first_look(
             f"first look: window {newest} alone, the newest of {len(windows)} {label} windows; all of them"
             f"{stream} are being analysed",
         )
-        return dataclasses.replace(build_snapshot(a, script, version), first_look=True)
+        return dataclasses.replace(build_snapshot(a, script, version), first_look=tuple(windows))
 
     try:
         return abandonable(look)

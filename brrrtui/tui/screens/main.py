@@ -154,7 +154,7 @@ class MainScreen(Screen):
             return
         w = self.timeline.window
         wb = snap.analysis.window_breakdowns.get(w) if w is not None else None
-        k = snap.windows.index(w) + 1 if w in snap.windows else 0
+        k = snap.window_place(w)[0] if w is not None else 0
         page = self.timeline.page
         stream = page is not None and page.stream
         self.query_one(RegimeBars).set_breakdowns(
