@@ -104,9 +104,8 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
         self._version = 0
         self.phases = PhaseChoice()
         self._trace: Trace | None = None  # the whole recording the newest analysis came from
-        self._source = live.Source(
-            path or "", feed is not None, script, analyze
-        )  # live: reads what was added
+        # live: reads what was added
+        self._source = live.Source(path or "", feed is not None, script, analyze)
         # following the kernel stream (live mode)
         self.stream_s = stream_s
         self.stream_updates = 0  # stream updates applied or pending (tests wait on it)

@@ -141,7 +141,6 @@ def first_look(
     newest, label = max(windows), lead.label if lead is not Phase.UNKNOWN else "recorded"
     # without the kernel stream's rows: their lines are inferred against every window's (the whole analysis's)
     alone = dataclasses.replace(trace, stream=trace.stream.take(np.arange(0)))
-
     stream = ", and the kernel stream's lines," if len(trace.stream) else ""
 
     def look() -> Snapshot:
