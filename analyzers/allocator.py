@@ -7,7 +7,9 @@ default). On the 2-core CPU machine a 1 M-kernel `report --json` spent 0.9-1.9 s
 (median 1.4 s), against 0.5-0.7 s with the settings below (README, "Scale").
 
 Only the analysing processes (report, view, the live UI) call this; the user's script and the recorder keep
-the defaults.
+the defaults. One arena holds only for threads that first allocate after the call: a thread that allocated
+before keeps an arena of its own, and glibc hands later threads those arenas in turn, so `view` calls it
+before its UI starts any thread (brrrtui.tui.app.make_app).
 """
 
 from __future__ import annotations

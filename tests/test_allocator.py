@@ -29,3 +29,30 @@ def test_loading_a_trace_tunes_the_allocator_and_importing_the_capture_does_not(
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["False", "True", "True", "False"]
+
+
+VIEW_PROBE = """
+import sys, threading
+import brrrtui.cli as cli
+from analyzers import allocator
+from brrrtui.tui.app import BrrrApp
+
+seen = []
+
+def run(app):  # the UI, not started: what the allocator was when it would have started its threads
+    seen.append((allocator._done, threading.active_count()))
+
+BrrrApp.run = run
+cli._tui_available = lambda: True  # a terminal: the UI reads the file, not the CLI (no load_trace here)
+cli.main(["view", sys.argv[1]])
+print(seen)
+"""
+
+
+def test_view_tunes_the_allocator_before_its_ui_starts_a_thread():
+    fixture = os.path.join(ROOT, "tests", "fixtures", "resnet50_h200_step.json.gz")
+    out = subprocess.run(
+        [sys.executable, "-c", VIEW_PROBE, fixture], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[0] == "[(True, 1)]"  # tuned, and only the main thread exists yet

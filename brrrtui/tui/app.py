@@ -34,6 +34,7 @@ from typing import Any
 from textual.app import App
 from textual.worker import get_current_worker
 
+from analyzers.allocator import tune_for_analysis
 from analyzers.model import Trace
 from analyzers.phases import Phase
 from brrrtui.present.snapshot import Snapshot
@@ -391,4 +392,6 @@ def make_app(
     anyway. `analyze` replaces `analyzers.analyze.analyze` (tests). `stream_s`: the least time between two
     reads of the kernel stream while it runs. `on_interrupt` is called on each Ctrl-C while the script runs
     (the CLI's recorder sends SIGINT, then kills). `trace`: view mode, the file already read."""
+    if feed is None:  # view mode: before the UI starts threads that would take malloc arenas of their own
+        tune_for_analysis()
     return BrrrApp(path, feed, script, on_quit_confirm, analyze, poll_s, clock, stream_s, on_interrupt, trace)
