@@ -6,6 +6,7 @@ empty tail is only flagged in a note.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -43,7 +44,7 @@ def trim_close_stalls(trace: Trace) -> tuple[Trace, list[str]]:
     )
     del is_real, op_end
     new_end = w.end_ns.copy()
-    notes: list[str] = []
+    cuts: list[tuple[int, int]] = []  # (window, ns cut)
     columns = (w.window, w.mode, w.start_ns, w.end_ns, w.stall_ns, last)
     for i, (win, mode, lo, hi, stall, mine) in enumerate(zip(*(c.tolist() for c in columns), strict=True)):
         if mode == WindowMode.FOREIGN or stall <= 0:
@@ -52,21 +53,26 @@ def trim_close_stalls(trace: Trace) -> tuple[Trace, list[str]]:
         cut = min(max(0, hi - max(last_end, lo)), stall)
         if cut > 0:
             new_end[i] = hi - cut
-            notes.append(
-                f"window {win}: left out its last {fmt_ns(cut)}, the profiler stopping (nothing ran)"
-            )
-    if not notes:
+            cuts.append((win, cut))
+    if not cuts:
         return trace, []
     cols = dict(w.columns)
     cols["end_ns"] = new_end
-    return replace(trace, windows=Table(cols)), notes
+    wins, ns = (list(c) for c in zip(*cuts, strict=True))
+    if len(cuts) == 1:
+        note = f"window {wins[0]}: left out its last {fmt_ns(ns[0])}, the profiler stopping (nothing ran)"
+    else:  # one note for every window (a long run has a hundred)
+        note = (
+            f"{len(wins)} windows ({window_ids_text(wins)}): left out the last {_span(ns)} of each, the profiler"
+            " stopping (nothing ran)"
+        )
+    return replace(trace, windows=Table(cols)), [note]
 
 
 def tail_notes(trace: Trace, gaps: Table) -> list[str]:
-    """Flag a window whose end holds no GPU work and no CPU operator: a foreign trace's profiler stop."""
-    notes: list[str] = []
+    """Flag the windows whose end holds no GPU work and no CPU operator: a foreign trace's profiler stop."""
     if not len(gaps) or not len(trace.windows):
-        return notes
+        return []
     other = GAP_CAUSE_CODES[GapCause.OTHER]
     w = trace.windows
     order = np.argsort(w.window, kind="stable")
@@ -77,13 +83,35 @@ def tail_notes(trace: Trace, gaps: Table) -> list[str]:
     )
     count = np.bincount(at[tail], minlength=len(w))
     tail_ns = np.bincount(at[tail], weights=gaps.dur_ns[tail], minlength=len(w))  # exact: far below 2**53 ns
+    tails: list[tuple[int, int, float]] = []  # (window, ns, share of the window)
     columns = (w.window, w.start_ns, w.end_ns, count, tail_ns)
     for win, lo, hi, n, total in zip(*(c.tolist() for c in columns), strict=True):
         if n:
-            ns = int(total)
-            if hi > lo and ns > 0.1 * (hi - lo):
-                notes.append(
-                    f"window {win}: its last {fmt_ns(ns)} ({fmt_pct(ns / (hi - lo))}) hold no GPU work and no"
-                    " CPU operator (the profiler stopping?); they count as overhead"
-                )
-    return notes
+            idle = int(total)
+            if hi > lo and idle > 0.1 * (hi - lo):
+                tails.append((win, idle, idle / (hi - lo)))
+    if not tails:
+        return []
+    wins, ns, share = (list(c) for c in zip(*tails, strict=True))
+    what = "hold no GPU work and no CPU operator (the profiler stopping?); they count as overhead"
+    if len(tails) == 1:
+        return [f"window {wins[0]}: its last {fmt_ns(ns[0])} ({fmt_pct(share[0])}) {what}"]
+    pct = _span(share, fmt_pct)
+    return [f"{len(wins)} windows ({window_ids_text(wins)}): the last {_span(ns)} ({pct}) of each {what}"]
+
+
+def window_ids_text(ids: list[int]) -> str:
+    """`1–49`, `0, 2, 4–7`: window ids in order, each run of consecutive ones as a range."""
+    runs: list[list[int]] = []
+    for w in ids:
+        if runs and w == runs[-1][1] + 1:
+            runs[-1][1] = w
+        else:
+            runs.append([w, w])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs)
+
+
+def _span(values: list[int] | list[float], fmt: Callable[[float], str] = fmt_ns) -> str:
+    """`50 µs`, or `12 µs–1.30 ms` where they differ (as written)."""
+    lo, hi = fmt(min(values)), fmt(max(values))
+    return lo if lo == hi else f"{lo}–{hi}"

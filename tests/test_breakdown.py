@@ -122,6 +122,37 @@ def test_the_replayed_idle_is_a_floor_of_the_corrected_share():
     assert bd.overhead_correction(b, 15 * MS, None, 3, 3 * MS).corrected_overhead_fraction is None
 
 
+def test_the_closing_stalls_of_many_windows_make_one_note():
+    from analyzers.analyze import trim_close_stalls
+    from analyzers.window_edges import window_ids_text
+
+    tb = TraceBuilder()
+    for w, tail in ((0, 50_000), (1, 50_000), (2, 80_000), (4, 50_000)):  # window 3 was not recorded
+        t0 = w * 1_000_000
+        tb.launch("nvjet_gemm_bf16", t0 + 1_000, t0 + 20_000, 100_000, window=w)  # busy until t0 + 120 us
+        tb.window(t0, t0 + 120_000 + tail, first_step=w, last_step=w, window=w)
+    t = tb.build()
+    t.windows.columns["stall_ns"][:] = 10**9
+    trimmed, notes = trim_close_stalls(t)
+    assert (trimmed.windows.end_ns - trimmed.windows.start_ns).tolist() == [120_000] * 4
+    assert notes == [
+        "4 windows (0–2, 4): left out the last 50 µs–80 µs of each, the profiler stopping (nothing ran)"
+    ]
+    assert window_ids_text([7]) == "7" and window_ids_text([0, 2, 4, 5, 6, 7]) == "0, 2, 4–7"
+
+
+def test_the_empty_tails_of_many_windows_make_one_note(tmp_path):
+    from tui_fakes import write_recording
+
+    from brrrtui.recording.load import load_trace
+
+    notes = analyze(load_trace(write_recording(str(tmp_path / "run.brrr"), windows=3))).notes
+    assert [n for n in notes if "no GPU work" in n] == [
+        "3 windows (0–2): the last 73 µs (13%) of each hold no GPU work and no CPU operator (the profiler"
+        " stopping?); they count as overhead"
+    ]
+
+
 def test_the_profiler_stop_at_a_windows_end_is_left_out():
     from analyzers.analyze import trim_close_stalls
     from analyzers.model import WindowMode
