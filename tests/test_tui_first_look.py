@@ -76,6 +76,5 @@ async def test_the_view_shows_the_first_look_until_the_whole_phase_is_analysed(t
         )
         assert snap.trace.gpu.start_ns[sel.row] == first.trace.gpu.start_ns[shown.key[0]]
         log = "\n".join(strip.text for strip in app.main.log_pane.lines)
-        assert (
-            "120 GPU activities in 3 warm-up window(s) of 3" in log
-        )  # the whole analysis's opening lines follow
+        # the whole analysis's opening lines follow the first look's
+        assert "120 GPU activities in 3 warm-up window(s) of 3" in log
