@@ -58,7 +58,9 @@ async def test_the_view_shows_the_first_look_until_the_whole_phase_is_analysed(t
         assert "timeline · warm-up window 3/3 · steps" in str(app.main.timeline.border_title)
         log = "\n".join(strip.text for strip in app.main.log_pane.lines)
         assert f"first look: window {first.windows[0]} alone" in log
-        await pilot.press("P")  # no phase switch while the whole phase is analysed
+        await pilot.press("P", "r")  # no phase or rank switch while the whole phase is analysed
+        said = [str(n.message) for n in app._notifications]
+        assert any("still running" in m for m in said) and any("Still analysing" in m for m in said)
         await pilot.press("l", "l", "enter")  # a kernel of the first look, drilled into
         shown = app.main.details.stack[1]
         assert shown.kind == Kind.KERNEL and int(first.trace.gpu.window[shown.key[0]]) == first.windows[0]

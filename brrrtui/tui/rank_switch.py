@@ -22,6 +22,9 @@ class RankSwitch:
     def action_pick_rank(self) -> None:
         app: Any = self
         trace = app._trace
+        if trace is None and app._busy:  # the first analysis (a big recording's first look on screen) runs on
+            app.notify("Still analysing: pick the rank again in a moment.", timeout=3)
+            return
         rows, shown = rank_choices(trace.meta) if trace is not None else ([], None)
         if not rows:
             app.notify("One rank only: r picks a rank of a distributed run.", timeout=3)
