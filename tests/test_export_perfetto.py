@@ -266,3 +266,21 @@ def test_module_chains_and_library_lines_come_back(tmp_path):
         )
 
     assert scopes(back) == scopes(trace)
+
+
+def test_the_document_is_the_same_whatever_the_chunk_size(original, monkeypatch):
+    """Events are written a chunk of rows at a time: chunk edges change nothing (flows keep their ids)."""
+    import io
+
+    from brrrtui.present import perfetto_events
+    from brrrtui.present.perfetto import write_perfetto
+
+    trace, lead, others = original
+    phases = {w: p.value for w, p in lead.phases.windows.items()}
+    whole = io.StringIO()
+    n = write_perfetto(whole, trace, [lead, *others.values()], phases)
+    monkeypatch.setattr(perfetto_events, "CHUNK", 7)
+    chunked = io.StringIO()
+    assert write_perfetto(chunked, trace, [lead, *others.values()], phases) == n
+    assert chunked.getvalue() == whole.getvalue()
+    assert len(json.loads(whole.getvalue())["traceEvents"]) == n > 7 * 1000
