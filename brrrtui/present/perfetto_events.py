@@ -1,10 +1,11 @@
 """The events of an exported Chrome trace, written as JSON text a chunk of rows at a time.
 
-A 1 M-kernel recording exports ~10 M events. Built as Python dicts and dumped at the end, they held 7 GB and
-took 330 s (31 s and 579 MiB this way: README, "Open a recording in Perfetto"); here each family of events
-reads its table's columns CHUNK rows at a time and formats each event straight into JSON text, the strings that repeat (names, shapes, lines, argument sets) formatted once per
-distinct value. What the text holds is what `json.dumps` of the same dicts holds: floats as `repr` writes
-them (as json does), strings through `json.dumps`.
+A 1 M-kernel recording exports ~10 M events. Built as Python dicts and dumped at once, they would hold 7 GB
+and take 330 s (31 s and 579 MiB as here: README, "Open a recording in Perfetto"). Here each family of events
+reads its table's columns CHUNK rows at a time and formats each event straight into JSON text, the strings
+that repeat (names, shapes, lines, argument sets) formatted once per distinct value. What the text holds is
+what `json.dumps` of the same dicts holds: floats as `repr` writes them (as json does), strings through
+`json.dumps`.
 """
 
 from __future__ import annotations
