@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from analyzers.arrays import distinct, unique_inverse, unique_rows
 from analyzers.results import LineStat, Regime
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.details.common import Detail, cause_of, display_path, nansum, per, rate, short
@@ -65,13 +66,12 @@ def _line_ops(snap: Snapshot, line_id: int, d: Detail) -> None:
     ops = a.trace.ops
     known = op_rows >= 0
     if known.any():
-        keys = np.stack(
-            [ops.name[op_rows[known]].astype(np.int64), ops.shapes[op_rows[known]].astype(np.int64)], 1
-        )
-        uniq, inv = np.unique(keys, axis=0, return_inverse=True)
-        gpu_ns = np.bincount(inv.ravel(), weights=a.trace.gpu.dur_ns[rows[known]], minlength=len(uniq))
+        names, shapes_of = (ops[c][op_rows[known]].astype(np.int64) for c in ("name", "shapes"))
+        # by (name, shapes), as np.unique(axis=0) orders them, without its sort of rows as records
+        first, inv = unique_rows((names, shapes_of))
+        gpu_ns = np.bincount(inv, weights=a.trace.gpu.dur_ns[rows[known]], minlength=len(first))
         for k in np.argsort(-gpu_ns)[:30].tolist():
-            name, shapes = int(uniq[k, 0]), int(uniq[k, 1])
+            name, shapes = int(names[first[k]]), int(shapes_of[first[k]])
             label = f"{fmt_ns(gpu_ns[k]):>9} {snap.op_name(name)} {short(a.trace.name(shapes), 40)}"
             d.link(label, Kind.OP, line_id, name, shapes)
     if (~known).any():
@@ -98,7 +98,7 @@ def op(snap: Snapshot, line_id: int, name: int, shapes: int) -> Detail:
     rows = op_kernel_rows(snap, line_id, name, shapes)
     title = tr.name(name) if name >= 0 else "kernels without an op"
     d = Detail(title)
-    op_rows = np.unique(a.links.kernel_op[rows])
+    op_rows = distinct(a.links.kernel_op[rows])
     op_rows = op_rows[op_rows >= 0]
     s = snap.lines_by_id.get(line_id)
     d.add(
@@ -115,8 +115,8 @@ def op(snap: Snapshot, line_id: int, name: int, shapes: int) -> Detail:
     f, b = nansum(a.kernel_flops[rows]), nansum(a.kernel_bytes[rows])
     gpu_ns = float(tr.gpu.dur_ns[rows].sum())
     d.add((f"GPU {fmt_ns(gpu_ns)} in {len(rows)} kernel(s) · {fmt_flop_count(f)} · {fmt_bytes(b)}", ""))
-    names, inv = np.unique(tr.gpu.name[rows], return_inverse=True)
-    ns = np.bincount(inv.ravel(), weights=tr.gpu.dur_ns[rows], minlength=len(names))
+    names, inv = unique_inverse(tr.gpu.name[rows])
+    ns = np.bincount(inv, weights=tr.gpu.dur_ns[rows], minlength=len(names))
     for k in np.argsort(-ns).tolist():
         nm = tr.name(int(names[k]))
         ks = snap.kernels_by_name.get(nm)
