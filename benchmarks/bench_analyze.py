@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import Any
 
 from synthetic_run import ROOT, generate, write_recording, write_recording_v1
 
@@ -61,6 +62,23 @@ def compile_checkout(root: str) -> None:
         folders = [os.path.join(root, d) for d in ("brrrtui", "analyzers")]
         subprocess.run([sys.executable, "-m", "compileall", "-q", *folders], check=True, capture_output=True)
         _COMPILED.add(root)
+
+
+def commit_of(root: str) -> str:
+    """The short commit a checkout is at (empty outside git)."""
+    p = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return p.stdout.strip()
+
+
+def run_child(code: str, root: str, *args: str) -> dict[str, Any]:
+    """`python -c code root args...` in a fresh process, `root`'s bytecode written first; the JSON object its
+    last line of output prints. A failure ends the benchmark with the child's error."""
+    compile_checkout(root)
+    p = subprocess.run([sys.executable, "-c", code, root, *args], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"{root} {' '.join(args)}: exit {p.returncode}: {p.stderr.strip()[-600:]}")
+    out: dict[str, Any] = json.loads(p.stdout.strip().splitlines()[-1])
+    return out
 
 
 def measure(root: str, args: list[str], python: str = sys.executable) -> dict[str, float] | str:
@@ -154,18 +172,9 @@ def main() -> int:
         return 0
     work = ns.keep or tempfile.mkdtemp(prefix="brrr-bench-")
     os.makedirs(work, exist_ok=True)
-    commit = subprocess.run(
-        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    base = (
-        subprocess.run(
-            ["git", "-C", ns.baseline, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        )
-        if ns.baseline
-        else None
-    )
-    print(f"today: {ROOT} at {commit.stdout.strip()} (plus uncommitted changes, if any); "
-          f"baseline: {ns.baseline or '-'} at {base.stdout.strip() if base else '-'}")  # fmt: skip
+    base = commit_of(ns.baseline) if ns.baseline else "-"
+    print(f"today: {ROOT} at {commit_of(ROOT)} (plus uncommitted changes, if any); "
+          f"baseline: {ns.baseline or '-'} at {base}")  # fmt: skip
     table = []
     for n in (int(k) for k in ns.kernels.split(",")):
         table += [(n, *r) for r in one_size(n, work, ns.baseline, ns.repeat, ns.baseline_v2)]

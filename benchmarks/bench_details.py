@@ -12,12 +12,10 @@ searches. A benchmark, not a test: nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 
-from bench_analyze import ROOT, compile_checkout
+from bench_analyze import ROOT, commit_of, run_child
 
 CHILD = """
 import json, sys, time
@@ -53,15 +51,6 @@ print(json.dumps(out))
 """
 
 
-def run(root: str, path: str) -> dict[str, float]:
-    compile_checkout(root)
-    p = subprocess.run([sys.executable, "-c", CHILD, root, path], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise SystemExit(f"{root}: {p.stderr.strip()[-600:]}")
-    out: dict[str, float] = json.loads(p.stdout.strip().splitlines()[-1])
-    return out
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("recording")
@@ -69,13 +58,8 @@ def main() -> int:
     ns = ap.parse_args()
     path = os.path.abspath(ns.recording)
     roots = {"today": ROOT, **({"baseline": os.path.abspath(ns.baseline)} if ns.baseline else {})}
-    got = {name: run(root, path) for name, root in roots.items()}
-    commits = {
-        name: subprocess.run(
-            ["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        ).stdout.strip()
-        for name, root in roots.items()
-    }
+    got = {name: run_child(CHILD, root, path) for name, root in roots.items()}
+    commits = {name: commit_of(root) for name, root in roots.items()}
     print(
         f"{path}: {os.path.getsize(path) / 1e6:.0f} MB; ms, fastest of 3: "
         + ", ".join(f"{k} {v}" for k, v in commits.items())

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
-from bench_analyze import ROOT, measure
+from bench_analyze import ROOT, commit_of, measure
 
 
 def main() -> int:
@@ -45,14 +44,11 @@ def main() -> int:
     print(f"{path}: {os.path.getsize(path) / 1e6:.0f} MB")
     best = {}
     for name, root in roots.items():
-        commit = subprocess.run(
-            ["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        )
         fastest = min(runs[name], key=lambda r: r["wall_s"])
         best[name] = fastest | {"peak_rss_mb": min(r["peak_rss_mb"] for r in runs[name])}
         b = best[name]
         print(
-            f"{name:9} {commit.stdout.strip()}: wall {b['wall_s']:.1f} s  CPU {b['cpu_s']:.1f} s"
+            f"{name:9} {commit_of(root)}: wall {b['wall_s']:.1f} s  CPU {b['cpu_s']:.1f} s"
             f"  peak RSS {b['peak_rss_mb']:.0f} MiB  file {sizes[name] / 1e6:.0f} MB  (fastest of {ns.repeat})"
         )
     if "baseline" in best:

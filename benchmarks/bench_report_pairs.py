@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 
-from bench_analyze import ROOT, measure  # its launcher: the command's own wall, CPU and peak RSS (wait4)
+# measure: its launcher, the command's own wall, CPU and peak RSS (wait4)
+from bench_analyze import ROOT, commit_of, measure
 
 
 def run(root: str, path: str) -> dict[str, float]:
@@ -37,14 +37,8 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=9, help="alternating pairs of runs (default 9)")
     ns = ap.parse_args()
     path = os.path.abspath(ns.file)
-    commit = subprocess.run(
-        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    base = subprocess.run(
-        ["git", "-C", ns.baseline, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
     print(
-        f"{path}: {os.path.getsize(path) / 1e6:.0f} MB; today {commit.stdout.strip()}, baseline {base.stdout.strip()}"
+        f"{path}: {os.path.getsize(path) / 1e6:.0f} MB; today {commit_of(ROOT)}, baseline {commit_of(ns.baseline)}"
     )
     runs: dict[str, list[dict[str, float]]] = {"today": [], "baseline": []}
     for _ in range(ns.pairs):

@@ -31,12 +31,12 @@ import gzip
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
-from bench_analyze import compile_checkout  # bytecode written first, as an installed package has it
+# run_child writes the checkout's bytecode first, as installed code has it
+from bench_analyze import commit_of, run_child
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "resnet50_h200_tui.json.gz")
@@ -122,11 +122,7 @@ asyncio.run(main())
 
 
 def measure(path: str, mode: str, root: str = ROOT) -> dict:
-    compile_checkout(root)
-    p = subprocess.run([sys.executable, "-c", CHILD, root, path, mode], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise SystemExit(f"{mode}: exit {p.returncode}: {p.stderr.strip()[-600:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_child(CHILD, root, path, mode)
 
 
 def main() -> int:
@@ -179,10 +175,7 @@ def recording(work: str, kernels: int, baseline: str | None, repeat: int) -> Non
         from synthetic_run import generate, write_recording
 
         write_recording(generate(kernels), path)
-    commit = subprocess.run(
-        ["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    print(f"{path}: {os.path.getsize(path) / 1e6:.0f} MB; today: {ROOT} at {commit.stdout.strip()}")
+    print(f"{path}: {os.path.getsize(path) / 1e6:.0f} MB; today: {ROOT} at {commit_of(ROOT)}")
     roots = {"today": ROOT, **({"baseline": baseline} if baseline else {})}
     runs: dict[str, list[dict]] = {k: [] for k in roots}
     for _ in range(repeat):

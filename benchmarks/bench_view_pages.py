@@ -12,12 +12,10 @@ the paging). A benchmark, not a test: nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 
-from bench_analyze import ROOT, compile_checkout
+from bench_analyze import ROOT, commit_of, run_child
 
 CHILD = """
 import json, sys, time, tracemalloc
@@ -36,15 +34,6 @@ print(json.dumps({"windows": len(snap.windows), "wall_s": wall, "kept_mib": kept
 """
 
 
-def run(root: str, path: str) -> dict[str, float]:
-    compile_checkout(root)
-    p = subprocess.run([sys.executable, "-c", CHILD, root, path], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise SystemExit(f"{root}: {p.stderr.strip()[-400:]}")
-    out: dict[str, float] = json.loads(p.stdout.strip().splitlines()[-1])
-    return out
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("recording")
@@ -53,12 +42,9 @@ def main() -> int:
     path = os.path.abspath(ns.recording)
     roots = {"today": ROOT, **({"baseline": ns.baseline} if ns.baseline else {})}
     for name, root in roots.items():
-        commit = subprocess.run(
-            ["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        )
-        r = run(root, path)
+        r = run_child(CHILD, root, path)
         print(
-            f"{name:9} {commit.stdout.strip()}: {r['windows']:.0f} windows paged through in {r['wall_s']:.2f} s;"
+            f"{name:9} {commit_of(root)}: {r['windows']:.0f} windows paged through in {r['wall_s']:.2f} s;"
             f" lanes kept {r['kept_mib']:.0f} MiB, at most {r['peak_mib']:.0f} MiB"
         )
     return 0
