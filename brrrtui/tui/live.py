@@ -36,7 +36,7 @@ from textual.worker import NoActiveWorker, get_current_worker
 
 from analyzers.incremental import LIVE_WINDOWS, WindowIndex, bounded_note, live_windows
 from analyzers.model import STREAM_SCHEMA, Table, Trace
-from analyzers.phases import Phase
+from analyzers.phases import Phase, TracePhases
 from brrrtui.present.snapshot import Snapshot, build_snapshot, with_stream
 from brrrtui.present.status import Loading
 from brrrtui.recording import store
@@ -114,9 +114,16 @@ def analyse_trace(
     from analyzers.analyze import analyze as analyze_trace, phases_of
 
     fn = analyze or analyze_trace
-    if phase is not None and phases_of(trace).windows_in(phase):
-        return abandonable(lambda: build_snapshot(fn(trace, None, phase=phase), script, version))
+    shown = with_windows(phases_of(trace), phase)
+    if shown is not None:
+        return abandonable(lambda: build_snapshot(fn(trace, None, phase=shown), script, version))
     return abandonable(lambda: build_snapshot(fn(trace), script, version))
+
+
+def with_windows(phases: TracePhases, phase: Phase | None) -> Phase | None:
+    """`phase` when it has windows; else None, the phase the run leads with (a picked phase can lose its
+    windows when more steps re-judge the run's phases)."""
+    return phase if phase is not None and phases.windows_in(phase) else None
 
 
 def first_look(
@@ -135,7 +142,7 @@ def first_look(
     if events_in(trace) < (FIRST_LOOK_EVENTS if min_events is None else min_events):
         return None
     phases = phases_of(trace)
-    lead, windows = choose_windows(phases, None, phase if phase and phases.windows_in(phase) else None)
+    lead, windows = choose_windows(phases, None, with_windows(phases, phase))
     if len(windows) < 2:
         return None
     newest, label = max(windows), lead.label if lead is not Phase.UNKNOWN else "recorded"
@@ -206,8 +213,7 @@ class Source:
         fn = analyze or analyze_trace
         self.index.add(trace)
         phases = phases_of(trace)
-        if phase is not None and not phases.windows_in(phase):
-            phase = None
+        phase = with_windows(phases, phase)
         windows, total = live_windows(phases, phase, self.keep if running else None)
         cut = self.index.cut(trace, windows)
         if len(windows) == total:  # every window of the phase: as analyse_trace would call it
