@@ -221,11 +221,11 @@ def gpu_events(trace: Trace, s: Strings, facts: RowFacts, clock: Clock) -> Event
         "grid",
         "block",
     )
-    facts_cols = {f"facts_{k}": v for k, v in vars(facts).items()}  # apart from the row's own "bytes"
-    g = Table({**{c: trace.gpu[c] for c in (*cols, "bytes")}, **facts_cols})
-    measured_cols = (f"facts_{column}" for _, column in _FACTS)
-    for chunk in chunks(g, *cols, "bytes", "facts_regime", "facts_line", *measured_cols):
-        name, kind, dev, stream, corr, win, start, dur, grid, block, nbytes, regime, line, *measured = chunk
+    row_chunks = chunks(trace.gpu, *cols, "bytes")
+    fact_chunks = chunks(Table(vars(facts)), "regime", "line", *(column for _, column in _FACTS))
+    for row_chunk, fact_chunk in zip(row_chunks, fact_chunks, strict=True):
+        name, kind, dev, stream, corr, win, start, dur, grid, block, nbytes = row_chunk
+        regime, line, *measured = fact_chunk
         out = []
         for i, n in enumerate(name):
             head = heads.get((kind[i], regime[i]))
