@@ -207,3 +207,18 @@ def window_groups(windows: tuple[np.ndarray, ...], rows: int | None = None) -> l
             groups.append(tuple(slice(int(a[first]), int(b[i])) for a, b in zip(lo, hi, strict=True)))
             first = i + 1
     return groups
+
+
+def per_owner_sums(o: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Per row, the sum of `w` over the rows with the same owner (`o`: non-negative ids); `w` itself when every
+    row has an owner of its own. Owners in order (the ops of one stream's kernels, as recorded) come in runs,
+    summed run by run, without a table as long as the largest id (3 M ops: 24 MB of float64). The same sums
+    either way where `w` holds whole numbers (durations, counts): they add exactly in any order."""
+    if len(o) < 2 or not bool((o[1:] >= o[:-1]).all()):
+        per_op: np.ndarray = np.bincount(o, weights=w)[o]
+        return per_op
+    new = np.concatenate(([True], o[1:] != o[:-1]))
+    if new.all():  # an owner per row (an op launching one kernel): nothing to add
+        return w
+    starts = np.flatnonzero(new)
+    return np.repeat(np.add.reduceat(w, starts), np.diff(np.append(starts, len(o))))

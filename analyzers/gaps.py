@@ -61,10 +61,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from analyzers import arrays
 from analyzers.arrays import distinct, lexsort, window_groups
 from analyzers.cpu_waits import Waits
 from analyzers.gap_evidence import COVER_SHARE, GapEvidence
-from analyzers.links import Links, innermost_enclosing
+from analyzers.links import Links, Nesting, innermost_enclosing, nesting
 from analyzers.model import NONE, Table, Trace
 from analyzers.results import GAP_CAUSE_CODES, GapCause
 
@@ -165,11 +166,11 @@ class _Verdicts:
         self.decided |= hit
 
 
-def _ending_launch(trace: Trace, links: Links, gaps: Table) -> np.ndarray:
-    """The launch (runtime row) of the row that ends each gap; NONE for a window's trailing gap."""
-    nxt = gaps.next_row
+def _ending_launch(trace: Trace, links: Links, nxt: np.ndarray) -> np.ndarray:
+    """The launch (runtime row) of the row that ends each gap (`nxt`: their next_row); NONE for a window's
+    trailing gap."""
     if not len(trace.gpu):
-        return np.full(len(gaps), NONE)
+        return np.full(len(nxt), NONE)
     launch: np.ndarray = np.where(nxt >= 0, links.kernel_launch[np.maximum(nxt, 0)], NONE)
     return launch
 
@@ -228,18 +229,36 @@ def _mark_host(
         v.line[rest] = np.where(has_launch[rest], links.launch_line[np.maximum(launch[rest], 0)], NONE)
 
 
-def _span_lines_at_end(trace: Trace, ev: GapEvidence, g0: np.ndarray, g1: np.ndarray, v: _Verdicts) -> None:
+class _SpansAtEnd:
+    """The main thread's innermost span at given times; the spans' nesting is worked out once, on first use,
+    for every chunk of gaps."""
+
+    def __init__(self, trace: Trace, main_tid: int | None):
+        self.spans, self.main_tid = trace.spans, main_tid
+        self._nested: Nesting | None = None
+
+    def lines(self, t: np.ndarray) -> np.ndarray | None:
+        """The line of the main thread's innermost span at each time (NONE outside any); None when there is
+        no span or no main thread."""
+        sp = self.spans
+        if not len(sp) or self.main_tid is None:
+            return None
+        start, end = sp.start_ns, sp.start_ns + sp.dur_ns
+        if self._nested is None:
+            self._nested = nesting(start, end, sp.tid)
+        idx = innermost_enclosing(start, end, sp.tid, t, np.full(len(t), self.main_tid), self._nested)
+        return np.where(idx >= 0, sp.line[np.maximum(idx, 0)], NONE)
+
+
+def _span_lines_at_end(at_end: _SpansAtEnd, g0: np.ndarray, g1: np.ndarray, v: _Verdicts) -> None:
     """Gaps still without a line take the span the main thread was in when the gap ended. Not SYNC gaps, whose
     cause is the synchronising call (one outside any traced line, like torch.cuda.synchronize(), stays
     unattributed rather than landing on whatever line launched next), nor warm-up."""
     missing = np.nonzero((v.line < 0) & (v.cause != GAP_CAUSE_CODES[GapCause.SYNC]) & ~v.warmup)[0]
-    if len(missing) and len(trace.spans) and ev.main_tid is not None:
-        sp = trace.spans
-        q = np.maximum(g1[missing] - 1, g0[missing])
-        idx = innermost_enclosing(
-            sp.start_ns, sp.start_ns + sp.dur_ns, sp.tid, q, np.full(len(q), ev.main_tid)
-        )
-        v.line[missing] = np.where(idx >= 0, sp.line[np.maximum(idx, 0)], NONE)
+    if len(missing):
+        found = at_end.lines(np.maximum(g1[missing] - 1, g0[missing]))
+        if found is not None:
+            v.line[missing] = found
 
 
 def classify_gaps(
@@ -251,16 +270,43 @@ def classify_gaps(
     waits: Waits | None = None,
 ) -> Table:
     """Fill `cause` and `line` of `gaps` (see the module docstring for the rules); `waits`: the main thread's
-    waits off the CPU (cpu_waits.main_thread_waits), none when not given."""
+    waits off the CPU (cpu_waits.main_thread_waits), none when not given.
+
+    Every rule looks at one gap and the evidence, so the gaps are taken GROUP_ROWS at a time: the rules'
+    temporaries are a chunk's, not a column of every gap each (a million gaps held ~50 MB of them)."""
     n = len(gaps)
     if not n:
         return gaps
     ev = evidence or GapEvidence(trace, links, host_copy)
-    g0 = gaps.start_ns.astype(np.int64)
-    g1 = g0 + gaps.dur_ns
-    dur = gaps.dur_ns.astype(np.float64)
-    launch = _ending_launch(trace, links, gaps)
+    at_end = _SpansAtEnd(trace, ev.main_tid)
+    samples = _by_time(trace.line_samples)
+    cause = np.empty(n, np.int8)
+    line = np.empty(n, GAP_SCHEMA["line"])
+    for lo in range(0, n, arrays.GROUP_ROWS):
+        rows = slice(lo, min(n, lo + arrays.GROUP_ROWS))
+        cause[rows], line[rows] = _classify(trace, links, gaps, rows, ev, waits, at_end, samples)
+    cols = dict(gaps.columns)
+    cols["cause"], cols["line"] = cause, line
+    return Table(cols)
+
+
+def _classify(
+    trace: Trace,
+    links: Links,
+    gaps: Table,
+    rows: slice,
+    ev: GapEvidence,
+    waits: Waits | None,
+    at_end: _SpansAtEnd,
+    samples: tuple[np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """The cause and line of the gaps `rows`, by the rules in the module docstring, in their order."""
+    g0 = gaps.start_ns[rows].astype(np.int64)
+    g1 = g0 + gaps.dur_ns[rows]
+    dur = gaps.dur_ns[rows].astype(np.float64)
+    launch = _ending_launch(trace, links, gaps.next_row[rows])
     warmup = _warmup(ev, g0, g1)
+    n = len(g0)
     other = np.full(n, GAP_CAUSE_CODES[GapCause.OTHER], np.int8)
     v = _Verdicts(
         cause=other, line=np.full(n, NONE, GAP_SCHEMA["line"]), decided=warmup.copy(), warmup=warmup
@@ -276,16 +322,13 @@ def classify_gaps(
         v.mark(hit, GapCause.WAIT, waits.line_at((g0[hit] + g1[hit]) // 2))
     _mark_sync(ev, g0, g1, dur, launch >= 0, v)
     _mark_host(trace, links, ev, launch, g0, g1, dur, v)
-    _span_lines_at_end(trace, ev, g0, g1, v)
+    _span_lines_at_end(at_end, g0, g1, v)
 
     # HOST, WAIT and OTHER gaps: where brrrtui sampled the main thread, the line it was executing most inside
     # the gap is the line that kept the GPU waiting (a `time.sleep` or a Python loop between torch calls).
     hostish = np.isin(v.cause, [GAP_CAUSE_CODES[c] for c in (GapCause.HOST, GapCause.WAIT, GapCause.OTHER)])
-    sampled = sampled_lines(trace.line_samples, g0, g1, hostish & ~warmup)
-    cols = dict(gaps.columns)
-    cols["cause"] = v.cause
-    cols["line"] = np.where(sampled >= 0, sampled, v.line).astype(GAP_SCHEMA["line"])
-    return Table(cols)
+    sampled = _lines_sampled_in(*samples, g0, g1, hostish & ~warmup)
+    return v.cause, np.where(sampled >= 0, sampled, v.line).astype(GAP_SCHEMA["line"])
 
 
 def sampled_lines(samples: Table, g0: np.ndarray, g1: np.ndarray, wanted: np.ndarray) -> np.ndarray:
@@ -296,11 +339,22 @@ def sampled_lines(samples: Table, g0: np.ndarray, g1: np.ndarray, wanted: np.nda
     GPU           [k][k][k]                                              [k]
                                <--------- gap: HOST, line 87 -------->
     """
-    out = np.full(len(g0), NONE, dtype=np.int64)
-    if not len(samples) or not wanted.any():
-        return out
+    return _lines_sampled_in(*_by_time(samples), g0, g1, wanted)
+
+
+def _by_time(samples: Table) -> tuple[np.ndarray, np.ndarray]:
+    """The samples' times and lines, in time order."""
     order = np.argsort(samples.t_ns, kind="stable")
-    t, ln = samples.t_ns[order], samples.line[order].astype(np.int64)
+    return samples.t_ns[order], samples.line[order].astype(np.int64)
+
+
+def _lines_sampled_in(
+    t: np.ndarray, ln: np.ndarray, g0: np.ndarray, g1: np.ndarray, wanted: np.ndarray
+) -> np.ndarray:
+    """sampled_lines of samples at times `t` (sorted) on lines `ln`."""
+    out = np.full(len(g0), NONE, dtype=np.int64)
+    if not len(t) or not wanted.any():
+        return out
     lo = np.searchsorted(t, g0, "left")
     hi = np.searchsorted(t, g1, "left")
     for i in np.nonzero(wanted & (hi > lo))[0].tolist():

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from analyzers.arrays import dense_ids, lexsort
+from analyzers.arrays import dense_ids, lexsort, per_owner_sums
 from analyzers.attention_cost import is_causal
 from analyzers.links import Calls
 from analyzers.model import NONE, GpuKind, Trace, flag_of
@@ -238,8 +238,8 @@ def _nearest_costed(
     chain: np.ndarray, index: np.ndarray, known: np.ndarray, recorded: np.ndarray | None
 ) -> np.ndarray:
     """Per gpu row, the nearest op of its ancestor chain whose cost is `known` (or, given `recorded`, that
-    has a profiler-recorded value); NONE when none has."""
-    chosen = np.full(chain.shape[1], NONE, dtype=np.int64)
+    has a profiler-recorded value); NONE when none has. Op rows as the chain's (int32 when the ops fit it)."""
+    chosen = np.full(chain.shape[1], NONE, dtype=chain.dtype)
     rows = np.arange(chain.shape[1])  # the rows still looking
     for d in range(chain.shape[0]):
         op = chain[d][rows]
@@ -337,10 +337,10 @@ def duration_shares(owner: np.ndarray, dur: np.ndarray) -> tuple[np.ndarray, np.
         return None
     o = owner[ok]
     d = dur[ok].astype(np.float64)
-    tot = np.bincount(o, weights=d)[o]
+    tot = per_owner_sums(o, d)
     if (tot > 0).all():
         return ok, d / tot
-    cnt = np.bincount(o).astype(np.float64)[o]
+    cnt = per_owner_sums(o, np.ones(len(o)))
     return ok, np.where(tot > 0, d / np.where(tot > 0, tot, 1.0), 1.0 / cnt)
 
 

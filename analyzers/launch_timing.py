@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from analyzers import arrays
 from analyzers.arrays import distinct, lexsort, median, window_stream_key
 from analyzers.links import Links
 from analyzers.model import GpuKind, Trace
@@ -114,23 +115,37 @@ def launch_bound(
     r, key = r[keep], key[keep]
     if len(r) < 2:
         return out
+    tids = np.array(sorted(intervals), dtype=np.int64)
+    vals = np.array([intervals[t] for t in tids.tolist()])
+    # GROUP_ROWS rows at a time, each chunk with the row before it (whether a row waited depends on the one
+    # before it on its stream): the temporaries are a chunk's, not eight columns of every kernel
+    for lo in range(0, len(r), arrays.GROUP_ROWS):
+        before, hi = max(lo - 1, 0), min(lo + arrays.GROUP_ROWS, len(r))
+        bound = _launch_bound_rows(trace, links, r[before:hi], key[before:hi], tids, vals)
+        out[r[lo:hi]] = bound[lo - before :]
+    return out
+
+
+def _launch_bound_rows(
+    trace: Trace, links: Links, r: np.ndarray, key: np.ndarray, tids: np.ndarray, vals: np.ndarray
+) -> np.ndarray:
+    """launch_bound of consecutive rows `r` of the stream order (the first counts as its stream's first);
+    `tids`, `vals`: the launching threads' median launch intervals, by thread."""
+    gpu, rt = trace.gpu, trace.runtime
     launch = links.kernel_launch[r]
     lt = rt.tid[launch]
     ls = rt.start_ns[launch]
     interval = np.full(len(lt), np.inf)
-    if intervals:
-        tids = np.array(sorted(intervals), dtype=np.int64)
-        vals = np.array([intervals[t] for t in tids.tolist()])
+    if len(tids):
         at = np.minimum(np.searchsorted(tids, lt), len(tids) - 1)
         hit = tids[at] == lt
         interval[hit] = vals[at[hit]]
     dur = gpu.dur_ns[r]
     short = dur < interval
-    del lt, interval
     # waited: the first launched kernel of its stream, or launched after the previous one on the stream ended
     # (rows of one stream run one after another)
     ends = gpu.start_ns[r[:-1]] + dur[:-1]
     waited = np.ones(len(r), dtype=bool)
     waited[1:] = (key[1:] != key[:-1]) | (ls[1:] >= ends)
-    out[r] = waited & short
-    return out
+    bound: np.ndarray = waited & short
+    return bound

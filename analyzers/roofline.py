@@ -141,8 +141,9 @@ def _row_costs(
     op_fam_all = np.full(len(ops), -1, dtype=np.int8)
     has = index >= 0
     op_fam_all[has] = c_fam[index[has]]
-    rec = recorded_flops(trace, links, flops_op, op_fam_all) if len(ops) else np.full(len(gpu), np.nan)
-    op_flops = np.where(np.isfinite(rec), rec, c_flops[flops_slot])
+    op_flops = recorded_flops(trace, links, flops_op, op_fam_all) if len(ops) else np.full(len(gpu), np.nan)
+    # no recorded count: the formula's, in place (a second column of every row is 8 MB at 1 M kernels)
+    np.copyto(op_flops, c_flops[flops_slot], where=~np.isfinite(op_flops))
     op_bytes = c_bytes[bytes_slot]
     row_flops, row_bytes = split_costs(trace, op_flops, op_bytes, flops_op, bytes_op)
     return _RowCosts(
