@@ -58,13 +58,13 @@ def unique_rows(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray
 
 
 def median(values: np.ndarray) -> float:
-    """float(np.median(values)) for a non-empty array, from a sort: np.median's partition crawls on arrays
-    of a few distinct values (1 M gaps of three lengths: 0.15 s, the sort 5 ms)."""
-    s = np.sort(values)
-    n = len(s)
-    if s.dtype.kind == "f" and np.isnan(s[-1]):
+    """float(np.median(values)) for a non-empty array: the middle of a partition (numpy 2's introselect: 1 M
+    launch gaps of 750 lengths 7 ms, of two lengths 3 ms; a whole sort 35 and 5 ms). NaN if any is NaN."""
+    n = len(values)
+    if values.dtype.kind == "f" and np.isnan(values).any():
         return float("nan")
-    return float(np.mean(s[(n - 1) // 2 : n // 2 + 1]))
+    middle = sorted({(n - 1) // 2, n // 2})
+    return float(np.mean(np.partition(values, middle)[middle[0] : middle[-1] + 1]))
 
 
 def same_type(keys: np.ndarray, column: np.ndarray) -> np.ndarray:

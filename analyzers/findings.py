@@ -208,15 +208,18 @@ def optimizer_findings(ctx: Context) -> list[Finding]:
         return []
     flag = trace.string_flags(lambda s: s.startswith("Optimizer.step#"))
     in_step = np.zeros(len(gpu), dtype=bool)
-    cur = links.kernel_op.copy()
+    rows = np.flatnonzero(
+        links.kernel_op >= 0
+    )  # the kernels still walking up their ops, and the op each is at
+    cur = links.kernel_op[rows]
     for _ in range(MAX_DEPTH + 4):
-        ok = cur >= 0
-        if not ok.any():
+        if not len(rows):
             break
-        in_step[ok] |= flag[np.maximum(trace.ops.name[cur[ok]], 0)]
-        nxt = np.full_like(cur, -1)
-        nxt[ok] = links.op_parent[cur[ok]]
-        cur = nxt
+        hit = flag[np.maximum(trace.ops.name[cur], 0)]
+        in_step[rows[hit]] = True
+        rows, cur = rows[~hit], links.op_parent[cur[~hit]]
+        up = cur >= 0
+        rows, cur = rows[up], cur[up]
     kern = in_step & (gpu.kind == GpuKind.KERNEL)
     n = int(kern.sum())
     if n / ctx.per < OPTIMIZER_KERNELS_PER_STEP:

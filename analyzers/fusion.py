@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from analyzers.arrays import lexsort, unique_rows, window_stream_key
+from analyzers.arrays import lexsort, unique_inverse, unique_rows, window_stream_key
 from analyzers.fusion_chain import FusionChain as FusionChain
 from analyzers.fusion_patterns import ChainOp, named_pattern as named_pattern
 from analyzers.fusion_scope import compile_scopes
@@ -131,7 +131,7 @@ def _data_flow(
     ci = ci.astype(np.int64)  # the pair key below is up to (costs + 1) ** 2
     width = len(costs) + 1
     k = (ci[a[check]] + 1) * width + (ci[b[check]] + 1)
-    uniq, inv = np.unique(k, return_inverse=True)
+    uniq, inv = unique_inverse(k)
     verdicts = []
     for u in uniq.tolist():
         first = costs[u // width - 1] if u // width else None

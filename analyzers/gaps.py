@@ -68,6 +68,7 @@ from analyzers.gap_evidence import COVER_SHARE, GapEvidence
 from analyzers.links import Links, Nesting, innermost_enclosing, nesting
 from analyzers.model import NONE, Table, Trace
 from analyzers.results import GAP_CAUSE_CODES, GapCause
+from analyzers.sampled_lines import by_time, lines_sampled_in
 
 SYNC_TOLERANCE_NS = 1_000  # CPU and GPU timestamps are aligned to ~1 us
 
@@ -208,20 +209,20 @@ def _mark_sync(
 def _mark_host(
     trace: Trace,
     links: Links,
-    ev: GapEvidence,
     launch: np.ndarray,
     g0: np.ndarray,
-    g1: np.ndarray,
     dur: np.ndarray,
+    cpu_cover: np.ndarray,
     v: _Verdicts,
 ) -> None:
-    """HOST / OTHER from the launch of the kernel that ends the gap; the undecided gaps take its line."""
+    """HOST / OTHER from the launch of the kernel that ends the gap; the undecided gaps take its line.
+    `cpu_cover`: how much of each gap no launch ends the CPU's calls cover, in order."""
     rt = trace.runtime
     has_launch = launch >= 0
     launch_start = np.where(has_launch, rt.start_ns[np.maximum(launch, 0)] if len(rt) else 0, 0)
     late = has_launch & (launch_start >= g0 - SYNC_TOLERANCE_NS)
     busy_cpu = ~has_launch  # gaps no launch ends (a window's trailing one): was the CPU busy through them?
-    busy_cpu[busy_cpu] = ev.cpu_covered(g0[busy_cpu], g1[busy_cpu]) >= COVER_SHARE * dur[busy_cpu]
+    busy_cpu[busy_cpu] = cpu_cover >= COVER_SHARE * dur[busy_cpu]
     host = ~v.decided & (late | busy_cpu)
     v.cause[host] = GAP_CAUSE_CODES[GapCause.HOST]
     rest = ~v.decided
@@ -278,33 +279,50 @@ def classify_gaps(
     if not n:
         return gaps
     ev = evidence or GapEvidence(trace, links, host_copy)
-    at_end = _SpansAtEnd(trace, ev.main_tid)
-    samples = _by_time(trace.line_samples)
+    launch = _ending_launch(trace, links, gaps.next_row)
+    unlaunched = np.flatnonzero(launch < 0)
+    u0 = gaps.start_ns[unlaunched].astype(np.int64)
+    once = _Once(
+        ev,
+        waits,
+        _SpansAtEnd(trace, ev.main_tid),
+        by_time(trace.line_samples),
+        launch,
+        unlaunched,
+        ev.cpu_covered(u0, u0 + gaps.dur_ns[unlaunched]),  # one pass over the CPU's calls, not one a chunk
+    )
     cause = np.empty(n, np.int8)
     line = np.empty(n, GAP_SCHEMA["line"])
     for lo in range(0, n, arrays.GROUP_ROWS):
         rows = slice(lo, min(n, lo + arrays.GROUP_ROWS))
-        cause[rows], line[rows] = _classify(trace, links, gaps, rows, ev, waits, at_end, samples)
+        cause[rows], line[rows] = _classify(trace, links, gaps, rows, once)
     cols = dict(gaps.columns)
     cols["cause"], cols["line"] = cause, line
     return Table(cols)
 
 
+@dataclass
+class _Once:
+    """What every chunk of gaps reads, worked out once for all of them."""
+
+    ev: GapEvidence
+    waits: Waits | None
+    at_end: _SpansAtEnd
+    samples: tuple[np.ndarray, np.ndarray]  # the line samples by time (sampled_lines.by_time)
+    launch: np.ndarray  # per gap, the launch (runtime row) of the row that ends it; NONE for none
+    unlaunched: np.ndarray  # the gaps no launch ends, in order ...
+    cpu_cover: np.ndarray  # ... and how much of each the CPU's operators and runtime calls cover
+
+
 def _classify(
-    trace: Trace,
-    links: Links,
-    gaps: Table,
-    rows: slice,
-    ev: GapEvidence,
-    waits: Waits | None,
-    at_end: _SpansAtEnd,
-    samples: tuple[np.ndarray, np.ndarray],
+    trace: Trace, links: Links, gaps: Table, rows: slice, once: _Once
 ) -> tuple[np.ndarray, np.ndarray]:
     """The cause and line of the gaps `rows`, by the rules in the module docstring, in their order."""
+    ev, waits = once.ev, once.waits
     g0 = gaps.start_ns[rows].astype(np.int64)
     g1 = g0 + gaps.dur_ns[rows]
     dur = gaps.dur_ns[rows].astype(np.float64)
-    launch = _ending_launch(trace, links, gaps.next_row[rows])
+    launch = once.launch[rows]
     warmup = _warmup(ev, g0, g1)
     n = len(g0)
     other = np.full(n, GAP_CAUSE_CODES[GapCause.OTHER], np.int8)
@@ -321,46 +339,15 @@ def _classify(
         # the line waited on at the gap's middle; the one sampled most inside it, where samples fall, below
         v.mark(hit, GapCause.WAIT, waits.line_at((g0[hit] + g1[hit]) // 2))
     _mark_sync(ev, g0, g1, dur, launch >= 0, v)
-    _mark_host(trace, links, ev, launch, g0, g1, dur, v)
-    _span_lines_at_end(at_end, g0, g1, v)
+    cover = once.cpu_cover[slice(*np.searchsorted(once.unlaunched, [rows.start, rows.stop]).tolist())]
+    _mark_host(trace, links, launch, g0, dur, cover, v)
+    _span_lines_at_end(once.at_end, g0, g1, v)
 
     # HOST, WAIT and OTHER gaps: where brrrtui sampled the main thread, the line it was executing most inside
     # the gap is the line that kept the GPU waiting (a `time.sleep` or a Python loop between torch calls).
     hostish = np.isin(v.cause, [GAP_CAUSE_CODES[c] for c in (GapCause.HOST, GapCause.WAIT, GapCause.OTHER)])
-    sampled = _lines_sampled_in(*samples, g0, g1, hostish & ~warmup)
+    sampled = lines_sampled_in(*once.samples, g0, g1, hostish & ~warmup)
     return v.cause, np.where(sampled >= 0, sampled, v.line).astype(GAP_SCHEMA["line"])
-
-
-def sampled_lines(samples: Table, g0: np.ndarray, g1: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """For each wanted gap [g0, g1), the line most often sampled inside it (ties: the earliest), else NONE::
-
-    main thread   ...tanh  tanh | time.sleep(0.002) ................ | (w * t).sum()
-    samples                        87   87   87   87   87   87   87     88
-    GPU           [k][k][k]                                              [k]
-                               <--------- gap: HOST, line 87 -------->
-    """
-    return _lines_sampled_in(*_by_time(samples), g0, g1, wanted)
-
-
-def _by_time(samples: Table) -> tuple[np.ndarray, np.ndarray]:
-    """The samples' times and lines, in time order."""
-    order = np.argsort(samples.t_ns, kind="stable")
-    return samples.t_ns[order], samples.line[order].astype(np.int64)
-
-
-def _lines_sampled_in(
-    t: np.ndarray, ln: np.ndarray, g0: np.ndarray, g1: np.ndarray, wanted: np.ndarray
-) -> np.ndarray:
-    """sampled_lines of samples at times `t` (sorted) on lines `ln`."""
-    out = np.full(len(g0), NONE, dtype=np.int64)
-    if not len(t) or not wanted.any():
-        return out
-    lo = np.searchsorted(t, g0, "left")
-    hi = np.searchsorted(t, g1, "left")
-    for i in np.nonzero(wanted & (hi > lo))[0].tolist():
-        values, counts = np.unique(ln[lo[i] : hi[i]], return_counts=True)
-        out[i] = values[np.argmax(counts)]
-    return out
 
 
 def _first_known_line(

@@ -29,7 +29,7 @@ import json
 
 import numpy as np
 
-from analyzers.arrays import lexsort
+from analyzers.arrays import lexsort, unique_rows
 from analyzers.links import Calls
 from analyzers.model import Trace
 from analyzers.op_families import base_name
@@ -97,8 +97,11 @@ def _gradient_keys(trace: Trace, rows: np.ndarray, gradient: np.ndarray) -> tupl
     distinct ones (-1 unrecorded, and for the other rows), and each distinct one's bytes. The recorded JSON is
     parsed once per distinct (shapes, dtypes) string pair."""
     ops = trace.ops
-    pairs = np.stack([ops.shapes[rows], ops.dtypes[rows]], axis=1)
-    distinct, inverse = np.unique(pairs[gradient], axis=0, return_inverse=True)
+    grads = rows[gradient]
+    first, inverse = unique_rows(
+        (ops.shapes[grads], ops.dtypes[grads])
+    )  # not np.unique(axis=0): a record sort
+    distinct = np.stack([ops.shapes[grads[first]], ops.dtypes[grads[first]]], axis=1)
     index: dict[tuple[tuple[int, ...], str], int] = {}
     sizes: list[float] = []
     of_pair = np.full(len(distinct), -1, dtype=np.int64)

@@ -202,8 +202,8 @@ def test_sync_outside_any_traced_line_stays_unattributed():
 
 
 def test_sampled_lines_pick_the_line_the_cpu_was_executing_in_each_gap():
-    from analyzers.gaps import sampled_lines
     from analyzers.model import LINE_SAMPLE_SCHEMA, table_from_rows
+    from analyzers.sampled_lines import sampled_lines
 
     samples = table_from_rows(
         [(0, 7, 100), (0, 9, 150), (0, 9, 160), (0, 7, 170), (0, 9, 180), (0, 3, 400), (0, 5, 900)],
@@ -214,3 +214,38 @@ def test_sampled_lines_pick_the_line_the_cpu_was_executing_in_each_gap():
     wanted = np.array([True, True, True, False])
     # gap 1: lines 7, 9, 9, 7, 9 -> 9; gap 2: 3; gap 3: no sample; gap 4: not wanted (a SYNC gap, say)
     assert sampled_lines(samples, g0, g1, wanted).tolist() == [9, 3, -1, -1]
+
+
+def test_sampled_lines_are_each_gaps_most_sampled_line_lowest_id_on_ties() -> None:
+    """Against the definition, one gap at a time: random samples (NONE lines among them), gaps that overlap,
+    nest and hold none, and ties."""
+    from analyzers.model import LINE_SAMPLE_SCHEMA, Table
+    from analyzers.sampled_lines import sampled_lines
+
+    rng = np.random.default_rng(3)
+    n = 4000
+    t = rng.integers(0, 100_000, n)
+    line = rng.integers(-1, 6, n)  # few lines: ties are common
+    samples = Table(
+        {"window": np.zeros(n, np.int32), "line": line.astype(np.int32), "t_ns": t, "cpu_ns": np.full(n, -1)}
+    )
+    assert set(samples.columns) == set(LINE_SAMPLE_SCHEMA)
+    g0 = rng.integers(0, 100_000, 3000)
+    g1 = g0 + rng.integers(0, 400, 3000)
+    wanted = rng.random(3000) < 0.8
+
+    def one_by_one(a: int, b: int) -> int:
+        inside = line[(t >= a) & (t < b)]
+        if not len(inside):
+            return -1
+        values, counts = np.unique(inside, return_counts=True)
+        return int(values[np.argmax(counts)])
+
+    expected = [
+        one_by_one(a, b) if w else -1 for a, b, w in zip(g0.tolist(), g1.tolist(), wanted, strict=True)
+    ]
+    got = sampled_lines(samples, g0, g1, wanted).tolist()
+    assert got == expected
+    assert sum(e >= 0 for e in expected) > 1000 and -1 in [
+        one_by_one(a, b) for a, b in zip(g0, g1, strict=True)
+    ]
