@@ -2,6 +2,7 @@
 
     python benchmarks/bench_view_first_frame.py [--events 2000000] [--keep DIR] [--repeat 1]
     python benchmarks/bench_view_first_frame.py --kernels 1000000 [--baseline DIR] [--keep DIR] [--repeat 3]
+    python benchmarks/bench_view_first_frame.py --recording REC [--baseline DIR] [--repeat 3]
 
 The trace is the one-step ResNet-50 H200 trace of the tests (tests/fixtures/resnet50_h200_tui.json.gz, 10k
 events) laid end to end until it holds `--events` events (ids and correlations offset per copy, one profiler
@@ -14,12 +15,13 @@ span over all of it), written as .json.gz. Each measurement runs in a fresh proc
   its progress in the header.
 
 With --kernels N the file is instead the synthetic training run of benchmarks/synthetic_run.py written as a
-recording (format 2), and `view` reads it once; --baseline DIR runs the same on another checkout's code (a git
+recording (format 2), and `view` reads it once; --recording REC views that recording instead (a real model's
+at scale: benchmarks/tiled_recording.py); --baseline DIR runs the same on another checkout's code (a git
 worktree), interleaved, for a ratio measured in the same run.
 
 For each: the first frame (run_test hands over the app once it is ready, its first screen drawn; what the
 header says then), the first verdicts on screen (a big recording's first look: its newest window analysed
-alone, brrrtui.tui.live.first_look) and the first analysis of the whole phase on screen; with --kernels also
+alone, brrrtui.tui.live.first_look) and the first analysis of the whole phase on screen; with a recording also
 the process's peak RSS up to then and its RSS then (/proc/self/status). Ratios are read once / read twice, or baseline / today, both measured in the
 same run. A benchmark, not a test: nothing is asserted.
 """
@@ -131,12 +133,13 @@ def main() -> int:
     ap.add_argument("--keep", metavar="DIR", help="write the trace here and keep it (reused if there)")
     ap.add_argument("--repeat", type=int, default=1, help="measurements of each (default 1)")
     ap.add_argument("--kernels", type=int, help="a synthetic recording of this many kernels instead")
-    ap.add_argument("--baseline", metavar="DIR", help="with --kernels: a checkout to compare with")
+    ap.add_argument("--recording", metavar="REC", help="view this recording instead")
+    ap.add_argument("--baseline", metavar="DIR", help="with a recording: a checkout to compare with")
     ns = ap.parse_args()
     work = ns.keep or tempfile.mkdtemp(prefix="brrrtui-bench-")
     os.makedirs(work, exist_ok=True)
-    if ns.kernels:
-        recording(work, ns.kernels, ns.baseline, ns.repeat)
+    if ns.kernels or ns.recording:
+        recording(work, ns.kernels, ns.baseline, ns.repeat, ns.recording)
         if not ns.keep:
             shutil.rmtree(work)
         return 0
@@ -167,9 +170,10 @@ def main() -> int:
     return 0
 
 
-def recording(work: str, kernels: int, baseline: str | None, repeat: int) -> None:
-    """`view` of a synthetic recording: first frame and first analysis, today's code and the baseline's."""
-    path = os.path.join(work, f"run{kernels}.v2.brrr")
+def recording(work: str, kernels: int, baseline: str | None, repeat: int, path: str | None = None) -> None:
+    """`view` of a recording (`path`, else a synthetic one of `kernels` kernels): first frame and first
+    analysis, today's code and the baseline's."""
+    path = path or os.path.join(work, f"run{kernels}.v2.brrr")
     if not os.path.exists(path):
         sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
         from synthetic_run import generate, write_recording
