@@ -58,13 +58,16 @@ def unique_rows(columns: tuple[np.ndarray, ...]) -> tuple[np.ndarray, np.ndarray
 
 
 def median(values: np.ndarray) -> float:
-    """float(np.median(values)) for a non-empty array: the middle of a partition (numpy 2's introselect: 1 M
-    launch gaps of 750 lengths 7 ms, of two lengths 3 ms; a whole sort 35 and 5 ms). NaN if any is NaN."""
+    """float(np.median(values)) for a non-empty array: the middle of a partition. NaN if any is NaN.
+
+    The middle positions are always given as two (the same one twice for an odd length): numpy 2's partition
+    at one position crawls on a few distinct values (1 M launch gaps alternating between two lengths: 150 ms)
+    where at two it takes 1-13 ms on every pattern tried; a sort takes 5-60 ms (benchmarks/bench_passes.py)."""
     n = len(values)
     if values.dtype.kind == "f" and np.isnan(values).any():
         return float("nan")
-    middle = sorted({(n - 1) // 2, n // 2})
-    return float(np.mean(np.partition(values, middle)[middle[0] : middle[-1] + 1]))
+    lo, hi = (n - 1) // 2, n // 2
+    return float(np.mean(np.partition(values, [lo, hi])[lo : hi + 1]))
 
 
 def same_type(keys: np.ndarray, column: np.ndarray) -> np.ndarray:

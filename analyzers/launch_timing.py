@@ -64,7 +64,7 @@ def unprofiled_launch_ns(gaps: np.ndarray | None, idle_scale: float | None) -> f
     if idle_scale is None:
         return typical
     at = int(BACK_TO_BACK_QUANTILE * (len(gaps) - 1))
-    floor = float(np.partition(gaps, at)[at])  # the sorted gaps' element there, without sorting them all
+    floor = float(np.partition(gaps, [at, at])[at])  # sorted gaps' element there (two kth: arrays.median)
     return min(typical, max(floor, typical * idle_scale))
 
 
