@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from analyzers import arrays
 from analyzers.arrays import distinct, lexsort, window_groups
 from analyzers.compiled import CompiledLines, compiled_lines, fill_op_lines
 from analyzers.model import NONE, Trace
@@ -85,19 +86,24 @@ def nesting(start: np.ndarray, end: np.ndarray, tid: np.ndarray) -> Nesting:
 
 
 def _from_nearest_ancestor(value: np.ndarray, parent: np.ndarray) -> np.ndarray:
-    """Fill value[i] < 0 with the value of i's nearest ancestor (via `parent`) whose value is >= 0."""
+    """Fill value[i] < 0 with the value of i's nearest ancestor (via `parent`) whose value is >= 0.
+
+    The rows walk up a chunk at a time (their temporaries a chunk's: 5 M ops walking at once held ~120 MB).
+    A row may meet an ancestor a chunk before filled: it holds its own nearest ancestor's value, the same."""
     out = value.copy()
     if not (out >= 0).any():  # nothing to inherit (no backward node in the trace, say): no walk up
         return out
-    todo = np.nonzero((out < 0) & (parent >= 0))[0]
-    anc = parent[todo]  # the ancestor each row of `todo` looks at now
-    while len(todo):  # one nesting level per round: tens of rounds at most
-        v = out[anc]
-        hit = v >= 0
-        out[todo[hit]] = v[hit]
-        todo, anc = todo[~hit], parent[anc[~hit]]
-        up = anc >= 0
-        todo, anc = todo[up], anc[up]
+    step = 4 * arrays.GROUP_ROWS
+    for lo in range(0, len(out), step):
+        todo = np.nonzero((out[lo : lo + step] < 0) & (parent[lo : lo + step] >= 0))[0] + lo
+        anc = parent[todo]  # the ancestor each row of `todo` looks at now
+        while len(todo):  # one nesting level per round: tens of rounds at most
+            v = out[anc]
+            hit = v >= 0
+            out[todo[hit]] = v[hit]
+            todo, anc = todo[~hit], parent[anc[~hit]]
+            up = anc >= 0
+            todo, anc = todo[up], anc[up]
     return out
 
 
@@ -188,15 +194,30 @@ def _kernel_launches(trace: Trace) -> np.ndarray:
 
 
 def _span_rows(trace: Trace, dtype: type[np.signedinteger]) -> np.ndarray:
-    """op row -> the innermost span containing the op's start on the same thread (NONE); window group by
-    window group (arrays.window_groups)."""
-    ops, spans = trace.ops, trace.spans
-    out = np.full(len(ops), NONE, dtype=dtype)
-    for o, s in window_groups((ops.window, spans.window)):
-        if s.stop > s.start and o.stop > o.start:
-            start, end = spans.start_ns[s], spans.start_ns[s] + spans.dur_ns[s]
-            found = innermost_enclosing(start, end, spans.tid[s], ops.start_ns[o], ops.tid[o], dtype=dtype)
-            out[o] = np.where(found >= 0, found + s.start, NONE)
+    """op row -> the innermost span containing the op's start on the same thread (NONE)."""
+    ops = trace.ops
+    return _spans_at(trace, ops.window, ops.start_ns, ops.tid, dtype)
+
+
+def _spans_at(
+    trace: Trace,
+    window: np.ndarray,
+    start: np.ndarray,
+    tid: np.ndarray,
+    dtype: type[np.signedinteger],
+    want: np.ndarray | None = None,
+) -> np.ndarray:
+    """Per row of a table with these columns, the innermost span containing its start on its thread (NONE;
+    only the rows `want`, given); window group by window group (arrays.window_groups)."""
+    spans = trace.spans
+    out = np.full(len(window), NONE, dtype=dtype)
+    for r, s in window_groups((window, spans.window)):
+        q: slice | np.ndarray = r if want is None else np.flatnonzero(want[r]) + r.start
+        if s.stop > s.start and len(start[q]):
+            sp_start = spans.start_ns[s]
+            end = sp_start + spans.dur_ns[s]
+            found = innermost_enclosing(sp_start, end, spans.tid[s], start[q], tid[q], dtype=dtype)
+            out[q] = np.where(found >= 0, found + s.start, NONE)
     return out
 
 
@@ -352,9 +373,7 @@ def link_lines(trace: Trace, calls: Calls, span_rows: np.ndarray) -> Links:
     if len(spans) and len(rt):
         miss = launch_line < 0
         if miss.any():
-            in_span = innermost_enclosing(
-                spans.start_ns, spans.start_ns + spans.dur_ns, spans.tid, rt.start_ns[miss], rt.tid[miss]
-            )
+            in_span = _spans_at(trace, rt.window, rt.start_ns, rt.tid, idx, miss)[miss]
             launch_line[miss] = _take(spans.line, in_span, idx)
             kernel_line = _take(launch_line, kernel_launch, idx)
     kernel_module = _take(spans.module, _take(op_span, kernel_op, idx), idx)

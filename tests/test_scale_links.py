@@ -103,8 +103,8 @@ def test_links_and_report_group_by_group_are_the_whole_traces(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The passes that go window group by window group (the calls' nesting, each op's span, the lines' CPU time,
-    the CPU's cover of the gaps) give the links and the report of one group of every row: every window of real
-    H200 recordings analysed, a window a group."""
+    the CPU's cover of the gaps) or chunk by chunk (the spans ops inherit) give the links and the report of one
+    group of every row: every window of real H200 recordings analysed, a window a group."""
     trace = load_trace(os.path.join(FIXTURES, f"{name}.brrr.gz"))
     every = trace.windows.window.tolist()
     whole, report = link(trace), json.dumps(to_json(analyze(trace, windows=every)))
