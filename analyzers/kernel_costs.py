@@ -315,6 +315,8 @@ def recorded_flops(trace: Trace, links: Calls, op: np.ndarray, fam: np.ndarray) 
     """Profiler-recorded FLOPs of `op` or of its nearest ancestor of the same family (NaN when none)."""
     flops = trace.ops.flops
     out = np.full(len(op), np.nan)
+    if not np.isfinite(flops).any():  # the profiler recorded none (with_flops off): no walk up the ops
+        return out
     rows = np.nonzero(op >= 0)[0]  # the rows still looking, and the op each looks at now
     cur, own = op[rows], fam[op[rows]]
     for level in range(4):
