@@ -208,9 +208,8 @@ def optimizer_findings(ctx: Context) -> list[Finding]:
         return []
     flag = trace.string_flags(lambda s: s.startswith("Optimizer.step#"))
     in_step = np.zeros(len(gpu), dtype=bool)
-    rows = np.flatnonzero(
-        links.kernel_op >= 0
-    )  # the kernels still walking up their ops, and the op each is at
+    # the kernels still walking up their ops, and the op each is at
+    rows = np.flatnonzero(links.kernel_op >= 0)
     cur = links.kernel_op[rows]
     for _ in range(MAX_DEPTH + 4):
         if not len(rows):

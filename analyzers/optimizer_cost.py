@@ -98,9 +98,8 @@ def _gradient_keys(trace: Trace, rows: np.ndarray, gradient: np.ndarray) -> tupl
     parsed once per distinct (shapes, dtypes) string pair."""
     ops = trace.ops
     grads = rows[gradient]
-    first, inverse = unique_rows(
-        (ops.shapes[grads], ops.dtypes[grads])
-    )  # not np.unique(axis=0): a record sort
+    # unique_rows, not np.unique(axis=0), which sorts the rows as opaque records
+    first, inverse = unique_rows((ops.shapes[grads], ops.dtypes[grads]))
     distinct = np.stack([ops.shapes[grads[first]], ops.dtypes[grads[first]]], axis=1)
     index: dict[tuple[tuple[int, ...], str], int] = {}
     sizes: list[float] = []

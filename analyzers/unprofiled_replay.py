@@ -388,9 +388,8 @@ def unprofiled_gaps(
     tails = np.nonzero(nxt == NONE)[0]  # a window's trailing gap (one a window)
     replayed[tails] = [trailing.get(int(w), np.nan) for w in gaps.window[tails].tolist()]
     unknown = ~np.isfinite(replayed)
-    dur = np.minimum(
-        replayed, gaps.dur_ns, out=replayed
-    )  # never more than the window's (in place: 8 MB a 1 M)
+    # never more than the window's; in place (a column of every gap: 8 MB at 1 M)
+    dur = np.minimum(replayed, gaps.dur_ns, out=replayed)
     dur[unknown] = 0.0
     cols = {k: gaps[k] for k in gaps.columns}
     cols["dur_ns"] = np.rint(dur, out=dur).astype(np.int64)

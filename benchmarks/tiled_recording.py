@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,6 @@ from analyzers.phases import Phase  # noqa: E402
 from brrrtui.recording.load import load_trace  # noqa: E402
 from brrrtui.recording.store import write_trace  # noqa: E402
 
-TIME_COLUMNS = {"gpu": ("start_ns",), "runtime": ("start_ns",), "ops": ("start_ns",), "spans": ("start_ns",)}
 WINDOW_TABLES = ("gpu", "runtime", "ops", "spans", "line_samples", "capture_costs")
 
 
@@ -63,7 +63,9 @@ def tile(trace: Trace, kernels: int, every: int) -> Trace:
             if "window" in cols:
                 cols["window"] = cols["window"] + c
             if "correlation" in cols:
-                cols["correlation"] = np.where(cols["correlation"] >= 0, cols["correlation"] + c * corr_step, -1)
+                cols["correlation"] = np.where(
+                    cols["correlation"] >= 0, cols["correlation"] + c * corr_step, -1
+                )
             if "seq" in cols:
                 cols["seq"] = np.where(cols["seq"] >= 0, cols["seq"] + c * seq_step, -1)
             for col in ("first_step", "last_step"):
@@ -85,13 +87,14 @@ def tile(trace: Trace, kernels: int, every: int) -> Trace:
     new_steps["step"], new_steps["t_ns"] = np.arange(n_steps, dtype=np.int64), step_t
     telemetry = trace.telemetry
     near = (telemetry.t_ns >= w.start_ns[0] - period // 2) & (telemetry.t_ns < w.start_ns[0] + period // 2)
+    tables: dict[str, Any] = {name: copies_of(getattr(trace, name), name) for name in WINDOW_TABLES}
     return replace(
         trace,
         windows=copies_of(w, "windows"),
         steps=Table(new_steps),
         telemetry=copies_of(telemetry.take(np.flatnonzero(near)), "telemetry"),
         _ids=None,
-        **{name: copies_of(getattr(trace, name), name) for name in WINDOW_TABLES},
+        **tables,
     )
 
 
