@@ -70,6 +70,12 @@ def commit_of(root: str) -> str:
     return p.stdout.strip()
 
 
+def checkouts(baseline: str | None) -> dict[str, str]:
+    """The code each benchmark compares: "today" (this checkout), and "baseline" (another one, a git worktree)
+    when given."""
+    return {"today": ROOT, **({"baseline": os.path.abspath(baseline)} if baseline else {})}
+
+
 def run_child(code: str, root: str, *args: str) -> dict[str, Any]:
     """`python -c code root args...` in a fresh process, `root`'s bytecode written first; the JSON object its
     last line of output prints. A failure ends the benchmark with the child's error."""

@@ -17,7 +17,7 @@ import os
 import sys
 import tempfile
 
-from bench_analyze import ROOT, commit_of, measure
+from bench_analyze import checkouts, commit_of, measure
 
 
 def main() -> int:
@@ -28,7 +28,7 @@ def main() -> int:
     ap.add_argument("--gzip", action="store_true", help="write .json.gz instead of .json")
     ns = ap.parse_args()
     path = os.path.abspath(ns.recording)
-    roots = {"today": ROOT, **({"baseline": os.path.abspath(ns.baseline)} if ns.baseline else {})}
+    roots = checkouts(ns.baseline)
     runs: dict[str, list[dict[str, float]]] = {k: [] for k in roots}
     sizes: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="brrrtui-export-") as work:

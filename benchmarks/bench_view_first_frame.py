@@ -38,7 +38,7 @@ import tempfile
 import time
 
 # run_child writes the checkout's bytecode first, as installed code has it
-from bench_analyze import commit_of, run_child
+from bench_analyze import checkouts, commit_of, run_child
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "resnet50_h200_tui.json.gz")
@@ -180,7 +180,7 @@ def recording(work: str, kernels: int, baseline: str | None, repeat: int, path: 
 
         write_recording(generate(kernels), path)
     print(f"{path}: {os.path.getsize(path) / 1e6:.0f} MB; today: {ROOT} at {commit_of(ROOT)}")
-    roots = {"today": ROOT, **({"baseline": baseline} if baseline else {})}
+    roots = checkouts(baseline)
     runs: dict[str, list[dict]] = {k: [] for k in roots}
     for _ in range(repeat):
         for name, root in roots.items():  # interleaved

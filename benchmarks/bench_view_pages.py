@@ -15,7 +15,7 @@ import argparse
 import os
 import sys
 
-from bench_analyze import ROOT, commit_of, run_child
+from bench_analyze import checkouts, commit_of, run_child
 
 CHILD = """
 import json, sys, time, tracemalloc
@@ -40,7 +40,7 @@ def main() -> int:
     ap.add_argument("--baseline", metavar="DIR", help="a checkout of the code to compare with")
     ns = ap.parse_args()
     path = os.path.abspath(ns.recording)
-    roots = {"today": ROOT, **({"baseline": ns.baseline} if ns.baseline else {})}
+    roots = checkouts(ns.baseline)
     for name, root in roots.items():
         r = run_child(CHILD, root, path)
         print(
