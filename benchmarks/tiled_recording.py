@@ -56,7 +56,9 @@ def tile(trace: Trace, kernels: int, every: int) -> Trace:
         one = table.take(rows[name]) if name in rows else table
         parts = []
         for c in range(copies):
-            cols = dict(one.columns)
+            # in int64: a load holds some columns narrowed (recording.columns.KEY_COLUMNS), too narrow for
+            # the offsets of many copies
+            cols = {k: v.astype(np.int64) if v.dtype.kind == "i" else v for k, v in one.columns.items()}
             for col in ("start_ns", "end_ns", "t_ns"):
                 if col in cols:
                     cols[col] = cols[col] + c * period

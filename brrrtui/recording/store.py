@@ -278,16 +278,19 @@ def _read_tables(tables: Tables, stream_tail: int, path: str) -> tuple[dict[str,
     than its blobs hold (brrrtui.recording.columns checks the counts before it allocates). `path`: the file
     itself (tables.path names it as the user did)."""
 
+    def read(t: str, source: Tables) -> Table:
+        return columns.narrowed(source.read(t), columns.KEY_COLUMNS.get(t, ()))
+
     def read_ops() -> Table:
         db = open_readonly(path)
         try:
-            return Tables(db, tables.path, tables.meta).read("ops")
+            return read("ops", Tables(db, tables.path, tables.meta))
         finally:
             db.close()
 
     folds = fold_count(tables)  # before any of the reads below
     ops, out = concurrently(
-        read_ops, lambda: {t: tables.read(t) for t in TABLES if t not in ("stream", "ops")}
+        read_ops, lambda: {t: read(t, tables) for t in TABLES if t not in ("stream", "ops")}
     )
     out["ops"] = ops
 
