@@ -159,7 +159,7 @@ def test_a_column_the_file_lacks_or_a_null_blob_reads_unknown(tmp_path):
     db.close()
     t = load_recording(path)
     assert t.spans.module.tolist() == [-1] and t.spans.lib_line.tolist() == [-1]
-    assert t.spans.module.dtype == SPAN_SCHEMA["module"] and np.isnan(t.ops.flops).all()
+    assert t.spans.module.dtype.kind == "i" and np.isnan(t.ops.flops).all()  # narrowed: KEY_COLUMNS
     assert t.spans.line.tolist() == [0] and t.gpu.start_ns.tolist() == [T0 + 100, T0 + 300]
 
 

@@ -132,11 +132,17 @@ def batch_sizes(db: sqlite3.Connection, path: str, table: str, after_rowid: int 
     return out
 
 
-KEY_COLUMNS = {"ops": ("tid", "seq", "fwd_tid"), "runtime": ("tid",), "spans": ("tid",)}
-"""Columns the analysis only compares, sorts and matches, never adds to or multiplies: a whole load holds each
-in the narrowest signed integer type its values fit (`narrowed`). Thread ids are a few small numbers and
-sequence numbers below 2**31 in most recordings, where int64 held 61 MB of the 403 MB of columns a real
-model's 1 M kernels (5 M ops) load, and every pass over them read it."""
+KEY_COLUMNS = {
+    "gpu": ("window", "name"),
+    "runtime": ("window", "name", "tid"),
+    "ops": ("window", "name", "tid", "seq", "fwd_tid", "shapes", "dtypes", "concrete"),
+    "spans": ("window", "line", "tid", "module", "lib_line"),
+}
+"""Columns the analysis only compares, sorts, matches and indexes with, never adds to or multiplies (ids of
+windows, strings, lines, threads; sequence numbers): a whole load holds each in the narrowest signed integer
+type its values fit (`narrowed`), where the schema has int32 or int64. A few hundred windows, names and
+lines and a few threads fit int8 or int16: on a real model's 1 M kernels (5 M ops) int32 and int64 held
+~110 MB of the 403 MB of loaded columns, and every pass over them read it all."""
 
 _NARROW = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32))
 
