@@ -65,8 +65,11 @@ def compile_checkout(root: str) -> None:
 
 
 def commit_of(root: str) -> str:
-    """The short commit a checkout is at (empty outside git)."""
-    p = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    """The short commit a checkout is at (empty outside git, or without git: the GPU machine's copy)."""
+    try:
+        p = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    except OSError:
+        return ""
     return p.stdout.strip()
 
 
