@@ -131,6 +131,18 @@ def test_sigterm_of_the_script_still_sends_its_last_steps(tmp_path):
     assert len(trace.steps) == 300  # the steps after the last batch arrived too
 
 
+def test_ctrl_c_inside_the_profilers_start_keeps_every_step(tmp_path):
+    """The interrupted window never opened: nothing to close at exit, and the steps not yet sent still go."""
+    out, done = str(tmp_path / "i.brrr"), str(tmp_path / "done")
+    proc = start(out, "interrupted_open.py", done)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "KeyboardInterrupt" in err and "could not finish cleanly" not in err, err
+    trace = load_trace(out)
+    assert len(trace.windows) == 2
+    assert len(trace.steps) == int(open(done).read()) + 1  # the step whose hook was interrupted too
+
+
 def test_a_second_recorder_of_the_same_file_is_refused_and_the_first_keeps_its_data(tmp_path):
     out = str(tmp_path / "same.brrr")
     first = start(out, "sleeper.py")

@@ -14,14 +14,13 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from brrrtui.capture.agent_stream import StreamControl
 from brrrtui.capture.compile_events import Frames, user_place
 from brrrtui.capture.convert import Interner, convert_events
 from brrrtui.capture.optimizer_timing import OptimizerTiming
-from brrrtui.capture.session import ProfilerSession
+from brrrtui.capture.session import ClosedWindow, ProfilerSession
 from brrrtui.capture.ticks import MainThreadTicks
 from brrrtui.capture.torch_hooks import TorchImportWatcher, device_facts, on_compile, on_user_profiler_start
 from brrrtui.capture.windows import Action, Scheduler
@@ -239,8 +238,14 @@ class Agent(StreamControl):
         if not self.cuda:
             self.note("nogpu", "no CUDA GPU: recording CPU ops and source lines only")
         self._pause_stream()
-        self.prof = ProfilerSession(torch, self.cuda)
-        self.prof.start()
+        prof = ProfilerSession(torch, self.cuda)
+        try:
+            prof.start()
+        except BaseException:  # Ctrl-C can land inside Kineto's start: no window opened, no profiler left on
+            prof.abandon()
+            self._resume_stream()
+            raise
+        self.prof = prof
         self.tagger = LineTagger(self.lines, self.user_frames)
         self.tagger.__enter__()
         self.sampler.start()
@@ -259,7 +264,7 @@ class Agent(StreamControl):
         except Exception:  # noqa: BLE001 - the mode stack may have been left unbalanced by the script
             pass
         samples = self.sampler.stop()
-        calls = self.tagger.calls
+        calls = self.tagger.calls if self.tagger is not None else 0  # None: interrupted while it opened
         session, self.prof, self.tagger = self.prof, None, None
         result = session.stop()
         closed_ns = session.stopped_ns or time.time_ns()
@@ -349,51 +354,30 @@ class Agent(StreamControl):
         """The script ended (normally or not): close the open window, send the last steps and calibration."""
         if self.dead:
             return
-        try:
-            if self.prof is not None:
-                self.close_window(background=False)
-            if self.converting is not None:
-                self.converting.join()
-            with self.stream_lock:
-                self.want_stream = False
-                if self.stream is not None:
-                    self.stream.stop()  # before calibration: its kernels are not the script's
-                    self.channel.send(self.stream.stats(self.channel.blocked_ns_max))
-            self.flush_steps()
-            if self.cuda and self.calibrate_at_exit and os.environ.get("BRRRTUI_NO_CALIBRATE") != "1":
-                from brrrtui.capture.calibrate import measure_peaks
-
-                self.channel.send(measure_peaks(self.torch))
-        except Exception as e:  # noqa: BLE001
-            self.note("finish", f"capture could not finish cleanly: {e.__class__.__name__}: {e}")
+        try:  # each part on its own: a window that cannot close still leaves the last steps to send
+            for part in (self._close_last_window, self._stop_stream, self.flush_steps, self._calibrate):
+                try:
+                    part()
+                except Exception as e:  # noqa: BLE001
+                    self.note("finish", f"capture could not finish cleanly: {e.__class__.__name__}: {e}")
         finally:
             self.dead = True
 
+    def _close_last_window(self) -> None:
+        if self.prof is not None:
+            self.close_window(background=False)
+        if self.converting is not None:
+            self.converting.join()
 
-@dataclass(frozen=True)
-class ClosedWindow:
-    """A window the profiler has stopped, waiting to be converted into rows."""
+    def _stop_stream(self) -> None:
+        with self.stream_lock:
+            self.want_stream = False
+            if self.stream is not None:
+                self.stream.stop()  # before calibration: its kernels are not the script's
+                self.channel.send(self.stream.stats(self.channel.blocked_ns_max))
 
-    window_id: int
-    mode: int  # WindowMode's value
-    opened_ns: int
-    closed_ns: int
-    first_step: int  # NONE when no optimizer step completed inside it
-    last_step: int
-    stall_ns: int  # time the training thread stood still to open and close it
-    steps: int
-    calls: int  # torch calls the line tagger saw
-    line_samples: list[tuple[int, int, int]]  # (line id, t_ns, cpu_ns)
+    def _calibrate(self) -> None:
+        if self.cuda and self.calibrate_at_exit and os.environ.get("BRRRTUI_NO_CALIBRATE") != "1":
+            from brrrtui.capture.calibrate import measure_peaks
 
-    def row(self, events: int) -> tuple[int, ...]:
-        """Its WINDOW_SCHEMA row."""
-        return (
-            self.window_id,
-            self.mode,
-            self.opened_ns,
-            self.closed_ns,
-            self.first_step,
-            self.last_step,
-            self.stall_ns,
-            events,
-        )
+            self.channel.send(measure_peaks(self.torch))
