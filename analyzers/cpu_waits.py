@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.arrays import lexsort
+from analyzers.arrays import lexsort, window_groups
 from analyzers.gap_evidence import Intervals
 from analyzers.model import NONE, Trace, flag_of
 
@@ -143,12 +143,7 @@ def main_thread_waits(trace: Trace, blocked: Intervals) -> Waits:
     dt = (t[b] - t[a]).astype(np.float64)
     off = np.clip(dt - (cpu[b] - cpu[a]), 0.0, None)
     if len(a):
-        ops, spans = trace.ops, trace.spans
-        o = np.nonzero(flag_of(trace.string_flags(_is_torch_op), ops.name))[0]
-        in_torch = Intervals(
-            np.concatenate((ops.start_ns[o], spans.start_ns)),
-            np.concatenate((ops.start_ns[o] + ops.dur_ns[o], spans.start_ns + spans.dur_ns)),
-        )
+        in_torch = _in_torch(trace)
         free = np.minimum(dt - in_torch.covered(t[a], t[b]), dt - blocked.covered(t[a], t[b]))
         off = np.minimum(off, np.clip(free, 0.0, None))
         off = np.where(is_wait(off, free, win[a]), off, 0.0)
@@ -157,6 +152,24 @@ def main_thread_waits(trace: Trace, blocked: Intervals) -> Waits:
         busy = Intervals(np.zeros(0, np.int64), np.zeros(0, np.int64))
     pieces = _place(win[a], t[a], t[b], off, busy)
     return Waits(window=win[a], start=t[a], end=t[b], off=off, line=s.line[known][b], pieces=pieces)
+
+
+def _in_torch(trace: Trace) -> Intervals:
+    """The union of the torch calls' time (operators and autograd nodes) and the lines' spans, window group by
+    window group (arrays.window_groups), then of the groups' unions: one union of every op and span at once
+    held ~210 MB of temporaries for 3 M ops and 1 M spans (a real GPT-2 recording: the analysis's peak)."""
+    ops, spans = trace.ops, trace.spans
+    torch_op = flag_of(trace.string_flags(_is_torch_op), ops.name)
+    starts, ends = [], []
+    for o, sp in window_groups((ops.window, spans.window)):
+        rows = np.flatnonzero(torch_op[o]) + o.start
+        part = Intervals(
+            np.concatenate((ops.start_ns[rows], spans.start_ns[sp])),
+            np.concatenate((ops.start_ns[rows] + ops.dur_ns[rows], spans.start_ns[sp] + spans.dur_ns[sp])),
+        )
+        starts.append(part.s)
+        ends.append(part.e)
+    return Intervals(np.concatenate(starts), np.concatenate(ends))  # groups may meet in time: one union
 
 
 def _place(

@@ -1,17 +1,19 @@
 """Passes that take their rows a chunk at a time to bound their temporaries (the gaps' causes, the launch-bound
-kernels) and the run-by-run sums of a kernel's share of its op: the same figures as in one piece, on real H200
-recordings cut into chunks of 7 rows."""
+kernels, the torch calls' time the main thread's waits are told from) and the run-by-run sums of a kernel's
+share of its op: the same figures as in one piece, on real H200 recordings cut into chunks of 7 rows."""
 
 import os
 
 import numpy as np
 import pytest
 
-from analyzers import arrays
+from analyzers import arrays, cpu_waits
 from analyzers.analyze import select_windows
+from analyzers.gap_evidence import GapEvidence, Intervals
 from analyzers.gaps import GapCause
 from analyzers.kernel_costs import duration_shares
 from analyzers.links import link
+from analyzers.model import flag_of
 from analyzers.pass_groups import gaps_and_waits, launch_timing
 from analyzers.results import GAP_CAUSE_CODES
 from analyzers.roofline import host_copies
@@ -40,6 +42,35 @@ def test_gap_causes_and_launch_bound_kernels_chunk_by_chunk_are_the_whole_ones(
     chunked_launch = launch_timing(trace, links, chunked.busy)
     np.testing.assert_array_equal(chunked_launch[2], whole_launch[2])
     assert chunked_launch[1] == whole_launch[1]
+
+
+@pytest.mark.parametrize("name", ["h200_known_regimes_sleep20", "h200_hf_gpt2_steady"])
+def test_the_torch_calls_time_window_by_window_is_the_whole_union(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The union of the torch calls' and the spans' time, taken a window group at a time and then once more
+    over the groups' unions, is the union of every row at once; so are the main thread's waits."""
+    trace = load_trace(os.path.join(FIXTURES, f"{name}.brrr.gz"))
+    ops, spans = trace.ops, trace.spans
+    o = np.flatnonzero(flag_of(trace.string_flags(cpu_waits._is_torch_op), ops.name))
+    whole = Intervals(
+        np.concatenate((ops.start_ns[o], spans.start_ns)),
+        np.concatenate((ops.start_ns[o] + ops.dur_ns[o], spans.start_ns + spans.dur_ns)),
+    )
+    blocked = GapEvidence(trace, link(trace), host_copies(trace)).sync_union
+    waits = cpu_waits.main_thread_waits(trace, blocked)
+    assert (waits.off > 0).any() or name != "h200_known_regimes_sleep20"  # the sleeps are waits
+
+    monkeypatch.setattr(arrays, "GROUP_ROWS", 7)
+    assert len(arrays.window_groups((ops.window, spans.window))) == len(trace.windows) >= 2
+    grouped = cpu_waits._in_torch(trace)
+    for column in ("s", "e", "cum"):
+        np.testing.assert_array_equal(getattr(grouped, column), getattr(whole, column), err_msg=column)
+    chunked = cpu_waits.main_thread_waits(trace, blocked)
+    for column in ("window", "start", "end", "off", "line"):
+        np.testing.assert_array_equal(getattr(chunked, column), getattr(waits, column), err_msg=column)
+    for column in ("window", "start", "end", "off"):
+        np.testing.assert_array_equal(getattr(chunked.pieces, column), getattr(waits.pieces, column))
 
 
 def test_shares_of_owners_in_order_are_the_shares_of_a_table_of_every_owner() -> None:
