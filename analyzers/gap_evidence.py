@@ -44,14 +44,19 @@ class Intervals:
     """A union of intervals with O(log n) "how much of [a, b] is covered" queries."""
 
     def __init__(self, start: np.ndarray, end: np.ndarray):
-        order = np.argsort(start, kind="stable")
-        s, e = start[order].astype(np.int64, copy=False), end[order].astype(np.int64, copy=False)
+        s, e = start.astype(np.int64, copy=False), end.astype(np.int64, copy=False)
+        if len(s) > 1 and not bool((s[1:] >= s[:-1]).all()):  # sorted only when not in order already
+            order = np.argsort(s, kind="stable")
+            s, e = s[order], e[order]
         if len(s):
             run_end = np.maximum.accumulate(e)
             new = np.concatenate(([True], s[1:] > run_end[:-1]))
-            idx = np.nonzero(new)[0]
-            s = s[idx]
-            e = np.maximum.reduceat(run_end, idx)
+            if new.all():  # disjoint already (unions of window groups): no copy of them
+                e = run_end
+            else:
+                idx = np.nonzero(new)[0]
+                s = s[idx]
+                e = np.maximum.reduceat(run_end, idx)
         self.s, self.e = s, e
         self.cum = np.concatenate(([0], np.cumsum(e - s)))
 
