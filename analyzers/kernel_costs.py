@@ -202,22 +202,30 @@ def _recost_causal(trace: Trace, cand: np.ndarray, index: np.ndarray, costs: lis
     fam = np.array([int(c.family) for c in costs], dtype=np.int8)
     if not np.isin(fam, [Family.ATTENTION, Family.ATTENTION_BACKWARD]).any():
         return
-    attn = cand[
-        np.isin(fam[index[cand]], [Family.ATTENTION, Family.ATTENTION_BACKWARD]) & (ops.concrete[cand] >= 0)
-    ]
-    variants: dict[int, int] = {}
-    for r in attn.tolist():
-        name = trace.name(int(ops.name[r]))
-        try:
-            concrete = json.loads(trace.name(int(ops.concrete[r])))
-        except ValueError:
-            continue
-        if not isinstance(concrete, list) or not is_causal(base_name(name), concrete):
-            continue
-        if int(index[r]) not in variants:
-            costs.append(op_cost(name, list(costs[index[r]].inputs), causal=True))
-            variants[int(index[r])] = len(costs) - 1
-        index[r] = variants[int(index[r])]
+    attention = np.isin(fam[index[cand]], [Family.ATTENTION, Family.ATTENTION_BACKWARD])
+    attn = cand[attention & (ops.concrete[cand] >= 0)]
+    # decided once per distinct (name, Concrete Inputs): a real run repeats a few over tens of thousands of ops
+    pair = ops.name[attn].astype(np.int64) << 32 | ops.concrete[attn].astype(np.int64)
+    _, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+    causal = np.array([_says_causal(trace, int(r)) for r in attn[first].tolist()], dtype=bool)
+    rows = attn[causal[inverse]]
+    # each cost a causal op had gets a causal copy, appended in the order the rows first name it
+    old, at = np.unique(index[rows], return_index=True)
+    new_ids = np.empty(len(old), dtype=index.dtype)
+    for k in np.argsort(at, kind="stable").tolist():
+        costs.append(op_cost(trace.name(int(ops.name[rows[at[k]]])), list(costs[old[k]].inputs), causal=True))
+        new_ids[k] = len(costs) - 1
+    index[rows] = new_ids[np.searchsorted(old, index[rows])]
+
+
+def _says_causal(trace: Trace, op: int) -> bool:
+    """An attention op's recorded `Concrete Inputs` say is_causal (attention_cost.is_causal)."""
+    name, text = trace.name(int(trace.ops.name[op])), trace.name(int(trace.ops.concrete[op]))
+    try:
+        concrete = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(concrete, list) and bool(is_causal(base_name(name), concrete))
 
 
 def _recost_optimizers(
