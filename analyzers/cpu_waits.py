@@ -142,14 +142,13 @@ def main_thread_waits(trace: Trace, blocked: Intervals) -> Waits:
     b = a + 1
     dt = (t[b] - t[a]).astype(np.float64)
     off = np.clip(dt - (cpu[b] - cpu[a]), 0.0, None)
+    busy: tuple[Intervals, ...] = ()
     if len(a):
         in_torch = _in_torch(trace)
         free = np.minimum(dt - in_torch.covered(t[a], t[b]), dt - blocked.covered(t[a], t[b]))
         off = np.minimum(off, np.clip(free, 0.0, None))
         off = np.where(is_wait(off, free, win[a]), off, 0.0)
-        busy = Intervals(np.concatenate((in_torch.s, blocked.s)), np.concatenate((in_torch.e, blocked.e)))
-    else:
-        busy = Intervals(np.zeros(0, np.int64), np.zeros(0, np.int64))
+        busy = (in_torch, blocked)
     pieces = _place(win[a], t[a], t[b], off, busy)
     return Waits(window=win[a], start=t[a], end=t[b], off=off, line=s.line[known][b], pieces=pieces)
 
@@ -173,7 +172,7 @@ def _in_torch(trace: Trace) -> Intervals:
 
 
 def _place(
-    window: np.ndarray, start: np.ndarray, end: np.ndarray, off: np.ndarray, busy: Intervals
+    window: np.ndarray, start: np.ndarray, end: np.ndarray, off: np.ndarray, busy: tuple[Intervals, ...]
 ) -> Pieces:
     """Each wait stretch's wait in its free time (outside `busy`) of at least MIN_PIECE_NS, the longest first;
     what those do not hold (off-CPU moments between torch calls: a GIL hand-over, a page fault) is spread over
@@ -181,9 +180,9 @@ def _place(
     rows: list[tuple[int, int, int, float]] = []
     for k in np.nonzero(off > 0)[0].tolist():
         w, s, e, left = int(window[k]), int(start[k]), int(end[k]), float(off[k])
-        lo, hi = np.searchsorted(busy.e, s, "right"), np.searchsorted(busy.s, e, "left")
-        free_s = np.concatenate(([s], np.clip(busy.e[lo:hi], s, e)))
-        free_e = np.concatenate((np.clip(busy.s[lo:hi], s, e), [e]))
+        here = _busy_in(busy, s, e)
+        free_s = np.concatenate(([s], np.clip(here.e, s, e)))
+        free_e = np.concatenate((np.clip(here.s, s, e), [e]))
         lengths = free_e - free_s
         for i in np.argsort(-lengths, kind="stable").tolist():
             if left <= 0 or lengths[i] < MIN_PIECE_NS:
@@ -197,3 +196,19 @@ def _place(
     if not rows:
         return Pieces(*(np.zeros(0, d) for d in _DTYPES))
     return Pieces(*(np.array(c, dtype=d) for c, d in zip(zip(*rows, strict=True), _DTYPES, strict=True)))
+
+
+def _busy_in(busy: tuple[Intervals, ...], s: int, e: int) -> Intervals:
+    """The union of `busy`'s unions, only where it overlaps (s, e): the intervals of each that do, merged. Their
+    union over the whole trace was a copy of its 2.3 M intervals on a real GPT-2 recording (3 M ops, 1 M
+    spans; the analysis's tracemalloc peak on two threads 373 -> 346 MB without it)."""
+    parts = [(u.s[lo:hi], u.e[lo:hi]) for u in busy for lo, hi in [_overlapping(u, s, e)]]
+    empty = np.zeros(0, np.int64)
+    return Intervals(
+        np.concatenate([p[0] for p in parts] or [empty]), np.concatenate([p[1] for p in parts] or [empty])
+    )
+
+
+def _overlapping(u: Intervals, s: int, e: int) -> tuple[int, int]:
+    """The stretch of u's (sorted, disjoint) intervals that overlap (s, e)."""
+    return int(np.searchsorted(u.e, s, "right")), int(np.searchsorted(u.s, e, "left"))

@@ -71,6 +71,16 @@ def test_the_torch_calls_time_window_by_window_is_the_whole_union(
         np.testing.assert_array_equal(getattr(chunked, column), getattr(waits, column), err_msg=column)
     for column in ("window", "start", "end", "off"):
         np.testing.assert_array_equal(getattr(chunked.pieces, column), getattr(waits.pieces, column))
+    # a wait's free time from the busy unions where they overlap it, as from their union over the whole trace
+    stretches = (waits.window, waits.start, waits.end, waits.off)
+    one_union = Intervals(np.concatenate((whole.s, blocked.s)), np.concatenate((whole.e, blocked.e)))
+    apart, together = (
+        cpu_waits._place(*stretches, (whole, blocked)),
+        cpu_waits._place(*stretches, (one_union,)),
+    )
+    assert len(apart.start) >= (waits.off > 0).sum() > 0 or name != "h200_known_regimes_sleep20"
+    for column in ("window", "start", "end", "off"):
+        np.testing.assert_array_equal(getattr(apart, column), getattr(together, column), err_msg=column)
 
 
 def test_shares_of_owners_in_order_are_the_shares_of_a_table_of_every_owner() -> None:
