@@ -1,6 +1,6 @@
-"""A whole load holds the columns the analysis only compares and matches (threads, sequence numbers) in the
-narrowest integer type their values fit, and the analysis of a recording so loaded is that of the schema's
-dtypes."""
+"""A whole load holds the columns the analysis only compares, sorts and indexes with (ids of windows, names,
+lines and threads; sequence numbers) in the narrowest integer type their values fit, and the analysis of a
+recording so loaded is that of the schema's dtypes."""
 
 from __future__ import annotations
 

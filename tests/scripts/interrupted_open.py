@@ -1,6 +1,6 @@
 """Optimizer steps until brrrtui opens its third window, where a Ctrl-C lands inside the profiler's start (as
-the terminal's SIGINT can: Kineto's prepare takes ~100 ms of each window's stall). The script then ends in
-KeyboardInterrupt, as it would without brrrtui; argv[1] gets the number of steps that returned."""
+a timeout's SIGINT did on the H200). The script then ends in KeyboardInterrupt, as it would without brrrtui;
+argv[1] gets the number of steps that returned."""
 
 import sys
 
