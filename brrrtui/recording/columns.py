@@ -147,16 +147,20 @@ rows instead of 400, and every pass over them reads less."""
 _NARROW = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32))
 
 
-def narrowed(table: Table, names: Sequence[str]) -> Table:
+def narrowed(
+    table: Table, names: Sequence[str], bounds: Mapping[str, tuple[int, int] | None] | None = None
+) -> Table:
     """`table` with its integer columns `names` in the narrowest of int8/16/32 that holds their values (the
-    others as they are); the same values, and a column that is one value repeated stays without memory."""
+    others as they are); the same values, and a column that is one value repeated stays without memory.
+    `bounds`: each column's (min, max) where the caller has them (a load: _Reader's), else worked out."""
     cols = dict(table.columns)
     for c in names:
         v = cols[c]
         if not len(v) or v.dtype.kind != "i" or v.dtype.itemsize <= 1:
             continue
         one_value = v.strides[0] == 0
-        lo, hi = (int(v[0]), int(v[0])) if one_value else (int(v.min()), int(v.max()))
+        known = bounds.get(c) if bounds is not None else None
+        lo, hi = known or ((int(v[0]), int(v[0])) if one_value else (int(v.min()), int(v.max())))
         fits = next((d for d in _NARROW if np.iinfo(d).min <= lo and hi <= np.iinfo(d).max), None)
         if fits is None or fits.itemsize >= v.dtype.itemsize:
             continue
@@ -283,9 +287,11 @@ def read_table(
     lo: int = 0,
     hi: int | None = None,
     sizes: list[tuple[int, int]] | None = None,
+    narrow: Sequence[str] = (),
 ) -> Table:
-    """Rows [lo, hi) of `table` in append order (all by default), as the schema's dtypes, checked. `sizes`:
-    the batches to count rows over, as batch_sizes gives them (default: every batch of the table)."""
+    """Rows [lo, hi) of `table` in append order (all by default), as the schema's dtypes, checked, but the
+    integer columns `narrow` as narrow as their values allow (`narrowed`, from the bounds the checks used).
+    `sizes`: the batches to count rows over, as batch_sizes gives them (default: every batch of the table)."""
     present = {r[1] for r in db.execute(f"PRAGMA table_info({quoted(table)})")}
     sizes = batch_sizes(db, path, table) if sizes is None else sizes
     total = sum(n for _, n in sizes)
@@ -318,4 +324,4 @@ def read_table(
     reader.finish()
     for c, d in schema.items():
         check_column(path, table, c, reader.out[c], d, reader.bounds[c])
-    return Table(reader.out)
+    return narrowed(Table(reader.out), narrow, reader.bounds)

@@ -23,6 +23,7 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -226,14 +227,15 @@ class Tables:
             return columns.total_rows(self.db, self.path, table)
         return rows_v1.total_rows(self.db, table)
 
-    def read(self, table: str, lo: int = 0, hi: int | None = None) -> Table:
-        """Rows [lo, hi) of `table` in append order; a table added in a later version reads empty."""
+    def read(self, table: str, lo: int = 0, hi: int | None = None, narrow: Sequence[str] = ()) -> Table:
+        """Rows [lo, hi) of `table` in append order, the integer columns `narrow` held narrow
+        (columns.narrowed); a table added in a later version reads empty."""
         schema = TABLES[table]
         if table not in self.names:
             return empty_table(schema)
         if self.columnar:
-            return columns.read_table(self.db, self.path, table, schema, lo, hi)
-        return rows_v1.read_table(self.db, self.path, table, schema, lo, hi)
+            return columns.read_table(self.db, self.path, table, schema, lo, hi, narrow=narrow)
+        return columns.narrowed(rows_v1.read_table(self.db, self.path, table, schema, lo, hi), narrow)
 
 
 def _dense(path: str, what: str, rows: list[Any]) -> int:
@@ -279,7 +281,7 @@ def _read_tables(tables: Tables, stream_tail: int, path: str) -> tuple[dict[str,
     itself (tables.path names it as the user did)."""
 
     def read(t: str, source: Tables) -> Table:
-        return columns.narrowed(source.read(t), columns.KEY_COLUMNS.get(t, ()))
+        return source.read(t, narrow=columns.KEY_COLUMNS.get(t, ()))
 
     def read_ops() -> Table:
         db = open_readonly(path)
