@@ -118,12 +118,12 @@ def test_a_fold_committed_while_a_load_reads_the_stream_is_read_whole(tmp_path, 
             return fold(writer)
         fired = []
 
-        def hooked(self, table, *a):
+        def hooked(self, table, *a, **kw):
             if table == "stream" and not fired:
                 fired.append(
                     fold(writer)
                 )  # the recorder's fold commits here, between the reader's statements
-            return real(self, table, *a)
+            return real(self, table, *a, **kw)
 
         with monkeypatch.context() as m:
             m.setattr(store.Tables, where, hooked)
