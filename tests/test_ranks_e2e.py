@@ -139,6 +139,26 @@ def test_brrrtui_torchrun_and_a_rank_killed_mid_run(tmp_path):
     assert report.returncode == 0 and "Ranks: 2" in report.stdout, report.stderr
 
 
+def test_ranks_that_die_after_their_goodbye_are_told_apart_from_a_failed_script(tmp_path):
+    """Both ranks finish the script, say goodbye, then abort as their interpreters exit (an atexit handler,
+    as torch's gloo teardown sometimes does): their recordings say finished, and the launcher's exit code 1
+    comes with a note that says where it came from."""
+    out = tmp_path / "run.brrr"
+    proc = run_brrrtui(
+        "record", "-o", str(out), "torchrun", "--nproc_per_node=2", "--monitor-interval=2",
+        os.path.join(SCRIPTS, "ddp_exit_abort.py"), timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "exitcode  : -6" in proc.stderr  # torchrun's own summary: the rank aborted
+    run = meta(str(out))
+    assert run["exit_code"] == 1 and [e["status"] for e in run["dist"]["ranks"]] == ["finished", "finished"]
+    for r in (0, 1):
+        rank = meta(str(tmp_path / f"run.rank{r}.brrr"))
+        assert rank["status"] == "finished" and rank["exit_code"] == 0
+    note = "every rank's script finished (each said goodbye with exit code 0), yet the job exited with code 1"
+    assert note in proc.stderr and any(n.startswith(note) for n in run["notes"])
+
+
 def shifted(trace, offset_ns: int):
     """The same trace read on a clock `offset_ns` ahead: every time column moved."""
 

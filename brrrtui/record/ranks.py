@@ -271,6 +271,13 @@ class DistRecorder(Recorder):
             for e in entries
         )
         self.progress(f"{len(entries)} rank{'' if len(entries) == 1 else 's'} recorded: {parts}")
+        code = self.child.returncode if self.child is not None else None
+        if code and all(e["status"] == "finished" for e in entries):
+            self._note(
+                f"every rank's script finished (each said goodbye with exit code 0), yet the job exited with "
+                f"code {code}: a rank died as its interpreter shut down, its recording already complete "
+                "(torch's gloo teardown can abort so: README, Multi-GPU training)"
+            )
 
     def _cleanup(self) -> None:
         if self.listener is not None:
