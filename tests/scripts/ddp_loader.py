@@ -22,10 +22,7 @@ def main() -> None:
         opt.zero_grad()
     own = sorted(k for k in os.environ if k.startswith("BRRRTUI"))
     print(f"rank {dist.get_rank()} PYTHONPATH={os.environ.get('PYTHONPATH')} brrrtui env {own}", flush=True)
-    # A collective before the teardown: torch's gloo worker thread may still be freeing the last all-reduce,
-    # whose captured state holds a Python object (torch stashes one during backward); freed after the
-    # interpreter starts finalizing, it aborts the rank ("terminate called without an active exception",
-    # 4 of 25 plain torchrun runs on a 2-core CPU; 0 of 25 with the barrier).
+    # A collective before the teardown, for torch's gloo exit abort (tests/scripts/ddp_train.py says why)
     dist.barrier()
     dist.destroy_process_group()
 
