@@ -77,6 +77,8 @@ async def test_r_switches_the_whole_view_to_the_rank_picked(run):
     async with app.run_test(size=SIZE) as pilot:
         await analysed(pilot)
         assert "rank 0 of 2" in header(app) and RANK1_GEMM not in kernel_names(app)
+        log = "\n".join(strip.text for strip in app.main.log_pane.lines)
+        assert "a run of 2 ranks: rank 0 is shown" in log  # what the file itself says comes with the analysis
         await pilot.press("r")
         assert isinstance(app.screen, RankPicker)
         await pilot.press("enter")  # the picker opens on the next rank

@@ -77,7 +77,11 @@ def open_as_one(trace: Trace, path: str) -> Trace:
         shown = min(present)
         rank_trace = load_recording(present[shown])
         text = f"a run of {len(files)} ranks: rank {shown} is shown"
-        return _with_set(rank_trace, path, files, shown, text)
+        shown_trace = _with_set(rank_trace, path, files, shown, text)
+        job_notes = trace.meta.get("notes")  # what the launcher's recorder said about the job as a whole
+        for note in job_notes if isinstance(job_notes, list) else []:
+            shown_trace = _note(shown_trace, f"the job: {note}")
+        return shown_trace
     run = dist.get("run")
     rank = dist.get("rank")
     if not isinstance(run, str) or not isinstance(rank, int):
