@@ -312,7 +312,8 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
         # live, follow the newest page, unless a picked phase is on screen (the newest is another phase's)
         self.main.show_snapshot(snap, follow=self.live and self.phases.picked is None, fresh=moved)
         if old is None or old.first_look:
-            for line in opening_lines(snap, self.path, of_the_file=not self.live):
+            # the file's own notes once: a big recording's first look is followed by the whole analysis
+            for line in opening_lines(snap, self.path, of_the_file=old is None and not self.live):
                 self.main.log_pane.add("brrrtui", line)
             return
         news = self.phases.news(old.analysis, snap.analysis)
