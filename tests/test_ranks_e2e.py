@@ -157,8 +157,9 @@ def test_ranks_that_die_after_their_goodbye_are_told_apart_from_a_failed_script(
         assert rank["status"] == "finished" and rank["exit_code"] == 0
     note = "every rank's script finished (each said goodbye with exit code 0), yet the job exited with code 1"
     assert note in proc.stderr and any(n.startswith(note) for n in run["notes"])
-    # opening the job shows rank 0 with the job's notes
-    assert any(n.startswith(f"the job: {note}") for n in load_trace(str(out)).meta["load_notes"])
+    # opening the job (rank 0 shown) or one rank's file: the job's notes come along
+    for opened in (out, tmp_path / "run.rank1.brrr"):
+        assert any(n.startswith(f"the job: {note}") for n in load_trace(str(opened)).meta["load_notes"])
     assert f"note: the job: {note}" in run_brrrtui("report", str(out)).stdout
 
 

@@ -77,11 +77,7 @@ def open_as_one(trace: Trace, path: str) -> Trace:
         shown = min(present)
         rank_trace = load_recording(present[shown])
         text = f"a run of {len(files)} ranks: rank {shown} is shown"
-        shown_trace = _with_set(rank_trace, path, files, shown, text)
-        job_notes = trace.meta.get("notes")  # what the launcher's recorder said about the job as a whole
-        for note in job_notes if isinstance(job_notes, list) else []:
-            shown_trace = _note(shown_trace, f"the job: {note}")
-        return shown_trace
+        return _with_job_notes(_with_set(rank_trace, path, files, shown, text), trace.meta)
     run = dist.get("run")
     rank = dist.get("rank")
     if not isinstance(run, str) or not isinstance(rank, int):
@@ -89,8 +85,18 @@ def open_as_one(trace: Trace, path: str) -> Trace:
     run_path = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.basename(run))
     if not _is_recording_file(run_path):
         return _note(trace, f"rank {rank} of a distributed run; its run file {run} is not beside it")
-    files = _rank_files(run_path, load_recording(run_path).meta)
-    return _with_set(trace, run_path, files or {rank: path}, rank, f"rank {rank} of {len(files)} is shown")
+    run_meta = load_recording(run_path).meta
+    files = _rank_files(run_path, run_meta)
+    one = _with_set(trace, run_path, files or {rank: path}, rank, f"rank {rank} of {len(files)} is shown")
+    return _with_job_notes(one, run_meta)
+
+
+def _with_job_notes(trace: Trace, run_meta: dict[str, Any]) -> Trace:
+    """`trace` with what the launcher's recorder said about the job as a whole (`run_meta`'s notes)."""
+    notes = run_meta.get("notes")
+    for note in notes if isinstance(notes, list) else []:
+        trace = _note(trace, f"the job: {note}")
+    return trace
 
 
 def _with_set(trace: Trace, run: str, files: dict[int, str], shown: int, text: str) -> Trace:
