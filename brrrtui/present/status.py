@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -218,12 +218,10 @@ def rank_label(meta: dict[str, Any]) -> str | None:
     return f"rank {shown} of {len(rank_set['files'])}" if isinstance(shown, int) else None
 
 
-def opening_lines(snap: Snapshot, path: str | None, of_the_file: bool = True) -> list[str]:
+def opening_lines(snap: Snapshot, path: str | None, file_notes: Sequence[str] = ()) -> list[str]:
     """What the log says when the first analysis is shown: what was read, what the reader should know about the
-    file itself (incomplete, a rank of a run, the job's notes: trace.meta["load_notes"]; `of_the_file` False
-    while the recording is still being written, live), the analysis's notes."""
+    file itself (`file_notes`: incomplete, a rank of a run, the job's notes), the analysis's notes."""
     a, trace = snap.analysis, snap.trace
-    file_notes = trace.meta.get("load_notes") if of_the_file else None
     name = os.path.basename(trace.source or path or "")
     windows = f"{len(snap.windows)} window(s)"
     if a.phases is not None and a.phase in PHASE_NAMES:
@@ -231,7 +229,7 @@ def opening_lines(snap: Snapshot, path: str | None, of_the_file: bool = True) ->
     return [
         f"{name}: {len(trace.gpu):,} GPU activities in {windows}, "
         f"{a.steps_analysed} step(s) analysed; roofs from {a.peaks.source}",
-        *(str(n) for n in (file_notes if isinstance(file_notes, list) else [])),
+        *file_notes,
         *a.notes,
     ]
 

@@ -37,10 +37,11 @@ def mark_incomplete(meta: dict[str, Any], tables: Mapping[str, Table]) -> dict[s
         f"{when}; everything committed before that is shown"
     )
     status = f"incomplete (stopped at {_clock(last)})" if isinstance(last, int) and last > 0 else "incomplete"
-    return {**meta, "status": status, "stopped_at_ns": last, "load_notes": [*_notes(meta), text]}
+    return {**meta, "status": status, "stopped_at_ns": last, "load_notes": [*load_notes(meta), text]}
 
 
-def _notes(meta: Mapping[str, Any]) -> list[str]:
+def load_notes(meta: Mapping[str, Any]) -> list[str]:
+    """The notes a recording's `meta` carries for its reader (strings only; none when absent or malformed)."""
     notes = meta.get("load_notes")
     return [n for n in notes if isinstance(n, str)] if isinstance(notes, list) else []
 
@@ -69,4 +70,4 @@ def explain_no_window(meta: dict[str, Any], tables: Mapping[str, Table]) -> dict
             f"({first:g} s after it imports torch; it made no optimizer step, which would open step windows)"
             + ("; record it with --first-window 0 to open one at once" if first > 0 else "")
         )
-    return {**meta, "load_notes": [*_notes(meta), text]}
+    return {**meta, "load_notes": [*load_notes(meta), text]}

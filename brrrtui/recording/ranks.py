@@ -16,6 +16,7 @@ from analyzers.clocks import ClockOffset, clock_offsets
 from analyzers.errors import InputError
 from analyzers.model import Trace
 from analyzers.ranks import RankComparison, compare_ranks
+from brrrtui.recording.notes import load_notes
 from brrrtui.recording.store import RecordingWriter, is_recording, load_recording
 
 
@@ -55,9 +56,7 @@ def _is_recording_file(path: str) -> bool:
 
 
 def _note(trace: Trace, text: str) -> Trace:
-    notes = trace.meta.get("load_notes")
-    notes = notes if isinstance(notes, list) else []
-    return dataclasses.replace(trace, meta={**trace.meta, "load_notes": [*notes, text]})
+    return dataclasses.replace(trace, meta={**trace.meta, "load_notes": [*load_notes(trace.meta), text]})
 
 
 def open_as_one(trace: Trace, path: str) -> Trace:

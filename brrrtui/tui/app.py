@@ -47,6 +47,7 @@ from brrrtui.present.status import (
     state_after_analysis,
 )
 from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
+from brrrtui.recording.notes import load_notes
 from brrrtui.recording.stream_reader import StreamReader
 from brrrtui.tui import live
 from brrrtui.tui.keymap import bindings
@@ -312,8 +313,9 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
         # live, follow the newest page, unless a picked phase is on screen (the newest is another phase's)
         self.main.show_snapshot(snap, follow=self.live and self.phases.picked is None, fresh=moved)
         if old is None or old.first_look:
-            # the file's own notes once: a big recording's first look is followed by the whole analysis
-            for line in opening_lines(snap, self.path, of_the_file=old is None and not self.live):
+            # the file's notes once (a first look precedes the whole analysis); not live: still being written
+            file_notes = load_notes(snap.trace.meta) if old is None and not self.live else []
+            for line in opening_lines(snap, self.path, file_notes):
                 self.main.log_pane.add("brrrtui", line)
             return
         news = self.phases.news(old.analysis, snap.analysis)
