@@ -99,13 +99,35 @@ def _checked_codes(parts: list[tuple[Any, int, int]], floats: bool, where: str) 
     return codes
 
 
+def int_bounds(blob: object, n: int, skip: int, take: int, where: str) -> tuple[int, int] | None:
+    """The (min, max) of values [skip, skip + take) of an integer blob that holds `n` (None: no values),
+    checked as decode_into checks the blob: what a reader needs to pick the column's type before decoding."""
+    code, size, head = _checked_code(blob, n, False, where)
+    assert isinstance(blob, bytes)
+    if not take:
+        return None
+    base = int(np.frombuffer(blob, "<i8", 1, 1)[0])
+    if code == 5:
+        return base, base
+    raw = np.frombuffer(blob, _OFFSETS[code], take, head + skip * size)
+    lo, hi = base + int(raw.min()), base + int(raw.max())
+    _check_int64(lo, hi, where)
+    return lo, hi
+
+
 def decode_into(
-    out: np.ndarray, blob: object, n: int, skip: int, floats: bool, where: str
+    out: np.ndarray,
+    blob: object,
+    n: int,
+    skip: int,
+    floats: bool,
+    where: str,
+    bounds: tuple[int, int] | None = None,
 ) -> tuple[int, int] | None:
     """decode(blob, n, skip, len(out), floats, where) written straight into `out` (an integer or float column
     slice), without an int64 copy of the batch; returns the values' (min, max) for integers (None for floats
     or no values). An integer value `out`'s dtype cannot hold ends in one RecordingError line, as does a
-    blob that does not read as one."""
+    blob that does not read as one. `bounds`: int_bounds of the same values, where the caller has them."""
     code, size, head = _checked_code(blob, n, floats, where)
     assert isinstance(blob, bytes)
     take = len(out)
@@ -119,7 +141,9 @@ def decode_into(
         return None
     base = int(np.frombuffer(blob, "<i8", 1, 1)[0])
     raw = np.frombuffer(blob, _OFFSETS[code], take, head + skip * size) if code != 5 else None
-    lo, hi = (base, base) if raw is None else (base + int(raw.min()), base + int(raw.max()))
+    if bounds is None:
+        bounds = (base, base) if raw is None else (base + int(raw.min()), base + int(raw.max()))
+    lo, hi = bounds
     _check_int64(lo, hi, where)
     _check_fits(out, lo, hi, where)
     if raw is None:
@@ -237,6 +261,29 @@ def decode_many(
         out[rows] = values
         bounds = union_bounds(bounds, (lo, hi))
     return bounds
+
+
+_WIDEST = (-(2**63), 2**63 - 1)
+_SPAN = np.zeros(256, dtype=np.int64)  # by code: the most its offsets add to the base
+_SPAN[[1, 2, 3]] = [2**8 - 1, 2**16 - 1, 2**32 - 1]
+
+
+def head_bounds(parts: list[tuple[Any, int, int]]) -> tuple[int, int] | None:
+    """A range holding every value of whole integer batches (blob, at, n), read from their heads alone: each
+    base, up to the most its offsets can add (None: no values). Unchecked (decode_many checks the blobs); a
+    blob that stores plain int64s, or does not read as a column, gives int64's whole range."""
+    parts = [p for p in parts if p[2]]
+    if not parts:
+        return None
+    blobs = [blob for blob, _, _ in parts]
+    if not all(type(blob) is bytes and len(blob) >= HEAD for blob in blobs):
+        return _WIDEST
+    codes = np.frombuffer(b"".join([blob[:1] for blob in blobs]), np.uint8)
+    if not np.isin(codes, (1, 2, 3, 5)).all():
+        return _WIDEST
+    bases = np.frombuffer(b"".join([blob[1:HEAD] for blob in blobs]), "<i8")
+    tops = bases.astype(object) + _SPAN[codes].astype(object)  # in Python ints: a base near int64's top
+    return int(bases.min()), int(max(tops))
 
 
 def union_bounds(a: tuple[int, int] | None, b: tuple[int, int] | None) -> tuple[int, int] | None:

@@ -140,9 +140,11 @@ KEY_COLUMNS = {
 }
 """Columns the analysis only compares, sorts, matches and indexes with, never adds to or multiplies (ids of
 windows, strings, lines, threads; sequence numbers): a whole load holds each in the narrowest signed integer
-type its values fit (`narrowed`), where the schema has int32 or int64. A few hundred windows, names and
-lines and a few threads fit int8 or int16: a real model's 1 M kernels (5 M ops) then load into 244 MB of
-rows instead of 400, and every pass over them reads less."""
+type its values fit, where the schema has int32 or int64. A few hundred windows, names and lines and a few
+threads fit int8 or int16: a real model's 1 M kernels (5 M ops) then load into 244 MB of rows instead of 400,
+and every pass over them reads less. They are decoded so from the first batch on (_Reader), never held at the
+schema's width: the load of a real 96 MB recording peaks at 181 MiB of arrays, not the 283 of decoding wide
+and narrowing after."""
 
 _NARROW = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32))
 
@@ -180,12 +182,25 @@ class _Reader:
     (np.broadcast_to), and its preallocated pages are never touched. On H200 recordings that is 15-20 % of the
     loaded bytes, each page of which a load would otherwise fault in and zero."""
 
-    def __init__(self, path: str, table: str, schema: Mapping[str, Any], present: list[str], n: int):
-        """`present`: the schema's columns the table has, in schema order (the blobs' order in a batch's row)."""
+    def __init__(
+        self,
+        path: str,
+        table: str,
+        schema: Mapping[str, Any],
+        present: list[str],
+        n: int,
+        narrow: Sequence[str] = (),
+    ):
+        """`present`: the schema's columns the table has, in schema order (the blobs' order in a batch's row).
+        `narrow`: integer columns held from the start in the narrowest type the values so far fit (widened
+        as batches need, up to the schema's), so a load never holds them at the schema's width."""
         self.path, self.table, self.n = path, table, n
         self.dtypes = {c: np.dtype(d) for c, d in schema.items()}
         self.present = present
-        self.out = {c: np.empty(n, dtype=d) for c, d in self.dtypes.items()}
+        self.narrow = {c for c in narrow if self.dtypes[c].kind == "i" and self.dtypes[c].itemsize > 1}
+        start = {c: _NARROW[0] if c in self.narrow else d for c, d in self.dtypes.items()}
+        self.out = {c: np.empty(n, dtype=d) for c, d in start.items()}
+        self.written = dict.fromkeys(self.narrow, 0)  # per narrow column: its rows decoded so far end before
         # each integer column's (min, max) so far, from the batches' offsets: the checks need no pass of their own
         self.bounds: dict[str, tuple[int, int] | None] = {c: None for c in schema}
         self.pending: dict[str, list[tuple[Any, int, int]]] = {c: [] for c in self.present}  # (blob, at, n)
@@ -220,11 +235,31 @@ class _Reader:
                 self.pending[c].append((blob, at, n))
             elif (value := codec.constant(blob, n, dt.kind == "f", self._where(c), dt)) is not None:
                 self._one_value(c, at, take, value)
+            elif c in self.narrow:
+                more = codec.int_bounds(blob, n, skip, take, self._where(c))
+                self._hold(c, more)
+                codec.decode_into(self.out[c][at : at + take], blob, n, skip, False, self._where(c), more)
+                self._widen(c, more)
+                self.written[c] = at + take
             else:
                 more = codec.decode_into(
                     self.out[c][at : at + take], blob, n, skip, dt.kind == "f", self._where(c)
                 )
                 self._widen(c, more)
+
+    def _hold(self, c: str, more: tuple[int, int] | None) -> None:
+        """Narrow column `c` widened, where it must be, to a type that holds `more` as well as its values so far
+        (the rows decoded so far copied over; the schema's type at most: decoding checks against that)."""
+        if more is None or c not in self.narrow:
+            return
+        lo, hi = codec.union_bounds(self.bounds[c], more) or more
+        have = self.out[c]
+        if np.iinfo(have.dtype).min <= lo and hi <= np.iinfo(have.dtype).max:
+            return
+        fits = next((d for d in _NARROW if np.iinfo(d).min <= lo and hi <= np.iinfo(d).max), None)
+        wider = self.dtypes[c] if fits is None or fits.itemsize >= self.dtypes[c].itemsize else fits
+        self.out[c] = np.empty(self.n, dtype=wider)
+        self.out[c][: self.written[c]] = have[: self.written[c]]
 
     def finish(self) -> None:
         for j, c in enumerate(self.present):
@@ -239,6 +274,9 @@ class _Reader:
                 for _, at, n in parts:
                     self._one_value(c, at, n, value)
             else:
+                if c in self.narrow:  # the heads' range may be wider than the values': narrowed() mends that
+                    self._hold(c, codec.head_bounds(parts))
+                    self.written[c] = self.n
                 self._widen(c, codec.decode_many(self.out[c], parts, floats, self._where(c)))
             parts.clear()
         for c, stretches in self.same.items():
@@ -247,7 +285,8 @@ class _Reader:
     def _write_one_values(self, c: str, stretches: list[tuple[int, int, int | float]]) -> None:
         """One value repeated when these stretches cover every row (no batch of the column was decoded) with one
         value, else each written into the column."""
-        dt = self.dtypes[c]
+        self._hold(c, self.bounds[c] if stretches and c in self.narrow else None)
+        dt = self.out[c].dtype
         every_row = self.n > 0 and sum(take for _, take, _ in stretches) == self.n
         if every_row and len({np.array(v, dtype=dt).tobytes() for _, _, v in stretches}) == 1:
             self.out[c] = np.broadcast_to(np.array(stretches[0][2], dtype=dt), self.n)
@@ -306,7 +345,7 @@ def read_table(
     if wanted:
         _check_counts(db, path, table, kept, wanted[0][0], wanted[-1][0])
     check_fits_in_memory(path, table, hi - lo, sum(np.dtype(d).itemsize for d in schema.values()))
-    reader = _Reader(path, table, schema, kept, hi - lo)
+    reader = _Reader(path, table, schema, kept, hi - lo, narrow)
     cols = ", ".join([COUNT, *map(quoted, kept)])
     if wanted:  # one scan over the wanted batches (consecutive rowids), one batch in memory at a time
         query = f"SELECT {cols} FROM {quoted(table)} WHERE rowid BETWEEN ? AND ? ORDER BY rowid"
