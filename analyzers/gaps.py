@@ -231,33 +231,45 @@ def _mark_host(
 
 
 class _SpansAtEnd:
-    """The main thread's innermost span at given times; the spans' nesting is worked out once, on first use,
-    for every chunk of gaps."""
+    """The main thread's innermost span at given times of given windows. Spans nest inside one profiling
+    session, so their nesting is worked out window group by window group (arrays.window_groups), for the
+    groups asked about only: its temporaries are a group's (a real recording's 1.1 M spans at once: ~50 MB).
+    Where the windows are not in order (one group of everything), it is worked out once for every chunk."""
 
     def __init__(self, trace: Trace, main_tid: int | None):
         self.spans, self.main_tid = trace.spans, main_tid
-        self._nested: Nesting | None = None
+        self._whole: Nesting | None = None
 
-    def lines(self, t: np.ndarray) -> np.ndarray | None:
-        """The line of the main thread's innermost span at each time (NONE outside any); None when there is
-        no span or no main thread."""
+    def lines(self, t: np.ndarray, window: np.ndarray) -> np.ndarray | None:
+        """The line of the main thread's innermost span at each time `t` in its `window` (NONE outside any);
+        None when there is no span or no main thread."""
         sp = self.spans
         if not len(sp) or self.main_tid is None:
             return None
-        start, end = sp.start_ns, sp.start_ns + sp.dur_ns
-        if self._nested is None:
-            self._nested = nesting(start, end, sp.tid)
-        idx = innermost_enclosing(start, end, sp.tid, t, np.full(len(t), self.main_tid), self._nested)
-        return np.where(idx >= 0, sp.line[np.maximum(idx, 0)], NONE)
+        out = np.full(len(t), NONE, dtype=np.int64)
+        groups = window_groups((sp.window, window))
+        for s, q in groups:
+            if s.stop == s.start or q.stop == q.start:
+                continue
+            start, tid = sp.start_ns[s], sp.tid[s]
+            end = start + sp.dur_ns[s]
+            if len(groups) == 1 and self._whole is None:
+                self._whole = nesting(start, end, tid)
+            nested = self._whole if len(groups) == 1 else None
+            at = innermost_enclosing(start, end, tid, t[q], np.full(len(t[q]), self.main_tid), nested)
+            out[q] = np.where(at >= 0, sp.line[s][np.maximum(at, 0)], NONE)
+        return out
 
 
-def _span_lines_at_end(at_end: _SpansAtEnd, g0: np.ndarray, g1: np.ndarray, v: _Verdicts) -> None:
+def _span_lines_at_end(
+    at_end: _SpansAtEnd, g0: np.ndarray, g1: np.ndarray, window: np.ndarray, v: _Verdicts
+) -> None:
     """Gaps still without a line take the span the main thread was in when the gap ended. Not SYNC gaps, whose
     cause is the synchronising call (one outside any traced line, like torch.cuda.synchronize(), stays
     unattributed rather than landing on whatever line launched next), nor warm-up."""
     missing = np.nonzero((v.line < 0) & (v.cause != GAP_CAUSE_CODES[GapCause.SYNC]) & ~v.warmup)[0]
     if len(missing):
-        found = at_end.lines(np.maximum(g1[missing] - 1, g0[missing]))
+        found = at_end.lines(np.maximum(g1[missing] - 1, g0[missing]), window[missing])
         if found is not None:
             v.line[missing] = found
 
@@ -341,7 +353,7 @@ def _classify(
     _mark_sync(ev, g0, g1, dur, launch >= 0, v)
     cover = once.cpu_cover[slice(*np.searchsorted(once.unlaunched, [rows.start, rows.stop]).tolist())]
     _mark_host(trace, links, launch, g0, dur, cover, v)
-    _span_lines_at_end(once.at_end, g0, g1, v)
+    _span_lines_at_end(once.at_end, g0, g1, gaps.window[rows], v)
 
     # HOST, WAIT and OTHER gaps: where brrrtui sampled the main thread, the line it was executing most inside
     # the gap is the line that kept the GPU waiting (a `time.sleep` or a Python loop between torch calls).

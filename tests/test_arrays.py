@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
-from analyzers.arrays import dense_ids, window_max, window_rows
+from analyzers.arrays import dense_ids, per_owner_sums, window_max, window_rows
 
 LOW = np.iinfo(np.int64).min
 
@@ -83,3 +85,40 @@ def test_window_keys_beyond_the_columns_type_are_not_wrapped_into_it() -> None:
     window = np.repeat(np.arange(3, dtype=np.int32), 2)
     assert window_rows(window, np.array([2**32])) == slice(0, 0)
     assert window_max(window, np.arange(6, dtype=np.int64), np.array([2**32, 1])).tolist() == [LOW, 3]
+
+
+@pytest.mark.parametrize("order", ["sorted", "runs", "shuffled"])
+def test_per_owner_sums_are_bincounts_in_any_order_of_owners(order: str) -> None:
+    """Per row, its owner's sum of durations (whole numbers, as floats) and of ones: what np.bincount gives,
+    whether the owners come sorted, in runs out of order (kernels of two streams) or shuffled, with owner ids
+    up to a few million (bincount's table would be that long)."""
+    rng = np.random.default_rng(11)
+    for _ in range(50):
+        n = int(rng.integers(0, 300))
+        o = np.sort(rng.integers(0, 3_000_000, n)).astype(np.int32)
+        o = np.repeat(o, rng.integers(1, 4, n))
+        if order == "runs":
+            o = np.concatenate([o[1::2], o[::2]])
+        elif order == "shuffled":
+            rng.shuffle(o)
+        dur = rng.integers(0, 10**9, len(o)).astype(np.float64)
+        for w in (dur, np.ones(len(o))):
+            got = per_owner_sums(o, w)
+            assert np.array_equal(got, np.bincount(o, weights=w)[o] if len(o) else w)
+            assert got.dtype == np.float64 or not len(o)
+
+
+def test_per_owner_sums_hold_no_table_as_long_as_the_largest_owner_id() -> None:
+    """A thousand kernels whose ops are rows near the end of 3 M ops, out of order: the sums take memory
+    for the thousand rows, not bincount's 24 MB table of every op id."""
+    rng = np.random.default_rng(5)
+    o = rng.integers(2_999_000, 3_000_000, 1000).astype(np.int32)
+    w = rng.integers(0, 10**6, 1000).astype(np.float64)
+    tracemalloc.start()
+    try:
+        got = per_owner_sums(o, w)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.array_equal(got, np.bincount(o, weights=w)[o])
+    assert peak < 1_000_000, f"peak {peak / 1e6:.1f} MB"
