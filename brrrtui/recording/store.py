@@ -228,8 +228,9 @@ class Tables:
         return rows_v1.total_rows(self.db, table)
 
     def read(self, table: str, lo: int = 0, hi: int | None = None, narrow: Sequence[str] = ()) -> Table:
-        """Rows [lo, hi) of `table` in append order, the integer columns `narrow` held narrow
-        (columns.narrowed); a table added in a later version reads empty."""
+        """Rows [lo, hi) of `table` in append order, the integer columns `narrow` held narrow (the types
+        columns.narrowed gives; a columnar table decodes them so); a table added in a later version reads
+        empty."""
         schema = TABLES[table]
         if table not in self.names:
             return empty_table(schema)
