@@ -175,7 +175,7 @@ def total_rows(db: sqlite3.Connection, path: str, table: str) -> int:
 
 
 class _Reader:
-    """Fills preallocated columns (the schema's dtypes) from the batches' blobs.
+    """Fills preallocated columns (the schema's dtypes; the `narrow` ones narrower) from the batches' blobs.
 
     A batch that stores a column as one value is not written out at once: a column that is one value in every
     batch (a device id, a kernel's unknown byte count) becomes one read-only value repeated without memory
