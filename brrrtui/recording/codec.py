@@ -139,13 +139,12 @@ def decode_into(
     if code == 0:
         out[:] = np.frombuffer(blob, _F8, take, head + skip * 8)
         return None
+    bounds = bounds or int_bounds(blob, n, skip, take, where)
+    assert bounds is not None  # take > 0: there are values
+    lo, hi = bounds
+    _check_fits(out, lo, hi, where)
     base = int(np.frombuffer(blob, "<i8", 1, 1)[0])
     raw = np.frombuffer(blob, _OFFSETS[code], take, head + skip * size) if code != 5 else None
-    if bounds is None:
-        bounds = (base, base) if raw is None else (base + int(raw.min()), base + int(raw.max()))
-    lo, hi = bounds
-    _check_int64(lo, hi, where)
-    _check_fits(out, lo, hi, where)
     if raw is None:
         out.fill(base)
     elif code == 4:

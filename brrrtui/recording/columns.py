@@ -249,7 +249,8 @@ class _Reader:
 
     def _hold(self, c: str, more: tuple[int, int] | None) -> None:
         """Narrow column `c` widened, where it must be, to a type that holds `more` as well as its values so far
-        (the rows decoded so far copied over; the schema's type at most: decoding checks against that)."""
+        (the rows decoded so far copied over; the schema's type at most: decoding checks against that). Any
+        other column is left as it is."""
         if more is None or c not in self.narrow:
             return
         lo, hi = codec.union_bounds(self.bounds[c], more) or more
@@ -285,7 +286,7 @@ class _Reader:
     def _write_one_values(self, c: str, stretches: list[tuple[int, int, int | float]]) -> None:
         """One value repeated when these stretches cover every row (no batch of the column was decoded) with one
         value, else each written into the column."""
-        self._hold(c, self.bounds[c] if stretches and c in self.narrow else None)
+        self._hold(c, self.bounds[c])
         dt = self.out[c].dtype
         every_row = self.n > 0 and sum(take for _, take, _ in stretches) == self.n
         if every_row and len({np.array(v, dtype=dt).tobytes() for _, _, v in stretches}) == 1:
