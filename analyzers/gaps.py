@@ -65,7 +65,7 @@ from analyzers import arrays
 from analyzers.arrays import distinct, lexsort, window_groups
 from analyzers.cpu_waits import Waits
 from analyzers.gap_evidence import COVER_SHARE, GapEvidence
-from analyzers.links import Links, Nesting, innermost_enclosing, nesting
+from analyzers.links import Links, spans_at
 from analyzers.model import NONE, Table, Trace
 from analyzers.results import GAP_CAUSE_CODES, GapCause
 from analyzers.sampled_lines import by_time, lines_sampled_in
@@ -231,34 +231,19 @@ def _mark_host(
 
 
 class _SpansAtEnd:
-    """The main thread's innermost span at given times of given windows. Spans nest inside one profiling
-    session, so their nesting is worked out window group by window group (arrays.window_groups), for the
-    groups asked about only: its temporaries are a group's (a real recording's 1.1 M spans at once: ~50 MB).
-    Where the windows are not in order (one group of everything), it is worked out once for every chunk."""
+    """The main thread's innermost span at given times of given windows (links.spans_at)."""
 
     def __init__(self, trace: Trace, main_tid: int | None):
-        self.spans, self.main_tid = trace.spans, main_tid
-        self._whole: Nesting | None = None
+        self.trace, self.main_tid = trace, main_tid
 
     def lines(self, t: np.ndarray, window: np.ndarray) -> np.ndarray | None:
         """The line of the main thread's innermost span at each time `t` in its `window` (NONE outside any);
         None when there is no span or no main thread."""
-        sp = self.spans
+        sp = self.trace.spans
         if not len(sp) or self.main_tid is None:
             return None
-        out = np.full(len(t), NONE, dtype=np.int64)
-        groups = window_groups((sp.window, window))
-        for s, q in groups:
-            if s.stop == s.start or q.stop == q.start:
-                continue
-            start, tid = sp.start_ns[s], sp.tid[s]
-            end = start + sp.dur_ns[s]
-            if len(groups) == 1 and self._whole is None:
-                self._whole = nesting(start, end, tid)
-            nested = self._whole if len(groups) == 1 else None
-            at = innermost_enclosing(start, end, tid, t[q], np.full(len(t[q]), self.main_tid), nested)
-            out[q] = np.where(at >= 0, sp.line[s][np.maximum(at, 0)], NONE)
-        return out
+        at = spans_at(self.trace, window, t, np.full(len(t), self.main_tid), np.int64)
+        return np.where(at >= 0, sp.line[np.maximum(at, 0)], NONE)
 
 
 def _span_lines_at_end(

@@ -196,10 +196,10 @@ def _kernel_launches(trace: Trace) -> np.ndarray:
 def _span_rows(trace: Trace, dtype: type[np.signedinteger]) -> np.ndarray:
     """op row -> the innermost span containing the op's start on the same thread (NONE)."""
     ops = trace.ops
-    return _spans_at(trace, ops.window, ops.start_ns, ops.tid, dtype)
+    return spans_at(trace, ops.window, ops.start_ns, ops.tid, dtype)
 
 
-def _spans_at(
+def spans_at(
     trace: Trace,
     window: np.ndarray,
     start: np.ndarray,
@@ -208,10 +208,15 @@ def _spans_at(
     want: np.ndarray | None = None,
 ) -> np.ndarray:
     """Per row of a table with these columns, the innermost span containing its start on its thread (NONE;
-    only the rows `want`, given); window group by window group (arrays.window_groups)."""
+    only the rows `want`, given); window group by window group (arrays.window_groups), the groups counted in
+    rows of the longer of the two tables: a few queried times do not make every span one group."""
     spans = trace.spans
     out = np.full(len(window), NONE, dtype=dtype)
-    for r, s in window_groups((window, spans.window)):
+    if len(window) >= len(spans):
+        groups = window_groups((window, spans.window))
+    else:
+        groups = [(r, s) for s, r in window_groups((spans.window, window))]
+    for r, s in groups:
         q: slice | np.ndarray = r if want is None else np.flatnonzero(want[r]) + r.start
         if s.stop > s.start and len(start[q]):
             sp_start = spans.start_ns[s]
@@ -373,7 +378,7 @@ def link_lines(trace: Trace, calls: Calls, span_rows: np.ndarray) -> Links:
     if len(spans) and len(rt):
         miss = launch_line < 0
         if miss.any():
-            in_span = _spans_at(trace, rt.window, rt.start_ns, rt.tid, idx, miss)[miss]
+            in_span = spans_at(trace, rt.window, rt.start_ns, rt.tid, idx, miss)[miss]
             launch_line[miss] = _take(spans.line, in_span, idx)
             kernel_line = _take(launch_line, kernel_launch, idx)
     kernel_module = _take(spans.module, _take(op_span, kernel_op, idx), idx)
