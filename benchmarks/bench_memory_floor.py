@@ -29,6 +29,9 @@ def _rss() -> int:
 
 
 def _peak() -> int:
+    """The process's peak RSS so far. Linux carries the forking process's peak across `exec`
+    (bench_analyze.py measures from outside for that reason); here that parent holds ~14 MiB, below every
+    figure read, so the child's own peak is what shows."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
