@@ -270,7 +270,7 @@ def _run_live(spec, analyze=None) -> int:  # noqa: ANN001
     recorder.start()
     recorder.wait_in_background()  # the script's exit reaches the UI and the recording when it happens
     stop = functools.partial(recorder.interrupt, now=True)
-    app = make_app(spec.out_path, feed=feed, script=" ".join(spec.target), on_interrupt=stop, analyze=analyze)
+    app = make_app(recorder.sink.path, feed=feed, script=" ".join(spec.target), on_interrupt=stop, analyze=analyze)
     try:
         app.run()
     finally:

@@ -34,17 +34,29 @@ def _data(name: str) -> bytes:
     return (resources.files("brrrtui.commands") / "demo_data" / name).read_bytes()
 
 
+def _write_new(path: str, data: bytes) -> None:
+    """A new file (brrrtui.recording.outputs: made exclusively, no link followed; a file already there, or a
+    link, is refused with one line, never replaced)."""
+    from analyzers.errors import InputError
+    from brrrtui.recording.outputs import create_new
+
+    try:
+        fd = create_new(path)
+    except FileExistsError:
+        raise InputError(f"{path} already exists; the demo unpacks only into a new folder") from None
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
 def demo_recording(folder: str) -> str:
     """Unpack the demo recording and its sources into `folder`; its lines then name the copies there (the
     script's cwd on the H200 becomes `folder`). Returns the recording's path."""
     path = os.path.join(folder, UNPACKED)
-    with open(path, "wb") as f:
-        f.write(gzip.decompress(_data(RECORDING)))
+    _write_new(path, gzip.decompress(_data(RECORDING)))
     for name, rel in SOURCES.items():
         dest = os.path.join(folder, rel)
         os.makedirs(os.path.dirname(dest), exist_ok=True)
-        with open(dest, "wb") as f:
-            f.write(_data(name))
+        _write_new(dest, _data(name))
     db = sqlite3.connect(path)
     try:
         (cwd,) = db.execute("SELECT json_extract(value, '$') FROM meta WHERE key = 'cwd'").fetchone()

@@ -1,14 +1,15 @@
 """`brrrtui merge -o all.brrr node0/run.brrr node1/run.brrr`: the run files of a job's hosts (one `brrrtui
 torchrun` per host) as one run, which `view` and `report` open like a one-host run: every rank side by side,
 the ranks' clocks against rank 0's from the collectives they share (analyzers.clocks). The rank recordings
-stay where they are; the merged file names them relative to itself."""
+stay where they are; the merged file names them relative to itself. It is written under brrrtui's output
+policy (brrrtui.recording.outputs): a new file, or an earlier recording replaced; never one of its inputs."""
 
 from __future__ import annotations
 
 import sys
 
 from brrrtui.cli import Parser
-from brrrtui.record.targets import check_out_path
+from brrrtui.record.targets import recording_output
 from brrrtui.recording.ranks import merge_runs
 
 
@@ -24,8 +25,9 @@ def cmd_merge(argv: list[str]) -> int:
         "--force", action="store_true", help="overwrite FILE even if it is not a brrrtui recording"
     )
     ns = p.parse_args(argv)
-    check_out_path(ns.output, None, ns.force)
-    meta = merge_runs(ns.output, ns.runs)
+    output = recording_output(ns.output, None, ns.force)
+    output.inputs = ns.runs  # a host's run file is never replaced by the merged one
+    meta = merge_runs(ns.output, ns.runs, output.check())
     ranks = meta["dist"]["ranks"]
     print(
         f"brrrtui: {len(ranks)} ranks of {len(ns.runs)} run files -> {ns.output} "

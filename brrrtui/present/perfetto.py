@@ -56,7 +56,14 @@ from brrrtui.present.perfetto_events import (
     text,
 )
 
-__all__ = ["REGIME_TID", "STREAM_TID", "to_perfetto", "write_perfetto"]
+__all__ = ["EXPORT_HEADS", "GENERATOR", "REGIME_TID", "STREAM_TID", "to_perfetto", "write_perfetto"]
+
+GENERATOR = "brrrtui"
+EXPORT_HEADS = (
+    '{"otherData":{"generator":"brrrtui"}',
+    '{"schemaVersion":1,"displayTimeUnit":"ns","baseTimeNanoseconds":',  # written before the generator was
+)
+"""How every trace `write_perfetto` writes begins: what `brrrtui export` may replace without --force."""
 
 TELEMETRY = (
     ("gpu_util_pct", "GPU utilisation", "%"),
@@ -129,6 +136,7 @@ def write_perfetto(out: TextIO, trace: Trace, analyses: list[Analysis], phases: 
         STREAM_TID + int(s): f"stream {int(s)} (between windows)" for s in set(trace.stream.stream.tolist())
     }
     head = {
+        "otherData": {"generator": GENERATOR},  # first: `export` knows a trace it wrote by its first bytes
         "schemaVersion": 1,
         "displayTimeUnit": "ns",
         "baseTimeNanoseconds": clock.base_ns,

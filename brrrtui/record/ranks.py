@@ -93,6 +93,7 @@ class RankRecorder(Recorder):
         """On the connection's thread: until the rank closes its connection (exit, crash or kill)."""
         h = self.hello
         self._open_writer()
+        self._say_where()
         self._write_meta(
             pid=h.pid,
             dist={
@@ -153,9 +154,10 @@ class DistRecorder(Recorder):
             self.child = subprocess.Popen([self.spec.python, *argv], env=self._launcher_env())
         except OSError as e:
             self._cleanup()
-            self.sink.close()
+            self.sink.abort()
             raise InputError(f"cannot start {self.spec.python}: {e.strerror}") from None
         self._write_meta(pid=self.child.pid, dist={"launcher": self._launcher(), "ranks": []})
+        self._say_where()
         threading.Thread(target=self._accept, name="brrrtui-accept", daemon=True).start()
         self.sampler = TelemetrySampler(self._on_telemetry)
         if self.sampler.available:
@@ -251,7 +253,7 @@ class DistRecorder(Recorder):
                 {
                     "rank": r.hello.rank,
                     "restart": r.hello.restart,
-                    "file": os.path.basename(r.sink.path),
+                    "file": os.path.basename(r.sink.final_path),
                     "windows": r.windows,
                     "steps": r.steps,
                     "status": r.sink.meta.get("status"),

@@ -47,7 +47,7 @@ from brrrtui.record.fold import StreamFolder
 from brrrtui.record.output import read_lines
 from brrrtui.record.sink import Sink
 from brrrtui.record.stream_side import StreamSide
-from brrrtui.record.targets import check_out_path, check_target
+from brrrtui.record.targets import check_target
 from brrrtui.record.telemetry import TelemetrySampler
 from brrrtui.recording.store import RecordingWriter, device_meta, peaks_meta
 
@@ -131,11 +131,12 @@ class Recorder:
             )
         except OSError as e:
             os.close(read_fd)
-            self.sink.close()
+            self.sink.abort()  # the earlier file, if any, stays as it was
             raise InputError(f"cannot start {self.spec.python}: {e.strerror}") from None
         finally:
             os.close(write_fd)
         self._write_meta(pid=self.child.pid)
+        self._say_where()
         self._thread(self._read_frames, read_fd, name="brrrtui-reader")
         self._thread(self._write_frames, name="brrrtui-writer")
         if self.spec.capture_output:
@@ -149,11 +150,8 @@ class Recorder:
             self._write_meta(telemetry=f"unavailable: {self.sampler.reason}")
 
     def _open_writer(self) -> None:
-        path = self.spec.out_path
-        self.replaced = check_out_path(path, self.spec.target, self.spec.force)
-        self.sink.open()  # locked: a second recorder of the same path is refused here, before anything runs
-        if self.replaced:
-            self.progress(f"replacing the earlier file {path}")
+        # checked and locked: a second recorder of the same path is refused here, before anything runs
+        self.replaced = self.sink.open(self.spec.target, self.spec.force)
         self._write_meta(
             argv=self.spec.target,
             cwd=os.getcwd(),
@@ -163,6 +161,13 @@ class Recorder:
             status="running",
             window_config=asdict(self.spec.window),
         )
+
+    def _say_where(self) -> None:
+        """Once the script runs: an earlier file is replaced when the recording ends; until then, where it is."""
+        if self.replaced:
+            self.progress(f"replacing the earlier file {self.spec.out_path}")
+        if self.sink.path != self.spec.out_path:
+            self.progress(f"until the run ends, the recording is written to {self.sink.path}")
 
     def _thread(self, target: Callable[..., Any], *args: Any, name: str) -> None:
         t = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -340,6 +345,7 @@ class Recorder:
 
     def wait_in_background(self) -> None:
         """Live: wait on a thread, so the exit reaches the feed and recording (and is reaped) when it happens."""
+        self.sink.defer = True  # the UI reads the file until it closes: finish() renames it
         self._waiter = threading.Thread(target=self._wait_for_result, name="brrrtui-waiter", daemon=True)
         self._waiter.start()
 
@@ -351,6 +357,7 @@ class Recorder:
         assert self._waiter is not None
         self.terminate()
         self._waiter.join()
+        self.sink.commit()
         return self.result if self.result is not None else 1
 
     def wait(self) -> int:

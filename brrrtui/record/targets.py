@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from analyzers.errors import InputError
-from brrrtui.recording.store import is_brrrtui_recording
+from brrrtui.recording.outputs import SQLITE_SIDECARS, Output, Protected
 
 
 def check_target(target: list[str]) -> None:
@@ -35,31 +35,23 @@ def check_target(target: list[str]) -> None:
             raise InputError(f"{script} is not a Python script") from None
 
 
+def recording_output(path: str, target: list[str] | None = None, force: bool = False) -> Output:
+    """The policy for a recording at `path` (brrrtui.recording.outputs): a new file, or an earlier brrrtui
+    recording (an empty file; with `force`, any regular file) replaced; never a FIFO, device, socket,
+    directory or link, never the script, the module run with -m or a file of its package, never beside a
+    journal that is not brrrtui's."""
+    return Output(
+        path,
+        "a brrrtui recording",
+        force=force,
+        protected=Protected.of_target(target),
+        sidecars=SQLITE_SIDECARS,
+        room=(".lock", *SQLITE_SIDECARS),
+    )
+
+
 def check_out_path(path: str, target: list[str] | None = None, force: bool = False) -> bool:
-    """Reject a recording path that cannot be written, or whose file is not ours to replace: only an earlier
-    brrrtui recording (or an empty file) is replaced; anything else needs `force`; the script itself never.
-    Returns whether an existing recording (or, forced, another file) will be replaced."""
-    parent = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise InputError(f"{path} is a directory; give a file name for the recording (-o run.brrr)")
-    if not os.path.isdir(parent):
-        raise InputError(f"cannot write {path}: folder {parent} does not exist")
-    if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
-        raise InputError(f"cannot write {path}: permission denied; choose another path with -o")
-    if not os.path.exists(path):
-        return False
-    script = target[0] if target and target[0] != "-m" else None
-    if script is not None and os.path.exists(script) and os.path.samefile(path, script):
-        raise InputError(
-            f"-o {path} is the script itself; refusing to overwrite it, choose another path with -o"
-        )
-    if os.path.getsize(path) == 0:
-        return False
-    if is_brrrtui_recording(path):
-        return True
-    if not force:
-        raise InputError(
-            f"{path} exists and is not a brrrtui recording; refusing to overwrite it "
-            "(choose another path with -o, or add --force)"
-        )
-    return True
+    """Reject a recording path that cannot be written, or whose file is not ours to replace (one line);
+    returns whether an earlier file will be replaced."""
+    existing = recording_output(path, target, force).check()
+    return existing is not None and existing.st_size > 0

@@ -17,6 +17,7 @@ from analyzers.errors import InputError
 from analyzers.model import Trace
 from analyzers.ranks import RankComparison, compare_ranks
 from brrrtui.recording.notes import load_notes
+from brrrtui.recording.outputs import Replacement
 from brrrtui.recording.store import RecordingWriter, is_recording, load_recording
 
 
@@ -129,9 +130,11 @@ def compare_rank_set(
     return compare_ranks(traces), shown, notes, clock_offsets(traces)
 
 
-def merge_runs(out_path: str, runs: list[str]) -> dict[str, Any]:
+def merge_runs(out_path: str, runs: list[str], replacing: os.stat_result | None = None) -> dict[str, Any]:
     """Write `out_path`: one run of every rank the per-host run files `runs` hold (`brrrtui merge`), rank
-    files named relative to it, so that `view`/`report` open them as one. Returns the meta it wrote."""
+    files named relative to it, so that `view`/`report` open them as one. Returns the meta it wrote.
+    `replacing`: the file at `out_path` the output policy allowed to replace (brrrtui.recording.outputs.
+    Output.check); with None, `out_path` must be a new file. Written beside it, then renamed to it."""
     folder = os.path.dirname(os.path.abspath(out_path))
     entries: list[dict[str, Any]] = []
     owner: dict[int, str] = {}
@@ -161,9 +164,15 @@ def merge_runs(out_path: str, runs: list[str]) -> dict[str, Any]:
             "merged_from": [os.path.relpath(os.path.abspath(r), folder) for r in runs],
         },
     }
-    writer = RecordingWriter(out_path)
+    replacement = Replacement(out_path, replacing)
     try:
-        writer.set_meta(**meta)
-    finally:
-        writer.close()
+        writer = RecordingWriter(replacement.temp)
+        try:
+            writer.set_meta(**meta)
+        finally:
+            writer.close()
+    except BaseException:
+        replacement.discard()
+        raise
+    replacement.commit()
     return meta

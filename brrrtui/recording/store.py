@@ -60,6 +60,7 @@ from brrrtui.recording.checks import (
 from brrrtui.recording.fold_reads import FOLDED_TABLES, fold_count, read_whole_folds
 from brrrtui.recording.lock import is_locked
 from brrrtui.recording.notes import explain_no_window, mark_incomplete
+from brrrtui.recording.outputs import kind_of, lstat_or_none
 from brrrtui.recording.safe import safe_strings, safe_text, safe_value
 
 __all__ = ["RecordingError", "RecordingWriter", "load_recording"]
@@ -99,10 +100,14 @@ def schema_sql() -> str:
 
 
 class RecordingWriter:
-    """Appends batches to a recording. One writer per file; every `append` is one transaction."""
+    """Appends batches to a recording. One writer per file; every `append` is one transaction. It writes a
+    regular file (or makes one); which file a command may write is brrrtui.recording.outputs' to say."""
 
     def __init__(self, path: str):
         self.path = path
+        existing = lstat_or_none(path)
+        if existing is not None and (kind := kind_of(existing.st_mode)) is not None:
+            raise InputError(f"cannot write {path}: it is {kind}; a recording is written only to a regular file")
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, one per batch
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=DELETE")
