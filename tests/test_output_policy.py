@@ -247,3 +247,39 @@ def test_merge_never_replaces_one_of_its_inputs(tmp_path):
     kept = open(run, "rb").read()
     assert_one_line_error(run_brrrtui("merge", "-o", run, run, timeout=T), "input")
     assert open(run, "rb").read() == kept
+
+
+class _FollowingApp:
+    """Stands in for the live TUI: what it was told to follow, and what lay where while the script ran."""
+
+    seen: dict[str, object] = {}
+
+    def __init__(self, path, feed, script, on_interrupt=None, **options):  # options: make_app's (analyze=…)
+        self.path, self.feed = path, feed
+
+    def run(self):
+        from brrrtui.record.feed import Exited
+
+        deadline = time.monotonic() + T
+        while not any(isinstance(ev, Exited) for ev in self.feed.drain()):
+            assert time.monotonic() < deadline, "the script's exit never reached the UI"
+            time.sleep(0.05)
+        # the script has ended and the recording is final, but the UI still reads the file it follows
+        _FollowingApp.seen = {"path": self.path, "meta": load_recording(self.path).meta}
+
+
+def test_the_live_ui_follows_the_file_being_written_and_it_is_renamed_after_the_ui(tmp_path, monkeypatch):
+    import brrrtui.cli as cli
+    import brrrtui.tui.app
+
+    out = str(tmp_path / "r.brrr")
+    assert record(out, EXIT3).returncode == 3
+    kept = open(out, "rb").read()
+    monkeypatch.setattr(cli, "_tui_available", lambda: True)
+    monkeypatch.setattr(brrrtui.tui.app, "make_app", _FollowingApp)
+    assert cli.main(["-o", out, "--no-calibrate", EXIT3]) == 3
+    followed = _FollowingApp.seen["path"]
+    assert isinstance(followed, str) and followed.startswith(f"{out}.part"), followed
+    assert _FollowingApp.seen["meta"]["exit_code"] == 3  # type: ignore[index]
+    assert not os.path.exists(followed) and sorted(os.listdir(tmp_path)) == ["r.brrr"]
+    assert open(out, "rb").read() != kept and load_recording(out).meta["exit_code"] == 3
