@@ -283,3 +283,28 @@ def test_the_live_ui_follows_the_file_being_written_and_it_is_renamed_after_the_
     assert _FollowingApp.seen["meta"]["exit_code"] == 3  # type: ignore[index]
     assert not os.path.exists(followed) and sorted(os.listdir(tmp_path)) == ["r.brrr"]
     assert open(out, "rb").read() != kept and load_recording(out).meta["exit_code"] == 3
+
+
+def test_a_launchers_training_script_is_never_a_rank_or_job_file(tmp_path, monkeypatch):
+    """torchrun / spawn: the job file and every rank file go through the same policy as `record -o`."""
+    from analyzers.errors import InputError
+    from brrrtui.record.targets import check_out_path
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("print('train')\n")
+    for target in (["-m", "torch.distributed.run", "--nproc_per_node=2", "train.py"], [":spawn", "train.py"]):
+        with pytest.raises(InputError, match="the training script|the script itself"):
+            check_out_path("train.py", target, force=True)
+    assert (tmp_path / "train.py").read_text() == "print('train')\n"
+
+
+def test_the_demo_unpacks_only_into_new_files(tmp_path):
+    from analyzers.errors import InputError
+    from brrrtui.commands.demo import UNPACKED, demo_recording
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    os.symlink(victim, tmp_path / UNPACKED)
+    with pytest.raises(InputError, match="already exists"):
+        demo_recording(str(tmp_path))
+    assert victim.read_text() == "precious\n"

@@ -143,3 +143,47 @@ def test_record_o_writes_exactly_where_the_policy_allows(tmp_path, target, lock,
     else:
         assert proc.returncode == 3, proc.stderr
     check_outcome(folder, out, before, allowed(target, lock, journal, force), refusal)
+
+
+EXPORT_TARGETS = ["absent", "export", "export_gz", "empty", "text", "recording", "fifo", "device", "socket",
+                  "folder", "link_text", "link_dangling"]  # fmt: skip
+
+
+@settings(max_examples=40, deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(target=st.sampled_from(EXPORT_TARGETS), force=st.booleans(), gz=st.booleans())
+def test_export_writes_exactly_where_the_policy_allows(tmp_path, target, force, gz):
+    """`export --perfetto OUT`'s writer: OUT checked (brrrtui.recording.outputs.Output), written beside it and
+    renamed (Replacement), as brrrtui/commands/export.py does."""
+    import gzip
+
+    from brrrtui.commands.export import _is_export
+    from brrrtui.present.perfetto import EXPORT_HEADS
+    from brrrtui.recording.outputs import Output, Replacement
+
+    folder = tempfile.mkdtemp(dir=str(tmp_path))
+    with open(os.path.join(folder, "victim"), "wb") as f:
+        f.write(VICTIM)
+    out = os.path.join(folder, "t.json")
+    head = (EXPORT_HEADS[0] + ',"traceEvents":[]}').encode()
+    if target in ("export", "export_gz"):
+        with open(out, "wb") as f:
+            f.write(gzip.compress(head) if target == "export_gz" else head)
+    else:
+        make(out, target, folder)
+    before, refusal = snapshot(folder), None
+    try:
+        output = Output(out, "a trace brrrtui exported", _is_export, "--perfetto", force)
+        replacement = Replacement(out, output.check(), "--perfetto", keep_open=True)
+        with os.fdopen(replacement.take_fd(), "wb") as f:
+            f.write(gzip.compress(head) if gz else head)
+        replacement.commit()
+    except InputError as e:
+        refusal = str(e)
+    ok = target in ("absent", "export", "export_gz", "empty") or (target in ("text", "recording") and force)
+    after = snapshot(folder)
+    assert after["victim"] == (stat.S_IFREG, VICTIM)
+    if not ok:
+        assert refusal is not None and "\n" not in refusal and after == before, refusal
+        return
+    assert refusal is None, refusal
+    assert set(after) == set(before) | {"t.json"} and _is_export(out)

@@ -22,12 +22,13 @@ from typing import Any
 
 from analyzers.errors import InputError
 from brrrtui.record.targets import recording_output
-from brrrtui.recording.lock import RecordingLock
+from brrrtui.recording.lock import RecordingBusy, RecordingLock, is_locked, lock_path
 from brrrtui.recording.outputs import (
     SQLITE_SIDECARS,
     Replacement,
     create_new,
     lstat_or_none,
+    peek,
     remove_journal,
     remove_own,
 )
@@ -62,6 +63,12 @@ class Sink:
         with one line) and start a fresh recording: in a new file made at the path, or, when an earlier file
         is there, in a new file beside it that `commit` renames over it, so a run that never starts (or a
         brrrtui that dies) leaves the earlier file as it was. Returns whether an earlier file is replaced."""
+        if is_locked(self.path):  # said before the file is looked at: another recorder is writing it now
+            holder = (peek(lock_path(self.path), 32) or b"").decode("ascii", "replace").strip()
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise RecordingBusy(
+                f"{self.path} is being recorded by another brrrtui{who}; choose another path with -o"
+            )
         output = recording_output(self.path, target, force)
         output.check()  # before the lock: a path that cannot be written is said as such
         lock = RecordingLock(self.path)

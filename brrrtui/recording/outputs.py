@@ -27,11 +27,9 @@ import gzip
 import os
 import sqlite3
 import stat
-import sys
 import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from importlib.machinery import PathFinder
 
 from analyzers.errors import InputError
 
@@ -148,63 +146,11 @@ def is_exported_trace(path: str, heads: Sequence[str]) -> bool:
 @dataclass
 class Protected:
     """Files a writer never replaces, with or without --force: `files` exactly, and every existing file under
-    `trees` that is not of the writer's own kind. Each comes with what it is, for the refusal."""
+    `trees` that is not of the writer's own kind. Each comes with what it is, for the refusal. What a run's
+    target protects: brrrtui.record.targets.protected_by."""
 
     files: list[tuple[str, str]] = field(default_factory=list)
     trees: list[tuple[str, str]] = field(default_factory=list)
-
-    @classmethod
-    def of_target(cls, target: Sequence[str] | None) -> Protected:
-        """The script, the module run with -m and its package, and for a launcher (torchrun, spawn) the
-        training script or module it starts."""
-        p = cls()
-        args = list(target or ())
-        if args[:1] == [":spawn"]:
-            args = args[1:]
-        if args[:1] == ["-m"] and len(args) >= 2:
-            p._add_module(args[1])
-            rest = args[2:]
-            if args[1] in ("torch.distributed.run", "torch.distributed.launch"):
-                p._add_launched(rest)
-        elif args:
-            p._add_script(args[0], "the script itself")
-        return p
-
-    def _add_script(self, script: str, what: str) -> None:
-        if os.path.isfile(script):
-            self.files.append((script, what))
-        elif os.path.isdir(script):
-            self.trees.append((script, f"a file of {script}, the package the run starts"))
-
-    def _add_module(self, name: str) -> None:
-        top = name.split(".")[0]
-        roots = [
-            os.getcwd(),
-            *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep)),
-            *sys.path[1:],
-        ]
-        try:
-            spec = PathFinder.find_spec(top, roots)  # finds, runs nothing (a dotted find would import `top`)
-        except (ImportError, ValueError, OSError):
-            spec = None
-        if spec is None:
-            return
-        for folder in spec.submodule_search_locations or ():
-            self.trees.append((folder, f"a file of the package {top} that `-m {name}` runs"))
-        if not spec.submodule_search_locations and spec.origin and os.path.isfile(spec.origin):
-            self.files.append((spec.origin, f"the module `-m {name}` runs"))
-
-    def _add_launched(self, args: list[str]) -> None:
-        """torchrun's training script (a .py or a folder it names), or its module after `-m/--module`."""
-        module = False
-        for a in args:
-            if a in ("-m", "--module"):
-                module = True
-            elif module and not a.startswith("-"):
-                self._add_module(a)
-                return
-            elif a.endswith(".py") or os.path.isfile(os.path.join(a, "__main__.py")):
-                self._add_script(a, "the training script the launcher runs")
 
     def refusal(self, path: str, st: os.stat_result, ours: bool) -> str | None:
         """Why `path` (an existing file, `st`) must not be replaced; None when it may. `ours`: it is of the
