@@ -10,11 +10,13 @@ go through the CLI (`brrrtui record -o`)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import stat
 import tempfile
 
+import pytest
 from conftest import SCRIPTS, run_brrrtui
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -24,6 +26,9 @@ from brrrtui.recording.outputs import JOURNAL_MAGIC, is_recording_file
 from brrrtui.recording.store import RecordingWriter
 
 EXIT3 = os.path.join(SCRIPTS, "exit3.py")
+# examples per property: a few in the normal suite; BRRRTUI_FUZZ_EXAMPLES=N for a long run, and
+# BRRRTUI_FUZZ_EXHAUSTIVE=1 for every combination of the sink's cases (test_every_combination)
+SCALE = int(os.environ.get("BRRRTUI_FUZZ_EXAMPLES", "0"))
 TARGETS = ["absent", "recording", "empty", "text", "fifo", "device", "socket", "folder", "link_recording",
            "link_text", "link_dangling"]  # fmt: skip
 LOCKS = ["absent", "stale", "empty", "foreign", "link_victim", "fifo", "device", "folder"]
@@ -117,10 +122,8 @@ KINDS = dict(target=st.sampled_from(TARGETS), lock=st.sampled_from(LOCKS), journ
              force=st.booleans())  # fmt: skip
 
 
-@settings(max_examples=80, deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(**KINDS)
-def test_the_sink_writes_exactly_where_the_policy_allows(tmp_path, target, lock, journal, force):
-    folder, out, before = setup(str(tmp_path), target, lock, journal)
+def sink_case(base: str, target: str, lock: str, journal: str, force: bool) -> None:
+    folder, out, before = setup(base, target, lock, journal)
     sink, refusal = Sink(out, lambda text: None), None
     try:
         sink.open([EXIT3], force)
@@ -131,7 +134,19 @@ def test_the_sink_writes_exactly_where_the_policy_allows(tmp_path, target, lock,
     check_outcome(folder, out, before, allowed(target, lock, journal, force), refusal)
 
 
-@settings(max_examples=8, deadline=60_000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=SCALE or 80, deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(**KINDS)
+def test_the_sink_writes_exactly_where_the_policy_allows(tmp_path, target, lock, journal, force):
+    sink_case(str(tmp_path), target, lock, journal, force)
+
+
+@pytest.mark.skipif(os.environ.get("BRRRTUI_FUZZ_EXHAUSTIVE") != "1", reason="long: BRRRTUI_FUZZ_EXHAUSTIVE=1")
+def test_every_combination(tmp_path):
+    for target, lock, journal, force in itertools.product(TARGETS, LOCKS, JOURNALS, (False, True)):
+        sink_case(str(tmp_path), target, lock, journal, force)
+
+
+@settings(max_examples=max(SCALE // 20, 8), deadline=60_000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(**KINDS)
 def test_record_o_writes_exactly_where_the_policy_allows(tmp_path, target, lock, journal, force):
     folder, out, before = setup(str(tmp_path), target, lock, journal)
@@ -149,7 +164,7 @@ EXPORT_TARGETS = ["absent", "export", "export_gz", "empty", "text", "recording",
                   "folder", "link_text", "link_dangling"]  # fmt: skip
 
 
-@settings(max_examples=40, deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=SCALE or 40, deadline=5000, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(target=st.sampled_from(EXPORT_TARGETS), force=st.booleans(), gz=st.booleans())
 def test_export_writes_exactly_where_the_policy_allows(tmp_path, target, force, gz):
     """`export --perfetto OUT`'s writer: OUT checked (brrrtui.recording.outputs.Output), written beside it and
