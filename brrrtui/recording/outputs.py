@@ -224,6 +224,8 @@ class Output:
             raise self.refuse(
                 f"{path} is {kind}; brrrtui replaces only regular files, with or without --force"
             )
+        if not os.access(path, os.W_OK):  # read-only: the user keeps it from being written
+            raise self.refuse(f"cannot write {path}: permission denied")
         for source in self.inputs:
             try:
                 if same_file(os.stat(source), st):
