@@ -308,3 +308,26 @@ def test_the_demo_unpacks_only_into_new_files(tmp_path):
     with pytest.raises(InputError, match="already exists"):
         demo_recording(str(tmp_path))
     assert victim.read_text() == "precious\n"
+
+
+def test_a_replacing_recording_whose_new_file_is_deleted_continues_in_a_sibling_and_keeps_the_earlier(tmp_path):
+    """The recorder's sink (record/sink.py): the new file beside the target goes away mid-run; the recording
+    continues in `r.brrr.1` with what it held, and the earlier recording at `r.brrr` is left as it was."""
+    from brrrtui.record.sink import Sink
+
+    out = str(tmp_path / "r.brrr")
+    assert record(out, EXIT3).returncode == 3
+    kept = open(out, "rb").read()
+    said: list[str] = []
+    sink = Sink(out, said.append)
+    assert sink.open([EXIT3]) is True
+    temp = sink.path
+    assert temp.startswith(f"{out}.part")
+    sink.set_meta(status="running", argv=["x.py"])
+    os.remove(temp)
+    sink.set_meta(status="finished", exit_code=0)
+    sink.close()
+    assert said and f"continues in {out}.1" in said[-1], said
+    assert open(out, "rb").read() == kept
+    assert load_recording(out + ".1").meta["status"] == "finished"
+    assert sorted(os.listdir(tmp_path)) == ["r.brrr", "r.brrr.1"]
