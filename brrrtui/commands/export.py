@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import sys
 
-from brrrtui.cli import Parser, UsageError
+from brrrtui.commands.args import Parser, UsageError, shown_path
 
 
 def cmd_export(argv: list[str]) -> int:
@@ -39,7 +39,7 @@ def cmd_export(argv: list[str]) -> int:
     kernels = sum(len(a.trace.gpu) for a in analyses)
     gaps = sum(len(a.gaps) for a in analyses)
     print(
-        f"brrrtui: wrote {ns.perfetto}: {events:,} events ({kernels:,} GPU rows, {gaps:,} idle "
+        f"brrrtui: wrote {shown_path(ns.perfetto)}: {events:,} events ({kernels:,} GPU rows, {gaps:,} idle "
         f"gaps, {len(trace.windows)} windows); open it in https://ui.perfetto.dev or chrome://tracing",
         file=sys.stderr,
     )
