@@ -49,8 +49,9 @@ def test_the_help_table_names_every_command():
     assert set(cli.SUBCOMMANDS) | set(getattr(cli, "LAUNCHERS", ("torchrun", "spawn"))) <= named
 
 
-@pytest.mark.parametrize("flag", ["--help", "-h"])
-@pytest.mark.parametrize("case", sorted(HELP))
+@pytest.mark.parametrize(
+    ("case", "flag"), [(case, "--help") for case in sorted(HELP)] + [("torchrun", "-h"), ("spawn", "-h")]
+)
 def test_help_prints_help_and_touches_nothing(tmp_path, case, flag):
     words, shown = HELP[case]
     proc = run_brrrtui(*words, flag, cwd=str(tmp_path), timeout=60)
@@ -66,6 +67,7 @@ def test_a_launcher_without_a_script_is_one_line_and_runs_nothing(tmp_path, laun
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.slow  # a real script under capture
 def test_the_scripts_own_help_still_reaches_the_script(tmp_path):
     """After the script, `--help` is the script's: brrrtui runs it (headless here, no terminal)."""
     script = tmp_path / "train.py"
@@ -149,6 +151,7 @@ def test_conflicting_output_flags_are_one_error_line(tmp_path, words, fragment):
     assert proc.stdout == ""
 
 
+@pytest.mark.slow  # four runs of the CLI
 def test_files_are_named_relative_below_the_current_folder_and_absolute_elsewhere(tmp_path):
     here = tmp_path / "here"
     here.mkdir()
