@@ -1,4 +1,4 @@
-"""Command line: `brrrtui SCRIPT ...` (live), `record`, `view`; the other commands are in brrrtui/commands.
+"""Command line: `brrrtui SCRIPT ...` (live) and `record`; the other commands are in brrrtui/commands.
 
 Everything after the script path (or `-m MODULE`) belongs to the script, verbatim. Mistakes the user can fix
 end in one `brrrtui: error: ...` line and exit code 2, never a traceback.
@@ -18,11 +18,12 @@ from collections.abc import Iterable, Sequence
 
 from brrrtui import __version__
 from brrrtui.commands import COMMANDS, run_command
-from brrrtui.commands.args import Parser, UsageError, shown_path
+from brrrtui.commands.args import Parser, UsageError
 from brrrtui.commands.report import cmd_report
+from brrrtui.commands.view import cmd_view
 
 EXIT_USAGE = 2
-SUBCOMMANDS = ("record", "view", *COMMANDS)
+SUBCOMMANDS = ("record", *COMMANDS)
 LAUNCHERS = {  # `brrrtui [OPTIONS] WORD ...`, WORD no file here: a launcher of ranks (brrrtui/record/ranks.py)
     "torchrun": (
         "torchrun [TORCHRUN OPTIONS] SCRIPT [ARGS...]",
@@ -302,32 +303,6 @@ def _print_output_tail(lines: Iterable[tuple[str, str]], most: int = OUTPUT_LINE
         print(text, file=sys.stderr)
 
 
-def cmd_view(argv: list[str]) -> int:
-    p = Parser(
-        prog="brrrtui view",
-        description="Browse a recording or a torch.profiler trace (not on a terminal: print its report).",
-    )
-    p.add_argument("file", help="a .brrr recording or a torch.profiler .json / .json.gz trace")
-    p.add_argument("--peaks", metavar="SPEC", help="override ceilings, e.g. flops=800e12,bw=4.2e12")
-    ns = p.parse_args(argv)
-    from brrrtui.commands.peaks import peaks_analyzer
-
-    analyze = peaks_analyzer(ns.peaks)
-    if not _tui_available():  # a pipe, a file, CI: no UI to wait for keys that never come
-        code = cmd_report([ns.file] + (["--peaks", ns.peaks] if ns.peaks else []))
-        print(f"brrrtui: not a terminal: {shown_path(ns.file)}'s report, not the UI", file=sys.stderr)
-        return code
-    from brrrtui.tui.app import make_app
-
-    app = make_app(ns.file, feed=None, script=None, analyze=analyze)  # reads it: progress on screen
-    app.run()
-    if getattr(app, "load_error", None):  # the UI could not read it: one line, exit 2, as below
-        from analyzers.errors import InputError
-
-        raise InputError(app.load_error)
-    return 0
-
-
 def _launcher(args: list[str], record: bool) -> int | None:
     """`brrrtui [record] [OPTIONS] torchrun|spawn ...` asking for help (printed, nothing runs: 0) or naming
     no script (a UsageError); None for anything else, which cmd_run runs."""
@@ -373,8 +348,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if command == "record":
                 done = _launcher(rest, record=True)
                 return cmd_run(rest, record=True) if done is None else done
-            if command == "view":
-                return cmd_view(rest)
+            if command == "view":  # the UI where the live run would show one
+                return cmd_view(rest, _tui_available)
             if command == "report" and argv is None:  # a process of its own (tests call main(argv)): it ends
                 rc = cmd_report(rest)  # once the report is out, without Python's teardown (~8 % of 1 M
                 sys.stdout.flush()  # kernels' time, README "Scale"); stderr is line-buffered

@@ -1,15 +1,19 @@
-"""The commands that read or write files (`report`, `export`, `diff`, `demo`, `merge`), each in a module of its
-own with its arguments, and what they share (`args`: the parser, UsageError, how files are named on screen).
-brrrtui/cli.py runs scripts (`brrrtui SCRIPT`, `record`) and `view`, and dispatches the rest here. A command
-may use every layer; nothing here imports brrrtui/cli.py."""
+"""The commands that read or write files (`view`, `report`, `export`, `diff`, `demo`, `merge`), each in a module
+of its own with its arguments, and what they share (`args`: the parser, UsageError, whether the UI can run, how
+files are named on screen). brrrtui/cli.py runs scripts (`brrrtui SCRIPT`, `record`) and dispatches the rest
+here. A command may use every layer."""
 
 from __future__ import annotations
 
-COMMANDS = ("report", "export", "diff", "demo", "merge")
+COMMANDS = ("view", "report", "export", "diff", "demo", "merge")
 
 
 def run_command(name: str, argv: list[str]) -> int:
     """Run command `name` (one of COMMANDS) on its arguments; its module is imported only when it runs."""
+    if name == "view":
+        from brrrtui.commands.view import cmd_view
+
+        return cmd_view(argv)
     if name == "report":
         from brrrtui.commands.report import cmd_report
 
