@@ -1,4 +1,4 @@
-"""Command line: `brrrtui SCRIPT ...` (live), `record`, `view`, `report`.
+"""Command line: `brrrtui SCRIPT ...` (live) and `record`; the other commands are in brrrtui/commands.
 
 Everything after the script path (or `-m MODULE`) belongs to the script, verbatim. Mistakes the user can fix
 end in one `brrrtui: error: ...` line and exit code 2, never a traceback.
@@ -7,6 +7,7 @@ end in one `brrrtui: error: ...` line and exit code 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import os
 import shlex
@@ -14,13 +15,31 @@ import signal
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from typing import NoReturn
 
 from brrrtui import __version__
 from brrrtui.commands import COMMANDS, run_command
+from brrrtui.commands.args import Parser, UsageError
+from brrrtui.commands.report import cmd_report
+from brrrtui.commands.view import cmd_view
 
 EXIT_USAGE = 2
-SUBCOMMANDS = ("record", "view", "report", *COMMANDS)
+SUBCOMMANDS = ("record", *COMMANDS)
+LAUNCHERS = {  # `brrrtui [OPTIONS] WORD ...`, WORD no file here: a launcher of ranks (brrrtui/record/ranks.py)
+    "torchrun": (
+        "torchrun [TORCHRUN OPTIONS] SCRIPT [ARGS...]",
+        "Run a torchrun job with every worker rank traced, headless: -o run.brrr (default "
+        "SCRIPT-TIMESTAMP.brrr) holds the run and run.rank<N>.brrr each rank's recording; `brrrtui view "
+        "run.brrr` shows the ranks side by side. TORCHRUN OPTIONS are torchrun's own (python -m "
+        "torch.distributed.run --help lists them); brrrtui's options, below, go before `torchrun`.",
+    ),
+    "spawn": (
+        "spawn SCRIPT [ARGS...]",
+        "Run a script that starts its own ranks (torch.multiprocessing.spawn, multiprocessing.Process) with "
+        "every rank traced, headless: -o run.brrr (default SCRIPT-TIMESTAMP.brrr) holds the run and "
+        "run.rank<N>.brrr each rank's recording. brrrtui's options, below, go before `spawn`; everything "
+        "after SCRIPT is the script's.",
+    ),
+}
 OUTPUT_LINES = 40  # of the script's output, printed after the live TUI
 
 DESCRIPTION = """\
@@ -43,15 +62,6 @@ memory bandwidth or overhead.
 Under the live TUI the script's stdin is /dev/null (use `brrrtui record` for a script that reads it); its
 stdout and stderr go to the log pane, and their last lines are printed when brrrtui exits.
 """
-
-
-class UsageError(Exception):
-    pass
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other user error
-        raise UsageError(f"{message} (see {self.prog} --help)")
 
 
 def _capture_options(p: argparse.ArgumentParser) -> None:
@@ -293,69 +303,37 @@ def _print_output_tail(lines: Iterable[tuple[str, str]], most: int = OUTPUT_LINE
         print(text, file=sys.stderr)
 
 
-def cmd_view(argv: list[str]) -> int:
-    p = Parser(prog="brrrtui view", description="Browse a recording or a torch.profiler trace.")
-    p.add_argument("file", help="a .brrr recording or a torch.profiler .json / .json.gz trace")
-    p.add_argument("--peaks", metavar="SPEC", help="override ceilings, e.g. flops=800e12,bw=4.2e12")
-    ns = p.parse_args(argv)
-    from brrrtui.commands.peaks import peaks_analyzer
-    from brrrtui.recording.load import load_trace
-
-    analyze = peaks_analyzer(ns.peaks)
-    # Read once. On a terminal the UI reads it, its progress on screen from the first frame; else here.
-    trace = None if _tui_available() else load_trace(ns.file)
-    from brrrtui.tui.app import make_app
-
-    app = make_app(ns.file, feed=None, script=None, analyze=analyze, trace=trace)
-    app.run()
-    if getattr(app, "load_error", None):  # the UI could not read it: one line, exit 2, as below
-        from analyzers.errors import InputError
-
-        raise InputError(app.load_error)
+def _launcher(args: list[str], record: bool) -> int | None:
+    """`brrrtui [record] [OPTIONS] torchrun|spawn ...` asking for help (printed, nothing runs: 0) or naming
+    no script (a UsageError); None for anything else, which cmd_run runs."""
+    parser = _run_parser("brrrtui record" if record else "brrrtui", record)
+    _own, target = split_script(args, parser)
+    if not target or target[0] not in LAUNCHERS or os.path.isfile(target[0]):
+        return None
+    usage, description = LAUNCHERS[target[0]]
+    if len(target) == 1:
+        raise UsageError(f"no script given; usage: {parser.prog} [OPTIONS] {usage}")
+    if target[0] == "spawn":  # `spawn SCRIPT ARGS`: what follows the script is the script's
+        launcher_options = target[1:2]
+    else:  # torchrun's own options end at its training script (or -m MODULE)
+        ends = [i for i, a in enumerate(target) if i and (a.endswith(".py") or a in ("-m", "--module"))]
+        launcher_options = target[1 : ends[0] if ends else None]
+    if not {"-h", "--help"} & set(launcher_options):
+        return None
+    parser.usage = f"{parser.prog} [OPTIONS] {usage}"
+    parser.description = description
+    parser.formatter_class = argparse.HelpFormatter  # the description wrapped to the terminal
+    parser.print_help()
     return 0
 
 
-def cmd_report(argv: list[str]) -> int:
-    p = Parser(prog="brrrtui report", description="Print the verdicts of a recording or trace.")
-    p.add_argument("file", help="a .brrr recording or a torch.profiler .json / .json.gz trace")
-    p.add_argument("--json", action="store_true", help="print one JSON object (schema in the README)")
-    p.add_argument("--sarif", action="store_true", help="print the findings as SARIF 2.1.0 (editors, CI)")
-    p.add_argument("--top", type=int, default=15, metavar="N", help="lines and kernels to list (default 15)")
-    p.add_argument(
-        "--peaks", metavar="SPEC", help="override ceilings, e.g. flops=800e12,bw=4.2e12 (FLOP/s and bytes/s)"
-    )
-    ns = p.parse_args(argv)
-    import json
-
-    from brrrtui.recording.load import load_trace
-
-    trace = load_trace(ns.file)
-    from analyzers.analyze import analyze_with_other_phases
-    from brrrtui.present.report import render_text, to_json
-
-    analysis, others = analyze_with_other_phases(trace, ns.peaks)
-    notes = trace.meta.get("load_notes") or []  # about the file itself: incomplete, no window and why
-    from brrrtui.present.ranks_report import ranks_json, ranks_text
-    from brrrtui.recording.ranks import compare_rank_set
-
-    ranks = compare_rank_set(trace)  # a distributed run: every rank side by side (None otherwise)
-    if ns.json or ns.sarif:
-        if ns.sarif:
-            from brrrtui.present.sarif import to_sarif
-
-        doc = to_sarif(analysis, __version__) if ns.sarif else to_json(analysis, others=others)
-        if ranks and not ns.sarif:
-            doc["ranks"] = ranks_json(*ranks)
-        print(json.dumps(doc, indent=1))
-        for n in notes:
-            print(f"brrrtui: note: {n}", file=sys.stderr)
-    else:
-        if ranks:
-            print(ranks_text(*ranks) + "\n")
-        print(render_text(analysis, top=ns.top, others=others))
-        for n in notes:
-            print(f"note: {n}")
-    return 0
+def _unknown_command(word: str) -> None:
+    """`brrrtui WORD` where WORD is no file here but close to a command's name: a typo, not a script."""
+    if word in LAUNCHERS or word.startswith("-") or os.path.exists(word) or "/" in word or "." in word:
+        return
+    close = difflib.get_close_matches(word, [*SUBCOMMANDS, *LAUNCHERS], n=1)
+    if close:
+        raise UsageError(f"{word!r} is neither a command nor a file here (did you mean {close[0]!r}?)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -368,17 +346,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args and args[0] in SUBCOMMANDS:
             command, rest = args[0], args[1:]
             if command == "record":
-                return cmd_run(rest, record=True)
-            if command == "view":
-                return cmd_view(rest)
-            if command in COMMANDS:
-                return run_command(command, rest)
-            if argv is None:  # a process of its own (tests call main(argv)): it ends once the report is out,
-                rc = cmd_report(rest)  # without Python's teardown (~8 % of 1 M kernels' time, README "Scale")
-                sys.stdout.flush()  # stderr is line-buffered
+                done = _launcher(rest, record=True)
+                return cmd_run(rest, record=True) if done is None else done
+            if command == "view":  # the UI where the live run would show one
+                return cmd_view(rest, _tui_available)
+            if command == "report" and argv is None:  # a process of its own (tests call main(argv)): it ends
+                rc = cmd_report(rest)  # once the report is out, without Python's teardown (~8 % of 1 M
+                sys.stdout.flush()  # kernels' time, README "Scale"); stderr is line-buffered
                 os._exit(rc)
-            return cmd_report(rest)
-        return cmd_run(args, record=False)
+            return run_command(command, rest)
+        if args:
+            _unknown_command(args[0])
+        done = _launcher(args, record=False)
+        return cmd_run(args, record=False) if done is None else done
     except (UsageError, InputError) as e:
         print(f"brrrtui: error: {e}", file=sys.stderr)
         return EXIT_USAGE

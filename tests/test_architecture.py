@@ -26,7 +26,7 @@ LAYERS: dict[str, set[str]] = {
     "brrrtui.cli": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.record", "brrrtui.present",
                     "brrrtui.tui", "brrrtui.capture", "brrrtui", "brrrtui.commands"},
     "brrrtui.commands": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.record", "brrrtui.present",
-                         "brrrtui.tui", "brrrtui.cli", "brrrtui"},  # export, diff, demo: commands cli.py dispatches to
+                         "brrrtui.tui", "brrrtui"},  # cli.py dispatches to them
     "brrrtui.__main__": {"brrrtui.cli"},
     "brrrtui": set(),  # brrrtui/__init__.py (the version, which any layer may read), numpy_start.py (for cli)
 }  # fmt: skip

@@ -39,6 +39,7 @@ class _App:
 
 def test_view_passes_the_ceilings_to_the_ui(monkeypatch):
     seen: dict = {}
+    monkeypatch.setattr(cli, "_tui_available", lambda: True)  # the UI opens on a terminal only
 
     def fake_make_app(path, feed=None, script=None, **kwargs):
         seen.update(kwargs, path=path)

@@ -1,13 +1,23 @@
-"""The commands beyond running, viewing and reporting (`export`, `diff`, `demo`, `merge`): the argument parsing
-and the files of each; brrrtui/cli.py dispatches to them. Like cli.py, they may use every layer."""
+"""The commands that read or write files (`view`, `report`, `export`, `diff`, `demo`, `merge`), each in a module
+of its own with its arguments, and what they share (`args`: the parser, UsageError, whether the UI can run, how
+files are named on screen). brrrtui/cli.py runs scripts (`brrrtui SCRIPT`, `record`) and dispatches the rest
+here. A command may use every layer."""
 
 from __future__ import annotations
 
-COMMANDS = ("export", "diff", "demo", "merge")
+COMMANDS = ("view", "report", "export", "diff", "demo", "merge")
 
 
 def run_command(name: str, argv: list[str]) -> int:
     """Run command `name` (one of COMMANDS) on its arguments; its module is imported only when it runs."""
+    if name == "view":
+        from brrrtui.commands.view import cmd_view
+
+        return cmd_view(argv)
+    if name == "report":
+        from brrrtui.commands.report import cmd_report
+
+        return cmd_report(argv)
     if name == "demo":
         from brrrtui.commands.demo import cmd_demo
 

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from importlib import resources
 
-from brrrtui.cli import Parser
+from brrrtui.commands.args import Parser
 
 RECORDING = "h200_hf_gpt2.brrr.gz"
 SOURCES = {
@@ -89,7 +89,7 @@ def cmd_demo(argv: list[str]) -> int:
         demo_recording(folder)
         os.chdir(folder)
         if not (sys.stdout.isatty() and sys.stdin.isatty()):
-            from brrrtui.cli import cmd_report
+            from brrrtui.commands.report import cmd_report
 
             print("brrrtui: not a terminal: the demo's report instead of the UI", file=sys.stderr)
             return cmd_report([UNPACKED] + (["--peaks", ns.peaks] if ns.peaks else []))

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterable
 
 from analyzers.diff import Change, RunDiff
-from brrrtui.cli import Parser, UsageError
+from brrrtui.commands.args import Parser, UsageError, on_a_terminal, shown_path
 
 EXIT_SLOWER = 1
 
@@ -70,8 +70,9 @@ def _parser() -> Parser:
     )
     p.add_argument("before", help="the recording (or trace) before the change")
     p.add_argument("after", help="the recording (or trace) after it")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--view", action="store_true", help="show it in the terminal UI")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print one JSON object")
+    form.add_argument("--view", action="store_true", help="show it in the terminal UI (else: print it)")
     p.add_argument("--top", type=int, default=15, metavar="N", help="lines and kernels to list (default 15)")
     p.add_argument("--peaks", metavar="SPEC", help="override ceilings, e.g. flops=800e12,bw=4.2e12")
     p.add_argument(
@@ -111,14 +112,17 @@ def cmd_diff(argv: list[str]) -> int:
     from brrrtui.present.diff_report import header_text, render_text, table_rows, to_json
 
     d = compute_diff(ns.before, ns.after, ns.peaks, ns.before_src)
+    before, after = shown_path(ns.before), shown_path(ns.after)
     if ns.json:
         print(json.dumps(to_json(d, ns.before, ns.after), indent=1))
-    elif ns.view:
+    elif ns.view and on_a_terminal():
         from brrrtui.tui.diff_app import DiffApp
 
-        DiffApp(header_text(d, ns.before, ns.after), table_rows(d), d.unit).run()
+        DiffApp(header_text(d, before, after), table_rows(d), d.unit).run()
     else:
-        print(render_text(d, ns.before, ns.after, top=max(ns.top, 0)))
+        print(render_text(d, before, after, top=max(ns.top, 0)))
+        if ns.view:  # a pipe, a file, CI: no UI to wait for keys that never come
+            print("brrrtui: not a terminal: the diff as text, not the UI", file=sys.stderr)
     return _gate(d.run[0], ns.fail_if_slower)
 
 

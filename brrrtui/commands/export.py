@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any
 
-from brrrtui.cli import Parser
+from brrrtui.commands.args import Parser, shown_path
 
 
 def _is_export(path: str) -> bool:
@@ -93,7 +93,7 @@ def cmd_export(argv: list[str]) -> int:
     kernels = sum(len(a.trace.gpu) for a in analyses)
     gaps = sum(len(a.gaps) for a in analyses)
     print(
-        f"brrrtui: wrote {ns.perfetto}: {events:,} events ({kernels:,} GPU rows, {gaps:,} idle "
+        f"brrrtui: wrote {shown_path(ns.perfetto)}: {events:,} events ({kernels:,} GPU rows, {gaps:,} idle "
         f"gaps, {len(trace.windows)} windows); open it in https://ui.perfetto.dev or chrome://tracing",
         file=sys.stderr,
     )

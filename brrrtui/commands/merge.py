@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from brrrtui.cli import Parser
+from brrrtui.commands.args import Parser, command_line, shown_path
 from brrrtui.record.targets import recording_output
 from brrrtui.recording.ranks import merge_runs
 
@@ -30,8 +30,8 @@ def cmd_merge(argv: list[str]) -> int:
     meta = merge_runs(ns.output, ns.runs, output.check())
     ranks = meta["dist"]["ranks"]
     print(
-        f"brrrtui: {len(ranks)} ranks of {len(ns.runs)} run files -> {ns.output} "
-        f"(brrrtui report {ns.output})",
+        f"brrrtui: {len(ranks)} ranks of {len(ns.runs)} run files -> {shown_path(ns.output)} "
+        f"({command_line('report', shown_path(ns.output))})",
         file=sys.stderr,
     )
     return 0

@@ -1,0 +1,55 @@
+"""`brrrtui report FILE`: the verdicts of a recording or trace as text, JSON or SARIF."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from brrrtui import __version__
+from brrrtui.commands.args import Parser
+
+
+def _parser() -> Parser:
+    p = Parser(prog="brrrtui report", description="Print the verdicts of a recording or trace.")
+    p.add_argument("file", help="a .brrr recording or a torch.profiler .json / .json.gz trace")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print one JSON object (schema in the README)")
+    form.add_argument("--sarif", action="store_true", help="print the findings as SARIF 2.1.0 (editors, CI)")
+    p.add_argument("--top", type=int, default=15, metavar="N", help="lines and kernels to list (default 15)")
+    p.add_argument(
+        "--peaks", metavar="SPEC", help="override ceilings, e.g. flops=800e12,bw=4.2e12 (FLOP/s and bytes/s)"
+    )
+    return p
+
+
+def cmd_report(argv: list[str]) -> int:
+    ns = _parser().parse_args(argv)
+    from brrrtui.recording.load import load_trace
+
+    trace = load_trace(ns.file)
+    from analyzers.analyze import analyze_with_other_phases
+    from brrrtui.present.report import render_text, to_json
+
+    analysis, others = analyze_with_other_phases(trace, ns.peaks)
+    notes = trace.meta.get("load_notes") or []  # about the file itself: incomplete, no window and why
+    from brrrtui.present.ranks_report import ranks_json, ranks_text
+    from brrrtui.recording.ranks import compare_rank_set
+
+    ranks = compare_rank_set(trace)  # a distributed run: every rank side by side (None otherwise)
+    if ns.json or ns.sarif:
+        if ns.sarif:
+            from brrrtui.present.sarif import to_sarif
+
+        doc = to_sarif(analysis, __version__) if ns.sarif else to_json(analysis, others=others)
+        if ranks and not ns.sarif:
+            doc["ranks"] = ranks_json(*ranks)
+        print(json.dumps(doc, indent=1))
+        for n in notes:
+            print(f"brrrtui: note: {n}", file=sys.stderr)
+    else:
+        if ranks:
+            print(ranks_text(*ranks) + "\n")
+        print(render_text(analysis, top=ns.top, others=others))
+        for n in notes:
+            print(f"note: {n}")
+    return 0
