@@ -1,8 +1,8 @@
 """How long does `brrrtui report --json` take on a big recording, and how much memory, before and after?
 
     git worktree add /tmp/base <old commit>
-    python benchmarks/bench_analyze.py --kernels 100000,300000,1000000 --baseline /tmp/base --repeat 3
-    python benchmarks/bench_analyze.py --kernels 200000 --keep /tmp/bench      # no baseline; keep the files
+    python -m benchmarks.bench_analyze --kernels 100000,300000,1000000 --baseline /tmp/base --repeat 3
+    python -m benchmarks.bench_analyze --kernels 200000 --keep /tmp/bench      # no baseline; keep the files
 
 For each size, a synthetic training run (benchmarks/synthetic_run.py: 3 ops, 1 span, 1 launch per kernel) is
 written twice: as today's recording (format 2, columnar) and as a format 1 recording (one SQL row per record,
@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from synthetic_run import ROOT, generate, write_recording, write_recording_v1
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 LAUNCHER = """
 import json, os, subprocess, sys, time
@@ -79,11 +79,21 @@ def checkouts(baseline: str | None) -> dict[str, str]:
     return {"today": ROOT, **({"baseline": os.path.abspath(baseline)} if baseline else {})}
 
 
+def child_env(root: str) -> dict[str, str]:
+    """The environment of a process that imports brrrtui from checkout `root`: `root` first on its import path,
+    and not the current folder before it (`-c` and `-m` put it first otherwise)."""
+    return dict(os.environ, PYTHONPATH=root, PYTHONSAFEPATH="1")
+
+
 def run_child(code: str, root: str, *args: str) -> dict[str, Any]:
-    """`python -c code root args...` in a fresh process, `root`'s bytecode written first; the JSON object its
-    last line of output prints. A failure ends the benchmark with the child's error."""
+    """`python -c code root args...` in a fresh process that imports `root`'s code (bytecode written first),
+    run in `root` with the arguments that name files made absolute; the JSON object its last line of output
+    prints. A failure ends the benchmark with the child's error."""
     compile_checkout(root)
-    p = subprocess.run([sys.executable, "-c", code, root, *args], capture_output=True, text=True)
+    args = tuple(os.path.abspath(a) if os.path.exists(a) else a for a in args)
+    p = subprocess.run(
+        [sys.executable, "-c", code, root, *args], capture_output=True, text=True, env=child_env(root), cwd=root
+    )
     if p.returncode != 0:
         raise SystemExit(f"{root} {' '.join(args)}: exit {p.returncode}: {p.stderr.strip()[-600:]}")
     out: dict[str, Any] = json.loads(p.stdout.strip().splitlines()[-1])
@@ -131,6 +141,8 @@ def split(root: str, path: str) -> dict[str, float] | str:
 def one_size(
     n: int, work: str, baseline: str | None, repeat: int, baseline_v2: bool = False
 ) -> list[tuple[str, str, float, dict[str, float] | str]]:
+    from benchmarks.synthetic_run import generate, write_recording, write_recording_v1
+
     t = time.perf_counter()
     trace = generate(n)
     print(f"{n:,} kernels: {len(trace.ops):,} ops, {len(trace.runtime):,} launches, {len(trace.spans):,} spans,"

@@ -1,8 +1,8 @@
 """How fast, and in how much memory, does a big torch.profiler Chrome trace load and analyse?
 
     git worktree add /tmp/base <old commit>
-    python benchmarks/bench_chrome.py --kernels 300000 --baseline /tmp/base [--hta-python /tmp/hta/bin/python]
-    python benchmarks/bench_chrome.py --kernels 1000000 --modes bulk,json.load --keep /tmp/bench
+    python -m benchmarks.bench_chrome --kernels 300000 --baseline /tmp/base [--hta-python /tmp/hta/bin/python]
+    python -m benchmarks.bench_chrome --kernels 1000000 --modes bulk,json.load --keep /tmp/bench
 
 Writes the synthetic run of benchmarks/synthetic_run.py as the Chrome JSON torch.profiler writes (~1 KB per
 kernel: 6 events), optionally gzipped (--gzip), then runs each reader in a fresh process, measured from
@@ -72,7 +72,7 @@ def child(mode: str, path: str) -> None:
 
 
 def run(mode: str, path: str, root: str, python: str) -> dict[str, float] | str:
-    from bench_analyze import measure
+    from benchmarks.bench_analyze import measure
 
     r = measure(root, [os.path.abspath(__file__), "--child", mode, path], python=python)
     if isinstance(r, str):
@@ -94,7 +94,7 @@ def main() -> int:
     if ns.child:
         child(*ns.child)
         return 0
-    from synthetic_run import ROOT, generate, write_chrome
+    from benchmarks.synthetic_run import ROOT, generate, write_chrome
 
     work = ns.keep or tempfile.mkdtemp(prefix="brrr-bench-")
     os.makedirs(work, exist_ok=True)
@@ -112,7 +112,7 @@ def main() -> int:
     print(
         f"{ns.kernels:,} kernels, {mb:.0f} MB{' gzipped' if ns.gzip else ''}; today: {ROOT}; baseline: {ns.baseline or '-'}"
     )
-    from bench_analyze import best
+    from benchmarks.bench_analyze import best
 
     modes = [
         m

@@ -1,8 +1,8 @@
 """brrrtui's slowdown of a torchrun job: plain `torchrun` runs and `brrrtui torchrun` runs, alternated.
 
-    python benchmarks/bench_ddp.py --nproc 2 --pairs 2 -- --steps 500              # 2 GPUs: GPT-2 small DDP
-    python benchmarks/bench_ddp.py --nproc 2 --pairs 2 -- --fsdp --steps 500       # FSDP2
-    python benchmarks/bench_ddp.py --nproc 2 --pairs 1 --smoke                     # CPU, gloo: a tiny GPT
+    python -m benchmarks.bench_ddp --nproc 2 --pairs 2 -- --steps 500              # 2 GPUs: GPT-2 small DDP
+    python -m benchmarks.bench_ddp --nproc 2 --pairs 2 -- --fsdp --steps 500       # FSDP2
+    python -m benchmarks.bench_ddp --nproc 2 --pairs 1 --smoke                     # CPU, gloo: a tiny GPT
 
 Each pair runs `python -m torch.distributed.run --nproc_per_node=N examples/train_gpt_ddp.py ARGS` (A, the
 baseline, in the same call) and then the same under `python -m brrrtui record -o FILE torchrun ...` (B), so
@@ -43,7 +43,6 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[dict[str, Any] | None, flo
 
 
 def aligned(run_file: str) -> tuple[list[int], bool]:
-    sys.path.insert(0, ROOT)
     from brrrtui.recording.load import load_trace
     from brrrtui.recording.ranks import compare_rank_set
 

@@ -1,7 +1,7 @@
 """The kernel stream's cost in the script's process, per record: from a CUPTI buffer to a pickled message.
 
-    python benchmarks/bench_decode.py                        # baseline: records.py at --baseline-rev
-    python benchmarks/bench_decode.py --baseline-rev b48bb11
+    python -m benchmarks.bench_decode                        # baseline: records.py at --baseline-rev
+    python -m benchmarks.bench_decode --baseline-rev b48bb11
 
 The buffer is the real H200 one of tests/fixtures/cupti_buffer_h200.json.gz (63 kernel, memcpy and memset
 records) repeated to CUPTI's 256 KB buffer size, as the flush thread sees it. Both implementations run the
@@ -24,10 +24,10 @@ import sys
 import tempfile
 import time
 
+from brrrtui.capture.convert import Interner
+from brrrtui.contract import cupti_records as records
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-from brrrtui.capture.convert import Interner  # noqa: E402
-from brrrtui.contract import cupti_records as records  # noqa: E402
 
 
 def load_buffer(target_bytes: int = 256 << 10) -> tuple[bytes, dict[int, int], dict[int, str]]:

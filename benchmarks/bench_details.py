@@ -1,7 +1,7 @@
 """What the UI thread computes when a pane selects something in a big recording: the details pane's kernel,
 line, gap, kernel-name and op views and the search, today's code against a baseline checkout's.
 
-    python benchmarks/bench_details.py RECORDING [--baseline DIR]
+    python -m benchmarks.bench_details RECORDING [--baseline DIR]
 
 In a fresh process per checkout, the recording is loaded, analysed and its snapshot built; then each view is
 built three times and the fastest is printed (ms), with baseline / today. The items: the middle GPU row, the
@@ -15,11 +15,10 @@ import argparse
 import os
 import sys
 
-from bench_analyze import checkouts, commit_of, run_child
+from benchmarks.bench_analyze import checkouts, commit_of, run_child
 
 CHILD = """
 import json, sys, time
-sys.path.insert(0, sys.argv[1])
 from analyzers.analyze import analyze
 from brrrtui.present.details import describe
 from brrrtui.present.search import search

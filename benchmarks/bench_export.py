@@ -1,8 +1,8 @@
 """`brrrtui export --perfetto` of a big recording: wall time, CPU time and peak RSS, today's code against a
 baseline checkout's, in the same run.
 
-    python benchmarks/bench_analyze.py --kernels 1000000 --keep /tmp/ba      # writes run1000000.v2.brrr
-    python benchmarks/bench_export.py /tmp/ba/run1000000.v2.brrr --baseline <a checkout> [--repeat 1] [--gzip]
+    python -m benchmarks.bench_analyze --kernels 1000000 --keep /tmp/ba      # writes run1000000.v2.brrr
+    python -m benchmarks.bench_export /tmp/ba/run1000000.v2.brrr --baseline <a checkout> [--repeat 1] [--gzip]
 
 Each export runs in a fresh process started by bench_analyze's launcher (`os.wait4`: the command's own CPU time
 and peak RSS), today's and the baseline's alternating, and writes the trace under a temporary folder (removed
@@ -17,7 +17,7 @@ import os
 import sys
 import tempfile
 
-from bench_analyze import checkouts, commit_of, measure
+from benchmarks.bench_analyze import checkouts, commit_of, measure
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """What reading a live recording costs per new window: a full load_recording against a Follower's poll.
 
-    python benchmarks/bench_follow.py --windows 50
+    python -m benchmarks.bench_follow --windows 50
 
 Writes the synthetic run of benchmarks/synthetic_run.py (windows of 20 steps of 1,000 kernels; 3 ops, 1
 launch, 1 span per kernel) into a recording one window at a time, as the recorder does, and after each window times a full
@@ -18,8 +18,8 @@ import tempfile
 import time
 
 import numpy as np
-from synthetic_run import generate
 
+from benchmarks.synthetic_run import generate
 from brrrtui.recording.follow import Follower
 from brrrtui.recording.store import RecordingWriter, load_recording
 

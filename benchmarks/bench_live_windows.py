@@ -1,8 +1,8 @@
 """CPU cost per new window of live mode, from the 1st to the 100th window: the recorder's write and the TUI's
 read + analysis + snapshot, against the full re-read and re-analysis live mode did before (the baseline).
 
-    python benchmarks/bench_live_windows.py --windows 100
-    python benchmarks/bench_live_windows.py --windows 100 --app
+    python -m benchmarks.bench_live_windows --windows 100
+    python -m benchmarks.bench_live_windows --windows 100 --app
 
 Writes the synthetic run of benchmarks/synthetic_run.py (windows of `--steps-per-window` steps of 1,000
 kernels, ~6 events per kernel: 4 steps make a window of ~24 k events, the size brrrtui sizes its windows to)
@@ -33,11 +33,11 @@ import time
 from typing import Any
 
 import numpy as np
-import synthetic_run
-from synthetic_run import generate
 
 from analyzers.incremental import LIVE_WINDOWS, ROW_TABLES
 from analyzers.model import Table, Trace
+from benchmarks import synthetic_run
+from benchmarks.synthetic_run import generate
 from brrrtui.record.sink import Sink
 from brrrtui.recording.store import load_recording
 from brrrtui.tui.live import Source, analyse_trace

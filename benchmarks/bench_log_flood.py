@@ -1,6 +1,6 @@
 """Does a script that floods stdout starve the live UI? Key-to-handled latency with and without a flood.
 
-    python benchmarks/bench_log_flood.py [--flood-s 10] [--after-s 5] [--every-ms 50] [--repeat N]
+    python -m benchmarks.bench_log_flood [--flood-s 10] [--after-s 5] [--every-ms 50] [--repeat N]
                                          [--baseline DIR] [--control]
 
 The live pipeline as `brrrtui SCRIPT` builds it (a Recorder capturing the script's output into a Feed, the app
@@ -53,7 +53,6 @@ time.sleep(after_s)
 
 CHILD = """
 import asyncio, json, os, resource, sys, time
-sys.path.insert(0, sys.argv[1])
 from brrrtui.record.feed import Feed
 from brrrtui.record.recorder import Recorder, RunSpec
 from brrrtui.tui.app import make_app
@@ -113,7 +112,8 @@ def run(
     out = os.path.join(work, f"flood{flood_s}-{len(os.listdir(work))}.brrr")
     args = [sys.executable, "-c", CHILD, root, script, out, str(flood_s), str(after_s), str(every_s)]
     args += ["spin"] if spin else []
-    p = subprocess.run(args, capture_output=True, text=True, cwd=work)
+    env = dict(os.environ, PYTHONPATH=root, PYTHONSAFEPATH="1")  # `root`'s brrrtui, not the current folder's
+    p = subprocess.run(args, capture_output=True, text=True, cwd=work, env=env)
     if p.returncode != 0:
         raise SystemExit(f"exit {p.returncode}: {p.stderr.strip()[-800:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])

@@ -2,7 +2,7 @@
 of the file: the interpreter with brrrtui's modules imported, the row tables a load makes (their bytes), and the
 process's peak RSS after the load and after the analysis.
 
-    python benchmarks/bench_memory_floor.py run.brrr [--baseline DIR]
+    python -m benchmarks.bench_memory_floor run.brrr [--baseline DIR]
 
 Each side runs in a fresh interpreter (`--baseline`: a checkout of another commit, run the same way after
 today's). The interpreter and the rows are the floor of any analysis that holds every row at once, as `report`
@@ -56,8 +56,9 @@ def child(path: str) -> None:
 
 
 def run(root: str, path: str) -> dict[str, int]:
-    env = dict(os.environ, PYTHONPATH=root)
-    code = f"import sys; sys.path.insert(0, {ROOT + '/benchmarks'!r}); import bench_memory_floor as b; b.child(sys.argv[1])"
+    # `root`'s brrrtui, this checkout's benchmarks (for a checkout of its own that has none)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, ROOT]), PYTHONSAFEPATH="1")
+    code = "import sys; from benchmarks.bench_memory_floor import child; child(sys.argv[1])"
     proc = subprocess.run(
         [sys.executable, "-c", code, path], capture_output=True, text=True, env=env, cwd=root
     )

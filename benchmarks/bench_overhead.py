@@ -1,8 +1,8 @@
 """brrrtui's average slowdown of a training script: plain runs and recorded runs, alternated.
 
-    python benchmarks/bench_overhead.py --pairs 3 --steps 100                 # GPU: GPT-2 small, ~2 min
-    python benchmarks/bench_overhead.py --smoke                               # CPU: tiny GPT, fake recorder
-    python benchmarks/bench_overhead.py -- --batch 8 --compile                # args after -- go to the script
+    python -m benchmarks.bench_overhead --pairs 3 --steps 100                 # GPU: GPT-2 small, ~2 min
+    python -m benchmarks.bench_overhead --smoke                               # CPU: tiny GPT, fake recorder
+    python -m benchmarks.bench_overhead -- --batch 8 --compile                # args after -- go to the script
 
 Each pair runs `python SCRIPT --steps N ARGS` (A) and then
 `python -m brrrtui record -o FILE SCRIPT --steps N ARGS` (B), so drift in clocks or temperature hits both
@@ -51,7 +51,6 @@ def parse_result(output: str) -> dict[str, Any] | None:
 def recording_stats(path: str) -> dict[str, Any]:
     """Windows, stalls and step intervals from a recording's `windows` and `steps` tables, read through the
     recording's own loader (its tables are not rows of SQL); --fake-record's files are plain SQL tables."""
-    sys.path.insert(0, ROOT)
     from brrrtui.recording.store import RecordingError, load_recording
 
     costs: list[int] = []
@@ -236,7 +235,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.pairs, args.steps = 1, 12
         extra = SMOKE_ARGS + extra
-        sys.path.insert(0, ROOT)
         import importlib.util
 
         if importlib.util.find_spec("brrrtui.__main__") is None:

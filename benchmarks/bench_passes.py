@@ -1,7 +1,7 @@
 """Where `analyze()` spends its CPU time and memory, pass by pass, on a big recording.
 
-    python benchmarks/bench_passes.py --kernels 1000000            # the synthetic run (benchmarks/synthetic_run.py)
-    python benchmarks/bench_passes.py path/to/run.brrr [--repeat 3]
+    python -m benchmarks.bench_passes --kernels 1000000            # the synthetic run (benchmarks/synthetic_run.py)
+    python -m benchmarks.bench_passes path/to/run.brrr [--repeat 3]
 
 Each pass of analyzers.analyze.analyze (the functions it and analyzers.pass_groups call by name: link_calls,
 roofline, gaps_and_waits, ...) is wrapped, and the passes run one by one (not on threads):
@@ -28,11 +28,10 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from synthetic_run import generate, write_recording
-
 import analyzers.analyze as analyze_module
 import analyzers.pass_groups as pass_groups
 from analyzers import parallel
+from benchmarks.synthetic_run import generate, write_recording
 from brrrtui.recording.load import load_trace
 
 # (module, pass) of the functions analyze() calls by name; with the passes one by one (THREADS = 1), each

@@ -1,6 +1,6 @@
 """`brrrtui report --json FILE` with today's code and a baseline checkout's, in alternating whole-process runs.
 
-    python benchmarks/bench_report_pairs.py FILE --baseline DIR [--pairs 9]
+    python -m benchmarks.bench_report_pairs FILE --baseline DIR [--pairs 9]
 
 Each pair runs today's code, then the baseline's (a git worktree of another commit), on the same file, each
 in a fresh interpreter whose import path is that checkout. The machine's cores are shared with other work, so
@@ -19,7 +19,7 @@ import statistics
 import sys
 
 # measure: its launcher, the command's own wall, CPU and peak RSS (wait4)
-from bench_analyze import ROOT, commit_of, measure
+from benchmarks.bench_analyze import ROOT, commit_of, measure
 
 
 def run(root: str, path: str) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """Where the analysis of a big recording reaches its peak RSS: the process's RSS sampled every 3 ms while it
 loads the recording and analyses it (`analyze`, the phase the run leads with), with each pass's stretch.
 
-    python benchmarks/bench_rss_timeline.py run.brrr [--threads 1]
+    python -m benchmarks.bench_rss_timeline run.brrr [--threads 1]
 
 tracemalloc (benchmarks/bench_passes.py) counts what the passes hold; RSS is what the machine gives the
 process: the high-water mark of a heap that keeps what it freed for the next pass (analyzers/allocator.py),
@@ -22,13 +22,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from bench_passes import PASSES  # noqa: E402 - (module, pass) of what analyze() calls by name
-
-import analyzers.analyze as analyze_module  # noqa: E402
-import analyzers.parallel as parallel  # noqa: E402
-from brrrtui.recording.load import load_trace  # noqa: E402
+import analyzers.analyze as analyze_module
+import analyzers.parallel as parallel
+from benchmarks.bench_passes import PASSES  # (module, pass) of what analyze() calls by name
+from brrrtui.recording.load import load_trace
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 

@@ -1,12 +1,12 @@
 """The kernel stream's cost and latency: no brrrtui vs windows only vs windows + stream, in one run.
 
-    python benchmarks/bench_stream.py --rounds 1 --gpt-steps 2500 --tiny-steps 20000     # H200, ~8 min
-    python benchmarks/bench_stream.py --smoke                                            # CPU: plumbing
+    python -m benchmarks.bench_stream --rounds 1 --gpt-steps 2500 --tiny-steps 20000     # H200, ~8 min
+    python -m benchmarks.bench_stream --smoke                                            # CPU: plumbing
 
 For each subject (examples/train_gpt.py, GPT-2 small; benchmarks/tiny_ops.py, an overhead-bound loop of tiny
 ops) and each round, three runs back to back:
   plain   python SCRIPT ...
-  cupti   python benchmarks/cupti_only.py SCRIPT ...   (CUPTI kernel activity on, buffers dropped: the floor)
+  cupti   python -m benchmarks.cupti_only SCRIPT ...   (CUPTI kernel activity on, buffers dropped: the floor)
   windows python -m brrrtui record -o FILE SCRIPT ...
   stream  python -m brrrtui record --stream -o FILE SCRIPT ...
 Slowdown = mean step time (after the script's warm-up, windows included) / plain's, the baseline measured in
@@ -29,9 +29,9 @@ import tempfile
 import time
 from typing import Any
 
+from benchmarks.bench_overhead import parse_result, recording_stats
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-from bench_overhead import parse_result, recording_stats  # noqa: E402
 
 VARIANTS = ("plain", "cupti", "windows", "stream")
 
@@ -162,7 +162,7 @@ def main() -> int:
                 extra = {"plain": None, "cupti": None, "windows": [], "stream": ["--stream"]}[v]
                 if v == "cupti" and a.smoke:
                     continue  # needs libcupti and a GPU
-                wrapper = ["benchmarks/cupti_only.py"] if v == "cupti" else []
+                wrapper = ["-m", "benchmarks.cupti_only"] if v == "cupti" else []
                 cmd = [py, *wrapper, *script] if extra is None else [
                     py, "-m", "brrrtui", "record", "--no-calibrate", *extra, "-o", rec, *script]  # fmt: skip
                 res = run(cmd, a.timeout, cpus)

@@ -1,8 +1,8 @@
 """An hour of `--stream` on the CPU: the recording's size per hour, the recorder's memory and the time to open
 the result, with the stream folded (brrrtui.record.fold) against the same run kept raw, in one call.
 
-    python benchmarks/bench_stream_hour.py                      # one simulated hour, folded and raw
-    python benchmarks/bench_stream_hour.py --minutes 5 --modes fold
+    python -m benchmarks.bench_stream_hour                      # one simulated hour, folded and raw
+    python -m benchmarks.bench_stream_hour --minutes 5 --modes fold
 
 The run is made of a real H200 recording (the demo's HF GPT-2 small training, bf16, fused AdamW): its steady
 window is replayed every `--window-every` seconds (the default duty cycle's spacing on GPT-2) with its ops,
@@ -43,7 +43,6 @@ def rss_mb() -> float:
 
 def simulate(path: str, fold: bool, minutes: float, rate: float, window_every: float) -> dict[str, Any]:
     """The run, in this process (the launcher's child)."""
-    sys.path.insert(0, ROOT)
     import numpy as np
 
     from brrrtui.contract.messages import WindowBatch
@@ -209,10 +208,10 @@ def _window_batch(
     return batch
 
 
-def launch(argv: list[str]) -> tuple[int, float, float]:
+def launch(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, float, float]:
     """Run argv; (exit code, wall s, peak RSS MB of that process tree's largest process, from wait4)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
     return os.waitstatus_to_exitcode(status), time.perf_counter() - t0, usage.ru_maxrss / 1024
 
@@ -220,9 +219,9 @@ def launch(argv: list[str]) -> tuple[int, float, float]:
 def run_mode(mode: str, ns: argparse.Namespace, folder: str) -> dict[str, Any]:
     path = os.path.join(folder, f"{mode}.brrr")
     result = os.path.join(folder, f"{mode}.json")
-    argv = [sys.executable, __file__, "--child", mode, "--file", path, "--result", result]
+    argv = [sys.executable, "-m", "benchmarks.bench_stream_hour", "--child", mode, "--file", path, "--result", result]
     argv += ["--minutes", str(ns.minutes), "--rate", str(ns.rate), "--window-every", str(ns.window_every)]
-    code, wall, peak = launch(argv)
+    code, wall, peak = launch(argv, dict(os.environ, PYTHONPATH=ROOT))  # this checkout's benchmarks and brrrtui
     if code:
         raise SystemExit(f"bench_stream_hour: the {mode} run failed (exit {code})")
     with open(result) as f:
@@ -231,7 +230,9 @@ def run_mode(mode: str, ns: argparse.Namespace, folder: str) -> dict[str, Any]:
     hours = out["simulated_s"] / 3600
     out |= {"file_bytes": size, "bytes_per_hour": size / hours, "peak_rss_mb": peak, "process_wall_s": wall}
     opens = []
-    from bench_analyze import compile_checkout  # here: the --child recorder process imports none of it
+    from benchmarks.bench_analyze import (
+        compile_checkout,  # here: the --child recorder process imports none of it
+    )
 
     compile_checkout(ROOT)  # bytecode written first, as an installed package has it
     for _ in range(ns.open_repeat):
@@ -278,7 +279,7 @@ def main() -> None:
     folder = ns.keep or tempfile.mkdtemp(prefix="brrrtui-hour-")
     os.makedirs(folder, exist_ok=True)
     results = {m: run_mode(m, ns, folder) for m in ns.modes.split(",")}
-    cmd = "python benchmarks/bench_stream_hour.py " + " ".join(sys.argv[1:])
+    cmd = "python -m benchmarks.bench_stream_hour " + " ".join(sys.argv[1:])
     print(f"# {cmd}   (commit {started_at})")
     print(
         f"# {ns.minutes:g} simulated minutes at {ns.rate:,.0f} kernels/s, a window every {ns.window_every:g} s"

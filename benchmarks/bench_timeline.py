@@ -1,6 +1,6 @@
 """Timeline drawing cost at 10k vs 1M kernels: it should not grow with the trace.
 
-    python benchmarks/bench_timeline.py [--width 200] [--repeat 200] [--no-app]
+    python -m benchmarks.bench_timeline [--width 200] [--repeat 200] [--no-app]
 
 Part 1 times the pure renderer (bin one lane into `width` cells, then choose glyphs) at several zoom
 levels. Part 2 runs the whole app headless (200x60) on a synthetic analysis and measures, per key press
@@ -20,10 +20,8 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, __file__.rsplit("/benchmarks/", 1)[0])
-
-from analyzers.links import link  # noqa: E402
-from analyzers.model import (  # noqa: E402
+from analyzers.links import link
+from analyzers.model import (
     GPU_SCHEMA,
     OP_SCHEMA,
     RUNTIME_SCHEMA,
@@ -38,13 +36,13 @@ from analyzers.model import (  # noqa: E402
     Trace,
     empty_table,
 )
-from analyzers.results import (  # noqa: E402
+from analyzers.results import (
     Analysis,
     Breakdown,
     OverheadCorrection,
 )
-from brrrtui.present.lanes import GAP_LABELS, GAP_ROLES, ITEM_ROLES  # noqa: E402
-from brrrtui.present.timeline import IntervalIndex, bin_index, lane_cells  # noqa: E402
+from brrrtui.present.lanes import GAP_LABELS, GAP_ROLES, ITEM_ROLES
+from brrrtui.present.timeline import IntervalIndex, bin_index, lane_cells
 
 SIZES = (10_000, 1_000_000)
 ORIGIN = 1_795_962_644_000_000_000

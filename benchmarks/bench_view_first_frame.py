@@ -1,8 +1,8 @@
 """`brrrtui view` on a big torch.profiler trace: how long until the first frame, and until the first analysis?
 
-    python benchmarks/bench_view_first_frame.py [--events 2000000] [--keep DIR] [--repeat 1]
-    python benchmarks/bench_view_first_frame.py --kernels 1000000 [--baseline DIR] [--keep DIR] [--repeat 3]
-    python benchmarks/bench_view_first_frame.py --recording REC [--baseline DIR] [--repeat 3]
+    python -m benchmarks.bench_view_first_frame [--events 2000000] [--keep DIR] [--repeat 1]
+    python -m benchmarks.bench_view_first_frame --kernels 1000000 [--baseline DIR] [--keep DIR] [--repeat 3]
+    python -m benchmarks.bench_view_first_frame --recording REC [--baseline DIR] [--repeat 3]
 
 The trace is the one-step ResNet-50 H200 trace of the tests (tests/fixtures/resnet50_h200_tui.json.gz, 10k
 events) laid end to end until it holds `--events` events (ids and correlations offset per copy, one profiler
@@ -38,7 +38,7 @@ import tempfile
 import time
 
 # run_child writes the checkout's bytecode first, as installed code has it
-from bench_analyze import checkouts, commit_of, run_child
+from benchmarks.bench_analyze import checkouts, commit_of, run_child
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "resnet50_h200_tui.json.gz")
@@ -87,7 +87,6 @@ def write_trace(path: str, events: int) -> int:
 
 CHILD = """
 import asyncio, json, sys, time
-sys.path.insert(0, sys.argv[1])
 from brrrtui.recording.load import load_trace
 from brrrtui.tui.app import make_app
 path, mode = sys.argv[2], sys.argv[3]
@@ -175,8 +174,7 @@ def recording(work: str, kernels: int, baseline: str | None, repeat: int, path: 
     analysis, today's code and the baseline's."""
     path = path or os.path.join(work, f"run{kernels}.v2.brrr")
     if not os.path.exists(path):
-        sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-        from synthetic_run import generate, write_recording
+        from benchmarks.synthetic_run import generate, write_recording
 
         write_recording(generate(kernels), path)
     print(f"{path}: {os.path.getsize(path) / 1e6:.0f} MB; today: {ROOT} at {commit_of(ROOT)}")

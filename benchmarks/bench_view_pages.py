@@ -1,6 +1,6 @@
 """A view that pages through every window of a recording: the lanes it keeps, and how long the paging takes.
 
-    python benchmarks/bench_view_pages.py RECORDING [--baseline DIR]
+    python -m benchmarks.bench_view_pages RECORDING [--baseline DIR]
 
 In a fresh process per checkout (today's, and a baseline's: a git worktree of another commit), the recording
 is loaded and analysed as `view` does, its snapshot built, and then every window's timeline lanes are asked
@@ -15,11 +15,10 @@ import argparse
 import os
 import sys
 
-from bench_analyze import checkouts, commit_of, run_child
+from benchmarks.bench_analyze import checkouts, commit_of, run_child
 
 CHILD = """
 import json, sys, time, tracemalloc
-sys.path.insert(0, sys.argv[1])
 from analyzers.analyze import analyze
 from brrrtui.present.snapshot import build_snapshot
 from brrrtui.recording.load import load_trace

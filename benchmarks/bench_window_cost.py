@@ -1,7 +1,7 @@
 """What a profiler window costs, piece by piece, on a GPT-2-small training step (examples/train_gpt.py's model).
 
-    python benchmarks/bench_window_cost.py                 # GPU, ~1 min
-    python benchmarks/bench_window_cost.py --smoke         # CPU, tiny model
+    python -m benchmarks.bench_window_cost                 # GPU, ~1 min
+    python -m benchmarks.bench_window_cost --smoke         # CPU, tiny model
 
 Baseline (named "plain"): median step time with nothing enabled, measured in the same run. Then the same steps
 inside a Kineto session with CPU+CUDA activities, + record_shapes (what brrrtui records), + brrrtui's line
@@ -21,7 +21,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 
 def load_train_gpt():  # noqa: ANN201

@@ -2,7 +2,7 @@
 cost (what CUPTI itself and the flush thread cost, with no decoding, sending or recording). A subject wrapper
 for bench_stream.py's "cupti" variant; no brrrtui recorder, no windows.
 
-    python benchmarks/cupti_only.py SCRIPT [ARGS...]
+    python -m benchmarks.cupti_only SCRIPT [ARGS...]
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import runpy
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Where a streamed kernel's delivery time goes inside the script's process, batch by batch.
 
-    python benchmarks/stream_phases.py --out DIR -- benchmarks/tiny_ops.py --steps 4000
-    python benchmarks/stream_phases.py --summarize DIR/stream_log.jsonl
+    python -m benchmarks.stream_phases --out DIR -- benchmarks/tiny_ops.py --steps 4000
+    python -m benchmarks.stream_phases --summarize DIR/stream_log.jsonl
 
 Runs `brrrtui record --stream` on the script with BRRRTUI_STREAM_LOG (a JSON line per CUPTI buffer handed
 over, per flush-thread wake-up and per batch: scan wall and CPU time, waits, send), then prints the slowest

@@ -12,15 +12,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from analyzers.model import (  # noqa: E402
+from analyzers.model import (
     GPU_SCHEMA,
     NONE,
     OP_SCHEMA,
@@ -37,6 +32,8 @@ from analyzers.model import (  # noqa: E402
     WindowMode,
     empty_table,
 )
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 T0 = 1_790_000_000_000_000_000
 KERNELS_PER_STEP = 1000

@@ -1,6 +1,6 @@
 """A long recording made of a real one's steady window, repeated: real kernels, ops, spans and lines at scale.
 
-    python benchmarks/tiled_recording.py tests/fixtures/h200_hf_gpt2_steady.brrr.gz /tmp/tiled.brrr --kernels 1000000
+    python -m benchmarks.tiled_recording tests/fixtures/h200_hf_gpt2_steady.brrr.gz /tmp/tiled.brrr --kernels 1000000
 
 The synthetic run (synthetic_run.py) has 3 ops, 1 span and 1 launch per kernel, no device and no finding;
 an H200 recording of Hugging Face GPT-2 has ~5.5 ops, 2.4 spans and 1.3 launches per kernel, ceilings,
@@ -22,15 +22,13 @@ from typing import Any
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+from analyzers.analyze import phases_of
+from analyzers.model import STEP_SCHEMA, Table, Trace
+from analyzers.phases import Phase
+from brrrtui.recording.load import load_trace
+from brrrtui.recording.store import write_trace
 
-from analyzers.analyze import phases_of  # noqa: E402
-from analyzers.model import STEP_SCHEMA, Table, Trace  # noqa: E402
-from analyzers.phases import Phase  # noqa: E402
-from brrrtui.recording.load import load_trace  # noqa: E402
-from brrrtui.recording.store import write_trace  # noqa: E402
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 WINDOW_TABLES = ("gpu", "runtime", "ops", "spans", "line_samples", "capture_costs")
 

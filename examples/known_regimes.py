@@ -6,7 +6,7 @@ validation/ncu_verdicts.py parses those comments, so keep exactly one regime per
     python examples/known_regimes.py                    # GPU: ~7 ms per step on an H200, 30 steps
     python examples/known_regimes.py --smoke            # CPU: --scale 0.01, 3 steps
 
-What each tagged line does on an H200 at --scale 1 (measured; ARCHITECTURE.md):
+What each tagged line does on an H200 at --scale 1 (measured):
 - `torch.mm(a, b, out=c)`: bf16 8192x8192x8192 matmul, 1.1 TFLOP, ~1.4 ms at ~800 TFLOP/s: compute-bound.
 - four pointwise ops, one per line, on a 2^28-element fp32 tensor (1 GiB, far above the 60 MiB L2): each
   reads and writes 1 GiB, ~0.5 ms at ~4.3 TB/s: memory-bound. Each one's output feeds the next, so the four

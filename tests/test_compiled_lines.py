@@ -191,7 +191,7 @@ def test_graph_break_messages_of_two_torch_versions_parse():
 
 def test_a_graph_break_in_library_code_belongs_to_the_users_line_that_called_it():
     """HF GPT-2 compiled whole breaks in transformers' `logger.warning_once` (H200 log of
-    validation/run_compile_models_h200.sh): Dynamo's "user code" is the library's; the break goes on the
+    `python -m validation.run compile-models`): Dynamo's "user code" is the library's; the break goes on the
     user's innermost frame of the stack it prints, `return model(...).loss`, and says where it broke."""
     from brrrtui.capture.compile_events import parse_break, user_place
 

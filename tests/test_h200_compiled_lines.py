@@ -1,11 +1,11 @@
 """Lines of torch.compile'd GPT-2 small recorded on the H200 with its eager code tagged
-(validation/results/compile_lines_h200/, `bash validation/run_compile_lines_h200.sh`):
+(`python -m validation.run compile-lines`):
 
 - h200_gpt2_compiled: `examples/train_gpt.py --compile --steps 300` (the whole model compiled);
 - h200_gpt2_compiled_loss: `validation/workloads/gpt2_eager_fixes.py --compile-loss --steps 120` (only the
   cross-entropy compiled);
 - h200_hf_gpt2_compiled: `validation/workloads/hf_gpt2_compiled.py --steps 60` (Hugging Face GPT-2 compiled
-  whole; `CASES=hf_gpt2 bash validation/run_compile_models_h200.sh`).
+  whole; `python -m validation.run compile-models --set CASES=hf_gpt2`).
 
 The compiled backward runs in one autograd node whose creator (the compiled call) is untagged: its kernels
 take the model's lines from Inductor's provenance, not the line of the data slicing that shares the node's
@@ -76,8 +76,8 @@ def test_a_compiled_loss_backward_is_on_the_compiled_functions_lines(tmp_path_fa
 
 
 def test_a_library_model_compiled_whole_is_on_the_line_that_calls_it_with_its_library_lines(tmp_path_factory):
-    """HF GPT-2 compiled whole (validation/workloads/hf_gpt2_compiled.py, validation/results/
-    compile_models_h200_call_lines/): Inductor's traces start inside transformers, so before the capture named
+    """HF GPT-2 compiled whole (validation/workloads/hf_gpt2_compiled.py,
+    `python -m validation.run compile-models`): Inductor's traces start inside transformers, so before the capture named
     the compiled call 96 % of the GPU time had no line. Now it is on `return model(...).loss` (hf_gpt2.py:32),
     with the transformers lines the kernels came from, and the graph break in transformers' logging is on
     that line too."""

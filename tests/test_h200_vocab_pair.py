@@ -1,6 +1,6 @@
 """Two real runs of one script on the H200, before and after the fix brrrtui advises: Hugging Face GPT-2 small
 (validation/workloads/hf_gpt2.py, 120 steps, default `brrrtui record`) with its vocabulary of 50257, then padded
-to 50304 (`--vocab 50304`). Recorded by validation/run_verdicts_h200.sh (validation/results/ncu_onchip_h200/)."""
+to 50304 (`--vocab 50304`). Recorded by `python -m validation.run verdicts`."""
 
 from __future__ import annotations
 

@@ -2,13 +2,10 @@
 the recording's schemas: the scale benchmarks time nothing if they no longer build or load."""
 
 import os
-import sys
 
 from analyzers.analyze import analyze
+from benchmarks import synthetic_run, tiled_recording
 from brrrtui.recording.load import load_trace
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
-import synthetic_run  # noqa: E402
 
 
 def test_the_synthetic_run_loads_back_from_both_writers_with_every_kernel(tmp_path):
@@ -26,8 +23,6 @@ def test_the_synthetic_run_loads_back_from_both_writers_with_every_kernel(tmp_pa
 def test_a_tiled_recording_is_its_steady_window_repeated_and_analyses_alike(tmp_path):
     """benchmarks/tiled_recording.py: the copies of a real recording's steady window form one steady run whose
     per-step figures are the window's own (each copy's rows are the window's, shifted)."""
-    import tiled_recording
-
     source = load_trace(os.path.join(os.path.dirname(__file__), "fixtures", "h200_hf_gpt2_steady.brrr.gz"))
     one = analyze(source)
     assert len(one.windows) == 1

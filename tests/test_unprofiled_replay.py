@@ -266,7 +266,7 @@ SLEEP_LINE = 87  # examples/known_regimes.py: time.sleep(args.sleep_ms / 1e3)
 )
 def test_a_time_sleep_on_the_h200_is_charged_what_it_lasts(fixture, sleep_ms, charged_ms, blind_ms):
     # examples/known_regimes.py --steps 300 --sleep-ms 20 / 2 recorded with default options on the H200
-    # (validation/run_lines_h200.sh): with the thread's CPU clock the replay charges the sleep's line 20.3 ms
+    # (`python -m validation.run lines`): with the thread's CPU clock the replay charges the sleep's line 20.3 ms
     # (2.23 ms) of idle a step, what the sleep lasted (2.1 ms, a 2 ms sleep overshoots) and the Python around
     # it; sped up like the profiled work, 16.0 ms (0.8 ms)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

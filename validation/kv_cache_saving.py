@@ -1,5 +1,5 @@
 """What `use_cache=False` changes in a Hugging Face GPT-2 training step, on a GPU (why no finding advises it:
-validation/results/kv_cache_h200/).
+docs/concepts.md, "Advice not given").
 
 HF GPT-2 small as validation/workloads/hf_gpt2.py trains it (random init, batch 8 x 1024, bf16 autocast, fused
 AdamW), no profiler: `use_cache=True` (the config's default) and `use_cache=False` on the model call, warmed up,

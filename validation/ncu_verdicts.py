@@ -39,7 +39,7 @@
       disagreeing kernels (name, ncu numbers, brrrtui verdict and roof, GPU time share); also written alone
       to ncu_ground_truth.json.
 
-The SOL rule (ncu's own SOLBottleneck rule, and the H200 measurements in ARCHITECTURE.md), `classify_sol`:
+The SOL rule (ncu's own SOLBottleneck rule, and the measurements on an H200 below), `classify_sol`:
 
     SM% = sm__throughput (% of peak), MEM% = gpu__compute_memory_throughput (% of peak, DRAM/L2/L1)
 

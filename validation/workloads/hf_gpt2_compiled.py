@@ -1,5 +1,5 @@
 """validation/workloads/hf_gpt2.py with the model compiled whole (nn.Module.compile on the GPT2LMHeadModel it
-builds), the same arguments: validation/run_compile_models_h200.sh. hf_gpt2.py itself stays as it was
+builds), the same arguments: `python -m validation.run compile-models`. hf_gpt2.py itself stays as it was
 recorded (the demo ships it with its recording)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """validation/workloads/hf_gpt2.py with use_cache=False on the model call (no generation KV cache), the same
-arguments: why no finding advises it, validation/results/kv_cache_h200/. hf_gpt2.py itself stays as it was
+arguments: why no finding advises it, docs/concepts.md. hf_gpt2.py itself stays as it was
 recorded (the demo ships it with its recording)."""
 
 from __future__ import annotations
