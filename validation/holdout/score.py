@@ -1,0 +1,129 @@
+"""Score brrrtui's kernel verdicts on the hold-out workloads against Nsight Compute.
+
+    python validation/holdout/score.py                         # the committed data/: recordings reported now
+    python validation/holdout/score.py RESULTS_DIR             # a device run: <name>.report.json, ncu_<name>/
+
+Per workload, weighted by brrrtui's GPU time over the kernels matched to an ncu row:
+- clear: kernels where ncu gives a clear verdict: tensor pipe >= 50 % (compute), memory >= 60 % and above SM or
+  DRAM >= 2.4 TB/s (memory) — validation/ncu_verdicts.py's ground-truth rule — and, here, SM >= 60 % with the
+  tensor pipe below 50 % (compute on the SIMT units: batch-norm statistics, pooling, fp32 GEMMs);
+- agreement: the share of the clear kernels' time where brrrtui's verdict is the same;
+- either: the rest of the scored time (both units under 60 %), where either verdict is acceptable;
+- on a line: the share of the report's kernel time (every kernel of the analysed windows) that its lines hold.
+Prints a Markdown table and writes holdout_scores.json beside the inputs.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import ncu_verdicts as nv  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DATA = os.path.join(HERE, "data")
+
+SM_BOUND_PCT = 60.0
+
+
+def clear_verdict(row: dict[str, Any]) -> str | None:
+    """compute | memory for a clear kernel, None for the either bucket."""
+    if row["ncu"] in ("compute", "memory"):
+        return str(row["ncu"])
+    if row["ncu"] == "under" and row.get("sm_pct") is not None and row["sm_pct"] >= SM_BOUND_PCT:
+        return "compute"
+    return None
+
+
+def score(report: dict[str, Any], csv_text: str) -> dict[str, Any]:
+    kernels = nv.parse_ncu_csv(csv_text)
+    gt = nv.compare_ground_truth(kernels, report)
+    rows = [r for r in gt["kernels"] if r["agree"] is not None]
+    scored_ns = sum(r["gpu_ns"] for r in rows)
+    clear = [(r, v) for r in rows if (v := clear_verdict(r)) is not None]
+    clear_ns = sum(r["gpu_ns"] for r, _ in clear)
+    agree_ns = sum(r["gpu_ns"] for r, v in clear if r["brrrtui"] == v)
+    kernel_ns = sum(k.get("gpu_ns") or 0 for k in report.get("kernels", []))
+    line_ns = sum(line.get("gpu_ns") or 0 for line in report.get("lines", []))
+    wrong = sorted(((r, v) for r, v in clear if r["brrrtui"] != v), key=lambda rv: -rv[0]["gpu_ns"])
+    return {
+        "kernels_in_report": len(report.get("kernels", [])),
+        "kernels_scored": len(rows),
+        "scored_share_of_report_gpu": gt["scored_gpu_share"],
+        "clear_share": clear_ns / scored_ns if scored_ns else None,
+        "clear_agreement": agree_ns / clear_ns if clear_ns else None,
+        "either_share": 1 - clear_ns / scored_ns if scored_ns else None,
+        "either_agreement_lenient": gt["agreement"],
+        "on_a_line_share": line_ns / kernel_ns if kernel_ns else None,
+        "phase": report.get("phase"),
+        "disagreeing": [
+            {"short": r["short"], "gpu_share": r["gpu_share"], "brrrtui": r["brrrtui"], "ncu": v,
+             "sm_pct": r["sm_pct"], "mem_pct": r["mem_pct"], "tensor_pct": r["tensor_pct"], "roof": r["roof"]}
+            for r, v in wrong[:8]
+        ],
+    }
+
+
+def pct(v: float | None) -> str:
+    return "—" if v is None else f"{100 * v:.1f} %"
+
+
+def report_now(recording: str) -> dict[str, Any]:
+    """`brrrtui report --json` of a recording with the brrrtui this checkout holds."""
+    run = subprocess.run([sys.executable, "-m", "brrrtui", "report", "--json", "--top", "1000", recording],
+                         capture_output=True, text=True, check=True, cwd=ROOT)
+    return dict(json.loads(run.stdout))
+
+
+def inputs(folder: str | None) -> dict[str, tuple[dict[str, Any], str | None]]:
+    """Each workload's report and ncu CSV text: from a device run's folder, or the committed data/."""
+    out: dict[str, tuple[dict[str, Any], str | None]] = {}
+    if folder is None:
+        for name in sorted(f.removesuffix(".brrr.gz") for f in os.listdir(DATA) if f.endswith(".brrr.gz")):
+            with gzip.open(os.path.join(DATA, f"{name}.ncu.csv.gz"), "rt") as f:
+                out[name] = (report_now(os.path.join(DATA, f"{name}.brrr.gz")), f.read())
+        return out
+    for name in sorted(f.removesuffix(".report.json") for f in os.listdir(folder) if f.endswith(".report.json")):
+        with open(os.path.join(folder, f"{name}.report.json")) as f:
+            report = json.load(f)
+        csv = os.path.join(folder, f"ncu_{name}", "ncu_raw.csv")
+        text = None
+        if os.path.exists(csv):
+            with open(csv) as f:
+                text = f.read()
+        out[name] = (report, text)
+    return out
+
+
+def main() -> int:
+    folder = sys.argv[1] if len(sys.argv) > 1 else None
+    out: dict[str, Any] = {}
+    for name, (report, csv_text) in inputs(folder).items():
+        out[name] = score(report, csv_text) if csv_text is not None else {"missing": "no ncu_raw.csv"}
+    print("| workload | GPU time scored by ncu | clear-verdict share | agreement on clear | either bucket "
+          "| GPU time on a line | phase |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for name, s in out.items():
+        if "missing" in s:
+            print(f"| {name} | {s['missing']} | | | | | |")
+            continue
+        print(f"| {name} | {pct(s['scored_share_of_report_gpu'])} | {pct(s['clear_share'])} | {pct(s['clear_agreement'])} | {pct(s['either_share'])} "
+              f"| {pct(s['on_a_line_share'])} | {s['phase']} |")
+    for name, s in out.items():
+        for d in s.get("disagreeing", []):
+            print(f"  {name}: {d['short']} {pct(d['gpu_share'])} brrrtui={d['brrrtui']} ncu={d['ncu']} "
+                  f"SM={d['sm_pct']} Mem={d['mem_pct']} Tensor={d['tensor_pct']} roof={d['roof']}")
+    if folder is not None:
+        with open(os.path.join(folder, "holdout_scores.json"), "w") as f:
+            json.dump(out, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
