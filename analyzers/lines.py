@@ -96,23 +96,17 @@ def _unprofiled_idle(
     return scaled
 
 
-def _sample_period(samples: Table) -> int:
-    """The median interval between consecutive line samples of one window (0 with fewer than two)."""
-    if len(samples) < 2:
-        return 0
-    order = lexsort((samples.t_ns, samples.window))
-    t, w = samples.t_ns[order], samples.window[order]
-    steps = np.diff(t)[np.diff(w) == 0]
-    return int(np.median(steps)) if len(steps) else 0
-
-
-def _sampled_ns_by_line(trace: Trace, n_lines: int, period: int) -> np.ndarray:
+def _sampled_ns_by_line(trace: Trace, n_lines: int) -> np.ndarray:
     """Main-thread time on each line, from the line sampler: samples x the median interval between them
     (also the lines that call no torch: `time.sleep`, a Python loop, a data transform)."""
     samples = trace.line_samples
     out = np.zeros(n_lines, dtype=np.int64)
-    if not period:
+    if len(samples) < 2:
         return out
+    order = lexsort((samples.t_ns, samples.window))
+    t, w = samples.t_ns[order], samples.window[order]
+    steps = np.diff(t)[np.diff(w) == 0]
+    period = int(np.median(steps)) if len(steps) else 0
     ok = (samples.line >= 0) & (samples.line < n_lines)
     np.add.at(out, samples.line[ok], period)
     return out
@@ -213,13 +207,12 @@ def line_stats(
     kernels = np.rint(np.bincount(kl, weights=weight, minlength=n_lines)).astype(np.int64)
     f_sum, f_cnt = _known_sums(kl, flops[sel], weight, n_lines)
     b_sum, b_cnt = _known_sums(kl, nbytes[sel], weight, n_lines)
-    period = _sample_period(trace.line_samples)
-    sampled = _sampled_ns_by_line(trace, n_lines, period)
+    sampled = _sampled_ns_by_line(trace, n_lines)
     with_gpu = gpu_run(trace)
     if with_gpu:
         idle_profiled = _idle_ns_by_line(gaps, n_lines)
         idle = _unprofiled_idle(idle_profiled, idle_scale, unprofiled_gaps, n_lines)
-    else:  # no GPU activity: no GPU idle for a line to cause
+    else:  # a run without a GPU: no GPU idle for a line to cause
         idle_profiled = idle = np.zeros(n_lines, dtype=np.int64)
     cpu = _union_ns_by_line(trace.spans, n_lines)
     host = _host_ns_by_line(cpu, sampled)

@@ -195,3 +195,16 @@ def test_diff_lists_the_removed_sleep_as_faster(runs):
     row = next(ln for ln in text.splitlines() if f"train.py:{sleep_line} (gone)" in ln)
     assert row.split()[0].startswith("-") and "ms" in row.split()[1]
     assert "CPU-side time" in text and "kernels (" not in text
+
+
+def test_a_gpu_run_s_set_up_window_without_kernels_keeps_its_gpu_idle():
+    """The set-up window of an H200 run holds no kernel, yet its GPU idled: that idle stays charged to the line
+    that kept it waiting, with its regime. Only a run without a GPU has no idle and no regime."""
+    fixture = os.path.join(os.path.dirname(__file__), "fixtures", "h200_gpt2_compiled.brrr.gz")
+    doc = report_json(fixture)
+    assert doc["breakdown_ns"] is not None and doc["overhead"] is not None
+    assert doc["lines"] and all(ln["regime"] is not None for ln in doc["lines"])
+    setup = doc["other_phases"]["setup"]
+    assert setup["breakdown_ns"]["overhead"] == setup["span_ns"] > 0  # no kernel: all of it idle
+    (line,) = setup["lines"]
+    assert line["gpu_ns"] == 0 and line["idle_ns"] == setup["span_ns"] and line["regime"] == "overhead"

@@ -8,13 +8,13 @@ JSON schema 4 (`brrrtui report --json`; the README documents it, with what chang
       "device": {"name": str|null, "peak_flops_per_s": float|null, "peak_bytes_per_s": float|null,
                  "peaks_source": "measured" | "override" | "datasheet:<name>" | "unknown"},
       "span_ns": int,                                   # wall time of the analysed windows
-      "breakdown_ns": {"compute": int, "memory": int, "communication": int, "overhead": int},  # sums to span_ns
+      "breakdown_ns": {"compute": int, "memory": int, "communication": int, "overhead": int}|null,  # sums to span_ns
       "communication": null | {...},                    # present/comm_report.py (exposed / hidden collectives)
       "overhead": {"raw_fraction": float, "corrected_fraction": float|null,
-                   "profiled_step_ns": float|null, "unprofiled_step_ns": float|null},
+                   "profiled_step_ns": float|null, "unprofiled_step_ns": float|null}|null,
       "lines": [{"file": str, "line": int, "function": str, "gpu_ns": int, "idle_ns": int,  # unprofiled est.
-                 "idle_profiled_ns": int,
-                 "regime": str, "flops": float|null, "bytes": float|null, "kernels": int}],
+                 "idle_profiled_ns": int, "cpu_ns": int, "sampled_ns": int, "host_ns": int,
+                 "regime": str|null, "flops": float|null, "bytes": float|null, "kernels": int, "display": str}],
       "kernels": [{"name": str, "calls": int, "gpu_ns": int, "regime": str,
                    "achieved_flops_per_s": float|null, "achieved_bytes_per_s": float|null,
                    "narrow_load_bytes": int|null}],   # set: memory-bound on chip (unaligned GEMM operands)
@@ -36,6 +36,13 @@ JSON schema 4 (`brrrtui report --json`; the README documents it, with what chang
       "phase": "steady" | "warmup" | "setup" | "unknown", "windows": [int],      # what was analysed
       "phases": {...}, "other_phases": {...}             # present/phase_report.py
     }
+
+`cpu_ns`: time in the line's torch calls; `sampled_ns`: the main thread's time on the line, sampled (a sleep, a
+Python loop included); `host_ns`: the line's CPU-side time, the larger of the two (analyzers.lines).
+
+Without GPU activity in the analysed windows there are no regimes: `breakdown_ns` and `overhead` are null,
+every line's `regime` is null and its `idle_ns` 0, the lines are sorted by `host_ns`, and "other_phases" holds
+for each phase its windows, span_ns, breakdown_ns (null) and its lines as "lines" has them.
 
 `peak_flops_per_s` is the tensor-core (bf16) roof. Lines are sorted by gpu_ns + idle_ns, kernels by gpu_ns,
 findings by saving_ns, all descending; `top` truncates lines and kernels (findings are never truncated).
