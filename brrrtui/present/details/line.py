@@ -20,7 +20,6 @@ def line(snap: Snapshot, line_id: int) -> Detail:
     d.add((display_path(snap, s.line), "path"), (f" in {s.line.function}", "muted"))
     if snap.cpu_only:
         _cpu_line_numbers(snap, s, d)
-        _cpu_line_ops(snap, line_id, d)
         return d
     d.add(("verdict: ", "label"), (line_verdict(s), s.regime.value))
     _line_numbers(snap, s, d)
@@ -49,23 +48,6 @@ def _cpu_line_numbers(snap: Snapshot, s: LineStat, d: Detail) -> None:
         ),
     )
     d.add(("no GPU activity recorded: no regime or verdict for this line", "muted"))
-
-
-def _cpu_line_ops(snap: Snapshot, line_id: int, d: Detail) -> None:
-    """The operators the line called, by name, most CPU time first (an operator nested in another is listed
-    under its own name as well); no kernels to follow them to."""
-    ops = snap.trace.ops
-    op_line = snap.analysis.links.op_line
-    if not len(ops) or len(op_line) != len(ops):
-        return
-    rows = np.nonzero(op_line == line_id)[0]
-    if not len(rows):
-        return
-    names, inv = unique_inverse(ops.name[rows])
-    ns = np.bincount(inv, weights=ops.dur_ns[rows], minlength=len(names))
-    calls = np.bincount(inv, minlength=len(names))
-    for k in np.argsort(-ns)[:30].tolist():
-        d.add((f"{fmt_ns(ns[k]):>9} {int(calls[k]):>5}x {snap.op_name(int(names[k]))}", ""))
 
 
 def _line_numbers(snap: Snapshot, s: LineStat, d: Detail) -> None:
