@@ -209,22 +209,14 @@ def line_stats(
     b_sum, b_cnt = _known_sums(kl, nbytes[sel], weight, n_lines)
     sampled = _sampled_ns_by_line(trace, n_lines)
     with_gpu = gpu_run(trace)
-    if with_gpu:
-        idle_profiled = _idle_ns_by_line(gaps, n_lines)
-        idle = _unprofiled_idle(idle_profiled, idle_scale, unprofiled_gaps, n_lines)
-    else:  # a run without a GPU: no GPU idle for a line to cause
-        idle_profiled = idle = np.zeros(n_lines, dtype=np.int64)
+    idle_profiled, idle = _line_idle(gaps, idle_scale, unprofiled_gaps, n_lines, with_gpu)
     cpu = _union_ns_by_line(trace.spans, n_lines)
     host = _host_ns_by_line(cpu, sampled)
-
     gpu_ns = by_regime.sum(axis=0)
     present = (kernels > 0) | (gpu_ns > 0) | (cpu > 0) | (idle_profiled > 0) | (sampled > 0)
     stats: list[LineStat] = []
     for i in np.nonzero(present)[0].tolist():
         per = {r: int(by_regime[REGIME_CODES[r], i]) for r in _REGIMES}
-        weights = [per[Regime.COMPUTE], per[Regime.MEMORY], per[Regime.OVERHEAD] + int(idle[i])]
-        weights.append(per[Regime.COMMUNICATION])
-        dominant = _REGIMES[int(np.argmax(weights))] if any(weights) else Regime.OVERHEAD
         stats.append(
             LineStat(
                 line=trace.lines[i],
@@ -238,22 +230,50 @@ def line_stats(
                 flops=float(f_sum[i]) if f_cnt[i] else None,
                 bytes=float(b_sum[i]) if b_cnt[i] else None,
                 kernels=int(kernels[i]),
-                regime=dominant,
+                regime=_dominant(per, int(idle[i])),
                 per_step_gpu_ns=float(gpu_ns[i]) / steps if steps > 0 else None,
                 host_ns=int(host[i]),
                 per_step_host_ns=float(host[i]) / steps if steps > 0 else None,
             )
         )
-    if with_gpu:
-        stats.sort(key=lambda s: (-(s.gpu_ns + s.idle_ns), -s.cpu_ns, s.line_id))
-    else:
-        stats.sort(key=lambda s: (-s.host_ns, s.line_id))
+    stats.sort(key=_gpu_order if with_gpu else _host_order)
     return stats
+
+
+def _line_idle(
+    gaps: Table, idle_scale: float | None, unprofiled_gaps: Table | None, n_lines: int, with_gpu: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per line, the GPU idle measured inside the windows and the unprofiled estimate (line_stats); none in a
+    run without a GPU (no GPU idle for a line to cause)."""
+    if not with_gpu:
+        none = np.zeros(n_lines, dtype=np.int64)
+        return none, none
+    idle_profiled = _idle_ns_by_line(gaps, n_lines)
+    return idle_profiled, _unprofiled_idle(idle_profiled, idle_scale, unprofiled_gaps, n_lines)
+
+
+def _dominant(per: dict[Regime, int], idle: int) -> Regime:
+    """The regime holding most of a line's time, its idle counted as overhead (overhead when it has none)."""
+    weights = [
+        per[Regime.COMPUTE],
+        per[Regime.MEMORY],
+        per[Regime.OVERHEAD] + idle,
+        per[Regime.COMMUNICATION],
+    ]
+    return _REGIMES[int(np.argmax(weights))] if any(weights) else Regime.OVERHEAD
+
+
+def _gpu_order(s: LineStat) -> tuple[int, int, int]:
+    return -(s.gpu_ns + s.idle_ns), -s.cpu_ns, s.line_id
+
+
+def _host_order(s: LineStat) -> tuple[int, int]:
+    return -s.host_ns, s.line_id
 
 
 def by_host_time(stats: list[LineStat]) -> list[LineStat]:
     """The lines with CPU-side time, most first: what a run without GPU activity lists (report and view)."""
-    return sorted((s for s in stats if s.host_ns > 0), key=lambda s: (-s.host_ns, s.line_id))
+    return sorted((s for s in stats if s.host_ns > 0), key=_host_order)
 
 
 def unprofiled_idle_scale(
