@@ -29,7 +29,7 @@ from analyzers.finding_context import Context
 from analyzers.finding_places import place_findings
 from analyzers.findings import all_findings
 from analyzers.fusion import FusionChain, fusion_chains
-from analyzers.lines import line_stats, unprofiled_idle_scale
+from analyzers.lines import gpu_run, line_stats, unprofiled_idle_scale
 from analyzers.links import Links
 from analyzers.model import Peaks, Table, Trace
 from analyzers.modules import KernelColumns, ModuleTree, module_tree
@@ -49,8 +49,9 @@ from analyzers.slow_steps import slow_steps, slow_steps_finding
 from analyzers.window_edges import tail_notes, trim_close_stalls
 
 NO_GPU_NOTE = (
-    "no GPU activity in this recording: the figures are CPU time per line (inside torch calls, and where the "
-    "main thread was sampled); no GPU verdicts or advice"
+    "no GPU activity in this recording: no GPU verdicts or advice; each line shows its CPU-side time (the main "
+    "thread's sampled time on it, a sleep or a Python loop included, or its time in torch calls where that is "
+    "more)"
 )
 
 
@@ -134,7 +135,7 @@ def analyze(
             *_phase_notes(phases, lead),
             *_notes(trace, links, peaks),
             *trim_notes,
-            *tail_notes(trace, gw.gaps),
+            *(tail_notes(trace, gw.gaps) if gpu_run(trace) else []),  # GPU idle at a window's end
         ],
         **_kernel_details(roof, g.launch_bound),
         per_launch_ns=g.per_launch,

@@ -9,6 +9,10 @@ the noise when it exceeds 2 x sqrt(sigma_before^2 + sigma_after^2): for the step
 spread of two runs, and for a line's or a kernel's GPU time, whose own spread is smaller, it is a
 conservative bar.
 
+Without GPU activity in either run, lines compare their CPU-side time (LineStat.host_ns: the main thread's
+sampled time on the line, or its time in torch calls where that is more, so a removed `time.sleep` or Python
+loop shows) and carry no regime.
+
 Lines are matched by file and source text (analyzers.line_match), so inserting lines above a hot line does
 not break its match; where no text is available, by file and line number.
 """
@@ -64,8 +68,8 @@ class LineChange:
     before: SourceLine | None
     after: SourceLine | None
     matched_by: LineMatch | None  # None: the line has figures in one run only (or no match was found)
-    gpu: Change  # GPU time of the line's kernels
-    idle: Change  # GPU idle charged to the line (unprofiled estimate)
+    time: Change  # the line's own time: GPU time of its kernels, or its CPU-side time (RunDiff.measure "CPU")
+    idle: Change  # GPU idle charged to the line (unprofiled estimate); 0 for measure "CPU"
     regime_before: Regime | None
     regime_after: Regime | None
 
@@ -76,9 +80,9 @@ class LineChange:
 
         return Change(
             "line",
-            add(self.gpu.before, self.idle.before),
-            add(self.gpu.after, self.idle.after),
-            self.gpu.beyond_noise,
+            add(self.time.before, self.idle.before),
+            add(self.time.after, self.idle.after),
+            self.time.beyond_noise,
         )
 
 
@@ -95,9 +99,7 @@ class KernelChange:
 @dataclass(frozen=True)
 class RunDiff:
     unit: str  # "step" or "s"
-    measure: (
-        str  # "GPU"; "CPU" when neither run has GPU activity (then lines compare CPU time in torch calls)
-    )
+    measure: str  # "GPU"; "CPU" when neither run has GPU activity (then lines compare CPU-side time)
     before_steps: StepTimes
     after_steps: StepTimes
     noise_ns: float | None  # the bar a change must clear (per unit)
@@ -202,8 +204,8 @@ def _line_change(
     noise: float | None,
     cpu: bool,
 ) -> LineChange:
-    """GPU time and idle per unit; for runs without GPU activity, CPU time in torch calls (and no regime)."""
-    busy = "cpu_ns" if cpu else "gpu_ns"
+    """GPU time and idle per unit; for runs without GPU activity, the CPU-side time (and no idle or regime)."""
+    busy = "host_ns" if cpu else "gpu_ns"
     gb = getattr(sb, busy) / units[0] if sb else 0.0
     ga = getattr(sa, busy) / units[1] if sa else 0.0
     ib = sb.idle_ns / units[0] if sb and not cpu else 0.0
@@ -212,7 +214,7 @@ def _line_change(
         lb,
         la,
         how,
-        Change("CPU" if cpu else "GPU", gb, ga, _beyond(gb + ib, ga + ia, noise)),
+        Change("CPU-side" if cpu else "GPU", gb, ga, _beyond(gb + ib, ga + ia, noise)),
         Change("idle", ib, ia, _beyond(ib, ia, noise)),
         sb.regime if sb and not cpu else None,
         sa.regime if sa and not cpu else None,
@@ -259,8 +261,9 @@ def diff_runs(before: Analysis, after: Analysis, lines: LineMap) -> RunDiff:
     cpu = not before.trace.has_gpu and not after.trace.has_gpu
     if cpu:
         notes.append(
-            "no GPU activity in either run: lines compare CPU time in torch calls inside the profiled windows "
-            "(the profiler's cost included), not judged against the noise"
+            "no GPU activity in either run: lines compare their CPU-side time inside the profiled windows (the "
+            "main thread's sampled time on the line, a sleep or a Python loop included, or its time in torch "
+            "calls where that is more; the profiler's cost included), not judged against the noise"
         )
     return RunDiff(
         unit="step" if per_step else "s",
@@ -269,7 +272,7 @@ def diff_runs(before: Analysis, after: Analysis, lines: LineMap) -> RunDiff:
         after_steps=sa,
         noise_ns=noise if per_step else None,
         run=_run_changes(before, after, ub, ua, sb, sa, noise if per_step else None)[: 1 if cpu else None],
-        # CPU time inside the windows carries the profiler's own cost: step noise says nothing about it
+        # CPU-side time inside the windows carries the profiler's own cost: step noise says nothing about it
         lines=_line_changes(before, after, ub, ua, lines, noise if per_step and not cpu else None, cpu),
         kernels=_kernel_changes(before, after, ub, ua, noise if per_step else None),
         notes=notes,

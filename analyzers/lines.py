@@ -7,8 +7,21 @@ line). Its verdict is the regime holding most of its time, counting the GPU idle
     line 41  x = self.fc(x)        gpu: compute 3.1 ms, memory 0.2 ms   idle 0.1 ms  -> compute
     line 44  loss.item()           gpu: -                               idle 2.0 ms  -> overhead
 
-CPU time is the union of the line's spans per thread, so a span nested in another span of the same line
-(recursion, a foreign trace's nested frames of one function) is counted once.
+Time in torch calls (`cpu_ns`) is the union of the line's spans per thread, so a span nested in another span
+of the same line (recursion, a foreign trace's nested frames of one function) is counted once. The line
+sampler (`sampled_ns`) sees all of the main thread's time on the line, also where no torch call runs: a
+`time.sleep`, a Python loop, a data transform. The line's CPU-side time (`host_ns`) is the larger of the two::
+
+    line                   cpu_ns (spans)   sampled_ns (samples x interval)   host_ns
+    loss = lin(x).sum()         3.8 ms           1.1 ms                        3.8 ms
+    time.sleep(0.02)            0                18.6 ms                       18.6 ms
+
+The sampler reads the main thread's frame under the GIL, so while the main thread holds it the samples come
+late and fewer; the spans are exact but cover torch calls only. The larger is the better estimate of each.
+
+A run without a GPU (no GPU activity and no GPU device recorded) has no GPU idle to attribute: every line's
+idle is 0 and the lines are ordered by their CPU-side time (their `regime` then means nothing; presenters show
+none).
 """
 
 from __future__ import annotations
@@ -99,6 +112,18 @@ def _sampled_ns_by_line(trace: Trace, n_lines: int) -> np.ndarray:
     return out
 
 
+def _host_ns_by_line(cpu: np.ndarray, sampled: np.ndarray) -> np.ndarray:
+    """Per line, its CPU-side time: the sampled time on it, or its time in torch calls where that is more."""
+    host: np.ndarray = np.maximum(cpu, sampled)
+    return host
+
+
+def gpu_run(trace: Trace) -> bool:
+    """The run had a GPU: GPU activity in these windows, or a GPU device recorded (a set-up window of a GPU run
+    may hold no kernel, yet its GPU idles and that idle is charged to the lines that kept it waiting)."""
+    return trace.has_gpu or trace.device.name is not None
+
+
 def _weighted(values: np.ndarray, weight: np.ndarray | None) -> np.ndarray:
     """values x weight; `values` itself for weight None (every weight 1: the same products)."""
     return values if weight is None else values * weight
@@ -166,7 +191,8 @@ def line_stats(
     shares: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     unprofiled_gaps: Table | None = None,
 ) -> list[LineStat]:
-    """One LineStat per line with any kernel, CPU span or idle time, by GPU + idle time descending.
+    """One LineStat per line with any kernel, CPU span, line sample or idle time, by GPU + idle time
+    descending (in a run without a GPU: by CPU-side time, and no idle).
     `idle_scale` (see `unprofiled_idle_scale`) turns the idle measured inside windows into the unprofiled
     estimate the verdicts use, unless `unprofiled_gaps` (unprofiled_replay.unprofiled_gaps: the same gaps with
     the idle a replay of the window at unprofiled speed leaves) give it gap by gap; the measured figure stays
@@ -182,18 +208,15 @@ def line_stats(
     f_sum, f_cnt = _known_sums(kl, flops[sel], weight, n_lines)
     b_sum, b_cnt = _known_sums(kl, nbytes[sel], weight, n_lines)
     sampled = _sampled_ns_by_line(trace, n_lines)
-    idle_profiled = _idle_ns_by_line(gaps, n_lines)
-    idle = _unprofiled_idle(idle_profiled, idle_scale, unprofiled_gaps, n_lines)
+    with_gpu = gpu_run(trace)
+    idle_profiled, idle = _line_idle(gaps, idle_scale, unprofiled_gaps, n_lines, with_gpu)
     cpu = _union_ns_by_line(trace.spans, n_lines)
-
+    host = _host_ns_by_line(cpu, sampled)
     gpu_ns = by_regime.sum(axis=0)
     present = (kernels > 0) | (gpu_ns > 0) | (cpu > 0) | (idle_profiled > 0) | (sampled > 0)
     stats: list[LineStat] = []
     for i in np.nonzero(present)[0].tolist():
         per = {r: int(by_regime[REGIME_CODES[r], i]) for r in _REGIMES}
-        weights = [per[Regime.COMPUTE], per[Regime.MEMORY], per[Regime.OVERHEAD] + int(idle[i])]
-        weights.append(per[Regime.COMMUNICATION])
-        dominant = _REGIMES[int(np.argmax(weights))] if any(weights) else Regime.OVERHEAD
         stats.append(
             LineStat(
                 line=trace.lines[i],
@@ -207,12 +230,50 @@ def line_stats(
                 flops=float(f_sum[i]) if f_cnt[i] else None,
                 bytes=float(b_sum[i]) if b_cnt[i] else None,
                 kernels=int(kernels[i]),
-                regime=dominant,
+                regime=_dominant(per, int(idle[i])),
                 per_step_gpu_ns=float(gpu_ns[i]) / steps if steps > 0 else None,
+                host_ns=int(host[i]),
+                per_step_host_ns=float(host[i]) / steps if steps > 0 else None,
             )
         )
-    stats.sort(key=lambda s: (-(s.gpu_ns + s.idle_ns), -s.cpu_ns, s.line_id))
+    stats.sort(key=_gpu_order if with_gpu else _host_order)
     return stats
+
+
+def _line_idle(
+    gaps: Table, idle_scale: float | None, unprofiled_gaps: Table | None, n_lines: int, with_gpu: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per line, the GPU idle measured inside the windows and the unprofiled estimate (line_stats); none in a
+    run without a GPU (no GPU idle for a line to cause)."""
+    if not with_gpu:
+        none = np.zeros(n_lines, dtype=np.int64)
+        return none, none
+    idle_profiled = _idle_ns_by_line(gaps, n_lines)
+    return idle_profiled, _unprofiled_idle(idle_profiled, idle_scale, unprofiled_gaps, n_lines)
+
+
+def _dominant(per: dict[Regime, int], idle: int) -> Regime:
+    """The regime holding most of a line's time, its idle counted as overhead (overhead when it has none)."""
+    weights = [
+        per[Regime.COMPUTE],
+        per[Regime.MEMORY],
+        per[Regime.OVERHEAD] + idle,
+        per[Regime.COMMUNICATION],
+    ]
+    return _REGIMES[int(np.argmax(weights))] if any(weights) else Regime.OVERHEAD
+
+
+def _gpu_order(s: LineStat) -> tuple[int, int, int]:
+    return -(s.gpu_ns + s.idle_ns), -s.cpu_ns, s.line_id
+
+
+def _host_order(s: LineStat) -> tuple[int, int]:
+    return -s.host_ns, s.line_id
+
+
+def by_host_time(stats: list[LineStat]) -> list[LineStat]:
+    """The lines with CPU-side time, most first: what a run without GPU activity lists (report and view)."""
+    return sorted((s for s in stats if s.host_ns > 0), key=_host_order)
 
 
 def unprofiled_idle_scale(

@@ -75,10 +75,13 @@ class LineStat:
     flops: float | None
     bytes: float | None
     kernels: int  # kernel launches
-    regime: Regime  # dominant regime (idle counts as overhead)
+    regime: Regime  # dominant regime (idle counts as overhead); meaningless without GPU activity (has_gpu)
     per_step_gpu_ns: float | None  # gpu_ns divided by the steps analysed, when steps are known
     idle_profiled_ns: int = -1  # the idle measured inside the windows (-1: not given)
     sampled_ns: int = 0  # main-thread time on the line, from the line sampler (inside windows)
+    # CPU-side time on the line: the larger of cpu_ns and sampled_ns (the sampler also sees a sleep, a Python loop)
+    host_ns: int = 0
+    per_step_host_ns: float | None = None  # host_ns divided by the steps analysed, when steps are known
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,12 @@ class Analysis:
     modules: ModuleTree | None = None  # time per nn.Module (None: no kernel ran inside one)
     library_lines: list[LineStat] = field(default_factory=list)  # GPU time per model-library line
     communication: Communication | None = None  # collectives: time, exposed, bytes (None: none recorded)
+
+    @property
+    def has_gpu(self) -> bool:
+        """The analysed windows hold GPU activity. Without it there are no regimes, idle or GPU findings: the
+        lines' CPU-side time (LineStat.host_ns) is what there is to show."""
+        return self.trace.has_gpu
 
     def kernel_rates(self, rows: np.ndarray | slice = slice(None)) -> Rates | None:
         """Achieved FLOP/s, bytes/s and roof fraction of gpu `rows` (default: all), as the roofline worked

@@ -1,16 +1,21 @@
 """`brrrtui diff` as text and as one JSON object (analyzers.diff computes it).
 
-JSON (schema 1; times in ns per `unit`, "step" or "s"; unknown numbers null)::
+JSON (schema 2; times in ns per `unit`, "step" or "s"; unknown numbers null)::
 
-    {"schema": 1, "unit": "step" | "s", "measure": "GPU" | "CPU", "noise_ns": float|null,
+    {"schema": 2, "unit": "step" | "s", "measure": "GPU" | "CPU", "noise_ns": float|null,
      "before": {"file", "steps", "step_ns", "sigma_ns"}, "after": {...},
      "run":     [{"what", "before", "after", "change", "relative", "beyond_noise"}],
      "lines":   [{"before": {"file", "line", "function"}|null, "after": {...}|null, "matched_by": "text"|"line"|null,
-                  "gpu_ns": {"before", "after"}, "idle_ns": {"before", "after"}, "change_ns", "beyond_noise",
-                  "regime": {"before", "after"}}],
+                  "gpu_ns": {"before", "after"}, "idle_ns": {"before", "after"},     # measure "GPU"
+                  "host_ns": {"before", "after"},                                    # measure "CPU", instead
+                  "change_ns", "beyond_noise", "regime": {"before", "after"}}],
      "kernels": [{"name", "calls": {"before", "after"}, "gpu_ns": {"before", "after"}, "change_ns",
                   "beyond_noise", "regime": {"before", "after"}}],
      "notes":   [str]}
+
+Measure "CPU" (neither run has GPU activity): a line's `host_ns` is its CPU-side time (the main thread's sampled
+time on the line, a sleep or a Python loop included, or its time in torch calls where that is more), its regimes
+null. Schema 1 gave that comparison, then of the time in torch calls only, in `gpu_ns` (with `idle_ns` 0).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from analyzers.model import SourceLine
 from analyzers.results import Regime
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
-SCHEMA = 1
+SCHEMA = 2
 MARK = "*"  # beyond the noise
 
 
@@ -83,7 +88,7 @@ def render_text(d: RunDiff, before: str, after: str, top: int = 15) -> str:
         out.append(
             f"  {c.what:<20}{fmt_ns(c.before):>10}{fmt_ns(c.after):>10}{_signed(c.delta):>11} {_mark(c)}"
         )
-    what = "GPU + idle" if d.measure == "GPU" else "CPU time in torch calls"
+    what = "GPU + idle" if d.measure == "GPU" else "CPU-side time: sampled, or in torch calls where more,"
     out += ["", f"lines ({what} {unit}, largest change first):"]
     for lc in [x for x in d.lines if _listed(x.total.delta, d)][:top]:
         out.append(_line_text(lc))
@@ -111,7 +116,7 @@ def _line_text(lc: LineChange) -> str:
     no_regime = lc.regime_before is None and lc.regime_after is None
     regimes = "" if no_regime else f"  [{_regime(lc.regime_before)} -> {_regime(lc.regime_after)}]"
     return (
-        f"  {_signed(t.delta):>10} {_mark(lc.gpu)} {fmt_ns(t.before):>9} -> {fmt_ns(t.after):<9} "
+        f"  {_signed(t.delta):>10} {_mark(lc.time)} {fmt_ns(t.before):>9} -> {fmt_ns(t.after):<9} "
         f"{where}  {func}{regimes}"
     )
 
@@ -153,19 +158,7 @@ def to_json(d: RunDiff, before: str, after: str) -> dict[str, Any]:
         "before": _steps_json(before, d.before_steps),
         "after": _steps_json(after, d.after_steps),
         "run": [_change_json(c) for c in d.run],
-        "lines": [
-            {
-                "before": _line_json(lc.before),
-                "after": _line_json(lc.after),
-                "matched_by": lc.matched_by.value if lc.matched_by else None,
-                "gpu_ns": {"before": lc.gpu.before, "after": lc.gpu.after},
-                "idle_ns": {"before": lc.idle.before, "after": lc.idle.after},
-                "change_ns": lc.total.delta,
-                "beyond_noise": lc.gpu.beyond_noise,
-                "regime": {"before": _regime_json(lc.regime_before), "after": _regime_json(lc.regime_after)},
-            }
-            for lc in d.lines
-        ],
+        "lines": [_line_change_json(lc, d.measure) for lc in d.lines],
         "kernels": [
             {
                 "name": kc.name,
@@ -178,6 +171,27 @@ def to_json(d: RunDiff, before: str, after: str) -> dict[str, Any]:
             for kc in d.kernels
         ],
         "notes": list(d.notes),
+    }
+
+
+def _line_change_json(lc: LineChange, measure: str) -> dict[str, Any]:
+    """One line's change: GPU time and idle (measure "GPU"), or CPU-side time (measure "CPU")."""
+    times: dict[str, Any] = (
+        {
+            "gpu_ns": {"before": lc.time.before, "after": lc.time.after},
+            "idle_ns": {"before": lc.idle.before, "after": lc.idle.after},
+        }
+        if measure == "GPU"
+        else {"host_ns": {"before": lc.time.before, "after": lc.time.after}}
+    )
+    return {
+        "before": _line_json(lc.before),
+        "after": _line_json(lc.after),
+        "matched_by": lc.matched_by.value if lc.matched_by else None,
+        **times,
+        "change_ns": lc.total.delta,
+        "beyond_noise": lc.time.beyond_noise,
+        "regime": {"before": _regime_json(lc.regime_before), "after": _regime_json(lc.regime_after)},
     }
 
 
@@ -211,8 +225,8 @@ def table_rows(d: RunDiff, top: int = 50) -> dict[str, list[DiffRow]]:
         where = _line_where(lc)
         func = (lc.after or lc.before or SourceLine("", 0, "")).function
         regimes = f"{_regime(lc.regime_before)} -> {_regime(lc.regime_after)}"
-        cells = (_signed(t.delta), _mark(lc.gpu), fmt_ns(t.before), fmt_ns(t.after), where, func, regimes)
-        lines.append(DiffRow(cells, _role(Change("line", t.before, t.after, lc.gpu.beyond_noise))))
+        cells = (_signed(t.delta), _mark(lc.time), fmt_ns(t.before), fmt_ns(t.after), where, func, regimes)
+        lines.append(DiffRow(cells, _role(Change("line", t.before, t.after, lc.time.beyond_noise))))
     kernels = [
         DiffRow(
             (

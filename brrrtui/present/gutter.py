@@ -1,4 +1,5 @@
-"""The source view's gutter: GPU time per step, a share bar, a regime badge and a fusion marker.
+"""The source view's gutter: GPU time per step, a share bar, a regime badge and a fusion marker (without GPU
+activity: the line's CPU-side time per step, and blanks).
 
 ` 12.3 ms ▉▉▉▍ M F  41 │ y = x.cos().cos()`
   time     share  |  |  line number
@@ -34,6 +35,13 @@ def line_time_ns(stat: LineStat, per_step: bool) -> float:
     return float(stat.gpu_ns)
 
 
+def line_host_ns(stat: LineStat, per_step: bool) -> float:
+    """The line's CPU-side time (LineStat.host_ns), per step when steps are known."""
+    if per_step and stat.per_step_host_ns is not None:
+        return stat.per_step_host_ns
+    return float(stat.host_ns)
+
+
 def gutter_spans(
     stat: LineStat | None,
     total_gpu_ns: int,
@@ -43,10 +51,14 @@ def gutter_spans(
     lineno_digits: int,
     lineno: int,
 ) -> list[Span]:
-    """The gutter of one source line. Lines without GPU work get blanks of the same width."""
+    """The gutter of one source line. Lines without GPU work get blanks of the same width. A run without GPU
+    activity (`total_gpu_ns` 0) shows each line's CPU-side time, with no share and no regime."""
     bar_cells = 0 if compact else 4
     spans: list[Span] = []
-    if stat is None or (stat.gpu_ns == 0 and stat.idle_ns == 0):
+    if stat is not None and total_gpu_ns == 0 and stat.host_ns > 0:
+        spans.append((fmt_ns(line_host_ns(stat, per_step)).rjust(8)[:8] + " ", "gutter-time"))
+        spans.append((" " * (bar_cells + 1 if bar_cells else 0) + "   ", "gutter"))
+    elif stat is None or (stat.gpu_ns == 0 and stat.idle_ns == 0):
         spans.append((" " * 9, "gutter"))
         if bar_cells:
             spans.append((" " * (bar_cells + 1), "gutter"))

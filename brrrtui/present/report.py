@@ -8,13 +8,13 @@ JSON schema 4 (`brrrtui report --json`; the README documents it, with what chang
       "device": {"name": str|null, "peak_flops_per_s": float|null, "peak_bytes_per_s": float|null,
                  "peaks_source": "measured" | "override" | "datasheet:<name>" | "unknown"},
       "span_ns": int,                                   # wall time of the analysed windows
-      "breakdown_ns": {"compute": int, "memory": int, "communication": int, "overhead": int},  # sums to span_ns
+      "breakdown_ns": {"compute": int, "memory": int, "communication": int, "overhead": int}|null,  # sums to span_ns
       "communication": null | {...},                    # present/comm_report.py (exposed / hidden collectives)
       "overhead": {"raw_fraction": float, "corrected_fraction": float|null,
-                   "profiled_step_ns": float|null, "unprofiled_step_ns": float|null},
+                   "profiled_step_ns": float|null, "unprofiled_step_ns": float|null}|null,
       "lines": [{"file": str, "line": int, "function": str, "gpu_ns": int, "idle_ns": int,  # unprofiled est.
-                 "idle_profiled_ns": int,
-                 "regime": str, "flops": float|null, "bytes": float|null, "kernels": int}],
+                 "idle_profiled_ns": int, "cpu_ns": int, "sampled_ns": int, "host_ns": int,
+                 "regime": str|null, "flops": float|null, "bytes": float|null, "kernels": int, "display": str}],
       "kernels": [{"name": str, "calls": int, "gpu_ns": int, "regime": str,
                    "achieved_flops_per_s": float|null, "achieved_bytes_per_s": float|null,
                    "narrow_load_bytes": int|null}],   # set: memory-bound on chip (unaligned GEMM operands)
@@ -37,6 +37,13 @@ JSON schema 4 (`brrrtui report --json`; the README documents it, with what chang
       "phases": {...}, "other_phases": {...}             # present/phase_report.py
     }
 
+`cpu_ns`: time in the line's torch calls; `sampled_ns`: the main thread's time on the line, sampled (a sleep, a
+Python loop included); `host_ns`: the line's CPU-side time, the larger of the two (analyzers.lines).
+
+Without GPU activity in the analysed windows there are no regimes: `breakdown_ns` and `overhead` are null,
+every line's `regime` is null and its `idle_ns` 0, the lines are sorted by `host_ns`, and "other_phases" holds
+for each phase its windows, span_ns, breakdown_ns (null) and its lines as "lines" has them.
+
 `peak_flops_per_s` is the tensor-core (bf16) roof. Lines are sorted by gpu_ns + idle_ns, kernels by gpu_ns,
 findings by saving_ns, all descending; `top` truncates lines and kernels (findings are never truncated).
 
@@ -56,6 +63,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from analyzers.lines import by_host_time
 from analyzers.phases import Phase
 from analyzers.results import GAP_CAUSE_CODES, Analysis, Finding, GapCause, KernelStat, LineStat, Regime
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
@@ -68,7 +76,7 @@ from brrrtui.present.module_report import (
     place_json,
 )
 from brrrtui.present.paths import readable_path, readable_text
-from brrrtui.present.phase_report import phase_json, phase_line, phase_sections
+from brrrtui.present.phase_report import OTHER_PHASE_LINES, phase_json, phase_line, phase_sections
 from brrrtui.present.stream_report import stream_json, stream_text
 from brrrtui.present.verdicts import on_chip_load_bytes
 
@@ -92,6 +100,8 @@ def to_json(
     b = a.breakdown
     o = a.overhead
     cwd = run_cwd(a)
+    gpu = a.has_gpu
+    lines = a.lines if gpu else by_host_time(a.lines)
     doc = {
         "schema": SCHEMA,
         "device": {
@@ -101,20 +111,17 @@ def to_json(
             "peaks_source": a.peaks.source,
         },
         "span_ns": int(b.span_ns),
-        "breakdown_ns": {
-            "compute": int(b.compute_ns),
-            "memory": int(b.memory_ns),
-            "communication": int(b.communication_ns),
-            "overhead": int(b.overhead_ns),
-        },
+        "breakdown_ns": _breakdown_json(a),
         "communication": comm_json(a.communication, a.steps_analysed),
         "overhead": {
             "raw_fraction": _num(o.raw_overhead_fraction),
             "corrected_fraction": _num(o.corrected_overhead_fraction),
             "profiled_step_ns": _num(o.profiled_step_ns),
             "unprofiled_step_ns": _num(o.unprofiled_step_ns),
-        },
-        "lines": [_line_json(s, cwd) for s in (a.lines if top is None else a.lines[:top])],
+        }
+        if gpu
+        else None,
+        "lines": [_line_json(s, cwd, gpu) for s in (lines if top is None else lines[:top])],
         "kernels": [_kernel_json(k) for k in (a.kernels if top is None else a.kernels[:top])],
         "findings": [_finding_json(f, cwd) for f in a.findings],
         "modules": modules_json(a.modules),
@@ -122,9 +129,34 @@ def to_json(
             _line_json(s, cwd) for s in (a.library_lines if top is None else a.library_lines[:top])
         ],
     } | phase_json(a, others or {})
+    if not gpu:
+        doc["other_phases"] = {p.value: _cpu_other_json(x, cwd) for p, x in (others or {}).items()}
     if len(a.trace.stream):
         doc["stream"] = stream_json(a, top)
     return doc
+
+
+def _breakdown_json(a: Analysis) -> dict[str, int] | None:
+    """The analysed span by regime; None without GPU activity (no regimes to split it into)."""
+    if not a.has_gpu:
+        return None
+    b = a.breakdown
+    return {
+        "compute": int(b.compute_ns),
+        "memory": int(b.memory_ns),
+        "communication": int(b.communication_ns),
+        "overhead": int(b.overhead_ns),
+    }
+
+
+def _cpu_other_json(o: Analysis, cwd: str | None) -> dict[str, Any]:
+    """A set-up or warm-up phase of a run without GPU activity: its span and its lines by CPU-side time."""
+    return {
+        "windows": list(o.windows),
+        "span_ns": int(o.breakdown.span_ns),
+        "breakdown_ns": _breakdown_json(o),
+        "lines": [_line_json(s, cwd, o.has_gpu) for s in by_host_time(o.lines)[:OTHER_PHASE_LINES]],
+    }
 
 
 def run_cwd(a: Analysis) -> str | None:
@@ -133,7 +165,8 @@ def run_cwd(a: Analysis) -> str | None:
     return cwd if isinstance(cwd, str) else None
 
 
-def _line_json(s: LineStat, cwd: str | None = None) -> dict[str, Any]:
+def _line_json(s: LineStat, cwd: str | None = None, gpu: bool = True) -> dict[str, Any]:
+    """A line's figures; `gpu` False (a run without GPU activity): no regime."""
     return {
         "file": s.line.file,
         "line": int(s.line.line),
@@ -143,7 +176,8 @@ def _line_json(s: LineStat, cwd: str | None = None) -> dict[str, Any]:
         "idle_profiled_ns": int(s.idle_profiled_ns),
         "cpu_ns": int(s.cpu_ns),
         "sampled_ns": int(s.sampled_ns),
-        "regime": s.regime.value,
+        "host_ns": int(s.host_ns),
+        "regime": s.regime.value if gpu else None,
         "flops": _num(s.flops),
         "bytes": _num(s.bytes),
         "kernels": int(s.kernels),
@@ -223,7 +257,7 @@ def render_text(analysis: Analysis, top: int = 15, others: Mapping[Phase, Analys
     if len(t.stream):
         out.append("")
         out.extend(stream_text(a, min(top, 10)))
-    out += phase_sections(others or {}, _line_text)
+    out += phase_sections(others or {}, _line_text) if t.has_gpu else _cpu_phase_sections(others or {})
     for n in a.notes:
         out.append(f"note: {n}")
     return readable_text("\n".join(out), run_cwd(a))
@@ -277,22 +311,43 @@ def _header_text(a: Analysis) -> list[str]:
 
 
 def _cpu_only_text(a: Analysis, top: int) -> list[str]:
-    """Without a GPU only the CPU is measured: time inside torch calls and where the main thread was sampled."""
+    """Without GPU activity only the CPU is measured: each line's CPU-side time (LineStat.host_ns), the lines
+    `--json` and the view list, in their order."""
     src = os.path.basename(a.trace.source) if a.trace.source else "trace"
-    per = a.steps_analysed or 1
-    lines = sorted(
-        (s for s in a.lines if s.cpu_ns or s.sampled_ns), key=lambda s: -max(s.cpu_ns, s.sampled_ns)
-    )
+    nwin = len(a.trace.windows)
+    steps = f", {a.steps_analysed} step{'s' if a.steps_analysed != 1 else ''}" if a.steps_analysed else ""
     out = [
         f"brrrtui report: {src}",
-        "device   no GPU activity recorded: CPU time per line only",
+        "device   no GPU activity recorded: no GPU regimes or verdicts; CPU-side time per line instead",
+        f"analysed {nwin} window{'s' if nwin != 1 else ''}{steps}, {fmt_ns(a.breakdown.span_ns)}",
+        phase_line(a),
         "",
-        f"CPU time per line{', per step' if a.steps_analysed else ''} (in torch calls · on the line, sampled)",
+        f"CPU time per line{', per step' if a.steps_analysed else ''}: the main thread's sampled time on it (a "
+        "sleep, a Python loop), or its time in torch calls where that is more",
+        f"  {'line':<40} {'CPU-side':>9}  {'in torch':>9}",
     ]
-    out += [
-        f"  {str(s.line) + ' ' + s.line.function:<40} {fmt_ns(s.cpu_ns / per):>9} · {fmt_ns(s.sampled_ns / per)}"
-        for s in lines[:top]
+    out += _cpu_lines_text(a, top)
+    return out
+
+
+def _cpu_lines_text(a: Analysis, top: int) -> list[str]:
+    per = a.steps_analysed or 1
+    return [
+        f"  {str(s.line) + ' ' + s.line.function:<40} {fmt_ns(s.host_ns / per):>9}  {fmt_ns(s.cpu_ns / per):>9}"
+        for s in by_host_time(a.lines)[:top]
     ]
+
+
+def _cpu_phase_sections(others: Mapping[Phase, Analysis]) -> list[str]:
+    """The set-up and warm-up windows of a run without GPU activity, by CPU-side time."""
+    out: list[str] = []
+    for phase, o in others.items():
+        wins = ", ".join(str(w) for w in o.windows)
+        out += [
+            "",
+            f"{phase.label} (window {wins}; {fmt_ns(o.breakdown.span_ns)}) — not in the figures above",
+        ]
+        out += _cpu_lines_text(o, OTHER_PHASE_LINES)
     return out
 
 

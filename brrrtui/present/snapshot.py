@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from analyzers.lines import by_host_time
 from analyzers.model import SourceLine, Table, Trace
 from analyzers.results import Analysis, Finding, KernelStat, LineStat
 from analyzers.stream import StreamView, stream_figures, stream_view
 from brrrtui.contract.schema import COMPILED_CALL_PREFIX
-from brrrtui.contract.userfiles import is_user_file
 from brrrtui.present.lanes import PageKey, WindowLanes, build_stream_lanes, window_ids
 from brrrtui.present.lanes_by_window import LanesByWindow
 
@@ -33,16 +33,15 @@ class Snapshot:
     lanes: Mapping[int, WindowLanes]  # capture windows' lanes, each built when first asked for
     lines_by_id: dict[int, LineStat]
     lines_by_source: dict[SourceLine, LineStat]
-    hot_lines: list[
-        LineStat
-    ]  # user lines by GPU time (+ idle caused), heaviest first; by CPU time if cpu_only
+    # user lines by GPU time (+ idle caused), heaviest first; if cpu_only by CPU-side time, as the report
+    hot_lines: list[LineStat]
     kernels_by_name: dict[str, KernelStat]
     findings: list[Finding]  # by estimated saving, largest first
     fused_lines: frozenset[SourceLine]
     total_gpu_ns: int
     per_step: bool  # LineStat.per_step_gpu_ns is known
     version: int = 0
-    cpu_only: bool = False  # the analysis holds no GPU work
+    cpu_only: bool = False  # the analysis holds no GPU work: no regimes, no idle; lines by CPU-side time
     search_dirs: tuple[str, ...] = field(default=())
     # the kernel stream between windows (lines and regimes inferred); None: the trace has none
     stream: StreamView | None = None
@@ -133,13 +132,12 @@ def build_snapshot(analysis: Analysis, script: str | None = None, version: int =
     if windows:
         lanes.get(windows[-1])  # the page the view opens on, built here and not on the UI thread
     by_id = {s.line_id: s for s in analysis.lines}
-    hot = sorted(
-        (s for s in analysis.lines if s.gpu_ns + s.idle_ns > 0), key=lambda s: -(s.gpu_ns + s.idle_ns)
-    )
-    cpu_only = not hot
-    if cpu_only:  # no GPU work at all (a CPU run, or a trace without kernels): rank the lines by CPU time
+    cpu_only = not analysis.has_gpu
+    if cpu_only:  # no GPU work at all (a CPU run, or a trace without kernels): the lines the report lists
+        hot = by_host_time(analysis.lines)
+    else:
         hot = sorted(
-            (s for s in analysis.lines if s.cpu_ns > 0 and is_user_file(s.line.file)), key=lambda s: -s.cpu_ns
+            (s for s in analysis.lines if s.gpu_ns + s.idle_ns > 0), key=lambda s: -(s.gpu_ns + s.idle_ns)
         )
     findings = sorted(analysis.findings, key=lambda f: -(f.saving_ns or 0.0))
     fused = frozenset(ln for f in findings if f.kind == "fusion" for ln in f.lines)

@@ -18,6 +18,9 @@ def line(snap: Snapshot, line_id: int) -> Detail:
     s = snap.lines_by_id[line_id]
     d = Detail(display_path(snap, s.line))
     d.add((display_path(snap, s.line), "path"), (f" in {s.line.function}", "muted"))
+    if snap.cpu_only:
+        _cpu_line_numbers(snap, s, d)
+        return d
     d.add(("verdict: ", "label"), (line_verdict(s), s.regime.value))
     _line_numbers(snap, s, d)
     _line_ops(snap, line_id, d)
@@ -31,6 +34,20 @@ def line(snap: Snapshot, line_id: int) -> Detail:
             d.add(("advice: ", "label"), (f.action, "advice"))
             d.link(f"⚑ {f.message}", Kind.FINDING, i)
     return d
+
+
+def _cpu_line_numbers(snap: Snapshot, s: LineStat, d: Detail) -> None:
+    """A line of a run without GPU activity: its CPU-side time and what it is made of (no verdict)."""
+    steps = max(snap.analysis.steps_analysed, 1) if snap.per_step else 1
+    d.add(
+        ("CPU-side time: ", "label"),
+        (
+            f"{fmt_ns(s.host_ns / steps)}{per(snap)}: {fmt_ns(s.sampled_ns / steps)} sampled on the line (a sleep, "
+            f"a Python loop included), {fmt_ns(s.cpu_ns / steps)} in its torch calls",
+            "",
+        ),
+    )
+    d.add(("no GPU activity recorded: no regime or verdict for this line", "muted"))
 
 
 def _line_numbers(snap: Snapshot, s: LineStat, d: Detail) -> None:

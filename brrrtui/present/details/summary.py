@@ -5,13 +5,15 @@ from __future__ import annotations
 from analyzers.results import Finding, LineStat, Regime
 from brrrtui.contract.units import fmt_bw, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.details.common import Detail, display_path, message_parts, per, short
-from brrrtui.present.gutter import BADGES
+from brrrtui.present.gutter import BADGES, line_host_ns
 from brrrtui.present.paths import Location, Phrase
 from brrrtui.present.selection import Kind
 from brrrtui.present.snapshot import Snapshot
 
 
 def summary(snap: Snapshot) -> Detail:
+    if snap.cpu_only:
+        return _cpu_summary(snap)
     a = snap.analysis
     b = a.breakdown
     d = Detail("summary")
@@ -47,6 +49,31 @@ def summary(snap: Snapshot) -> Detail:
         d.link(Phrase(f"⚑ {_saving(snap, f)} ", *message_parts(snap, f.message)), Kind.FINDING, i)
     for s in snap.hot_lines[:20]:
         d.link(_line_label(snap, s), Kind.LINE, s.line_id)
+    return d
+
+
+def _cpu_summary(snap: Snapshot) -> Detail:
+    """A run without GPU activity: what was analysed, that there are no regimes, and the lines by CPU-side time."""
+    a = snap.analysis
+    d = Detail("summary")
+    where = f"{len(snap.windows)} window(s), {a.steps_analysed} step(s) analysed, {fmt_ns(a.breakdown.span_ns)} of wall time"
+    d.add(("no GPU activity", "label"), (f"  ·  {where}", ""))
+    d.add(
+        (
+            f"no regimes, verdicts or advice: each line shows its CPU-side time{per(snap)} (the main thread's "
+            "sampled time on it, or its time in torch calls where that is more)",
+            "muted",
+        )
+    )
+    for note in a.notes:
+        d.add(("note: " + note, "muted"))
+    for s in snap.hot_lines[:20]:
+        t = line_host_ns(s, snap.per_step)
+        d.link(
+            Phrase(f"{fmt_ns(t):>9}   ", display_path(snap, s.line), f" {s.line.function}"),
+            Kind.LINE,
+            s.line_id,
+        )
     return d
 
 

@@ -152,6 +152,13 @@ class MainScreen(Screen):
         snap = self.snapshot
         if snap is None:
             return
+        if snap.cpu_only:
+            per = "step" if snap.per_step else "window"
+            self.query_one(RegimeBars).set_no_gpu(
+                f"no GPU activity recorded: no regimes; lines show their CPU-side time per {per} "
+                "(sampled, or in torch calls where more)"
+            )
+            return
         w = self.timeline.window
         wb = snap.analysis.window_breakdowns.get(w) if w is not None else None
         k = snap.window_place(w)[0] if w is not None else 0

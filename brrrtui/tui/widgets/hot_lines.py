@@ -1,4 +1,5 @@
-"""The hottest source lines of the run (GPU time plus the idle time they caused), heaviest first."""
+"""The hottest source lines of the run (GPU time plus the idle time they caused), heaviest first; without GPU
+activity, the lines by CPU-side time, as the report lists them."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from textual.widgets.option_list import Option
 from analyzers.results import LineStat
 from brrrtui.contract.units import fmt_ns
 from brrrtui.present.details import display_path
-from brrrtui.present.gutter import BADGES, line_time_ns
+from brrrtui.present.gutter import BADGES, line_host_ns, line_time_ns
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
 from brrrtui.tui.widgets.links import FitRow
@@ -34,7 +35,7 @@ class HotLines(RoleStyles, OptionList):
         self.add_options([Option(self._prompt(snap, s, need), id=str(s.line_id)) for s in rows])
         self.border_title = f"hot lines ({len(snap.hot_lines)})"
         self.border_subtitle = (
-            "CPU time (no GPU work)"
+            f"CPU-side time/{'step' if snap.per_step else 'window'} (no GPU activity)"
             if snap.cpu_only
             else "GPU/step +idle it caused"
             if snap.per_step
@@ -47,8 +48,10 @@ class HotLines(RoleStyles, OptionList):
         """Time, idle, share, regime, fusion, `path:line`, function; a narrow pane drops idle and share
         before it cuts the path's folders (links.FitRow)."""
         where = [(display_path(snap, s.line), "path"), (f" {s.line.function}", "muted")]
-        if snap.cpu_only:
-            return self._row([(f"CPU {fmt_ns(s.cpu_ns):>8} ", "gutter-time"), *where], need=need)
+        if snap.cpu_only:  # no regime, share or idle: the line's CPU-side time, as the report lists it
+            return self._row(
+                [(f"{fmt_ns(line_host_ns(s, snap.per_step)):>8} ", "gutter-time"), *where], need=need
+            )
         share = s.gpu_ns / snap.total_gpu_ns if snap.total_gpu_ns else 0.0
         fused = " F" if s.line in snap.fused_lines else "  "
         steps = max(snap.analysis.steps_analysed, 1) if snap.per_step else 1

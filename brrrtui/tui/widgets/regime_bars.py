@@ -1,4 +1,5 @@
-"""Header line 2: the three-regime bar for the latest window and for the whole run."""
+"""Header line 2: the three-regime bar for the latest window and for the whole run (without GPU activity: a
+line that says there are no regimes, and what the panes show instead)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,13 @@ class RegimeBars(RoleStyles, Widget):
         self.run: Breakdown | None = None
         self.corrected: float | None = None
         self.placeholder = "waiting for the first window"
+        self.no_gpu: str | None = None  # set: the run had no GPU activity; shown instead of the bars
+
+    def set_no_gpu(self, message: str) -> None:
+        """A run without GPU activity: no regime bar, `message` in its place."""
+        self.no_gpu = message
+        self.window, self.run, self.corrected = None, None, None
+        self.refresh()
 
     def set_breakdowns(
         self,
@@ -29,10 +37,13 @@ class RegimeBars(RoleStyles, Widget):
     ) -> None:
         """`placeholder`: what the window bar says when it has no breakdown."""
         self.window, self.run, self.corrected = window, run, corrected_overhead
+        self.no_gpu = None
         self.placeholder = placeholder or "waiting for the first window"
         self.refresh()
 
     def render(self) -> Text:
+        if self.no_gpu is not None:
+            return self.spans_text([(self.no_gpu, "muted")])
         w = self.size.width
         # "window N <bar> C 62% M 25% O 13% (idle 40%)", and the run's beside it when there is room
         two = w >= 110
