@@ -113,9 +113,10 @@ def test_without_gpu_work_hot_lines_rank_by_cpu_time(tmp_path):
     a = recording_snapshot(tmp_path, windows=1).analysis
     cpu = {4: 5_000, 5: 9_000, 6: 1_000, 7: 30_000}
     a.lines = [
-        dataclasses.replace(s, gpu_ns=0, idle_ns=0, cpu_ns=cpu.get(s.line.line, 0)) for s in a.lines
+        dataclasses.replace(s, gpu_ns=0, idle_ns=0, host_ns=cpu.get(s.line.line, 0)) for s in a.lines
     ] + [dataclasses.replace(a.lines[0], line=a.lines[0].line.__class__(a.lines[0].line.file, 7, "step"),
-                             line_id=3, gpu_ns=0, idle_ns=0, cpu_ns=30_000)]  # fmt: skip
+                             line_id=3, gpu_ns=0, idle_ns=0, host_ns=30_000)]  # fmt: skip
+    a.trace = dataclasses.replace(a.trace, gpu=a.trace.gpu.take(np.zeros(0, dtype=np.int64)))  # no GPU activity
     snap = build_snapshot(a)
     assert snap.cpu_only
     assert [s.line.line for s in snap.hot_lines] == [7, 5, 4, 6]

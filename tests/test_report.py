@@ -81,6 +81,7 @@ def test_json_schema_exactly():
         "idle_profiled_ns",
         "cpu_ns",
         "sampled_ns",
+        "host_ns",
         "regime",
         "flops",
         "bytes",
