@@ -205,7 +205,11 @@ def unknown_gemm_finding(
     sms = ctx.trace.device.num_sms
     grid = f"; {_dims(tuple(blocks[:3]))} blocks{f' for {sms} SMs' if sms else ''}" if blocks else ""
     checked = (
-        ("the channels are 16-byte aligned" if conv else "the shapes are 16-byte aligned, M and N at least 64")
+        (
+            "the channels are 16-byte aligned"
+            if conv
+            else "the shapes are 16-byte aligned, M and N at least 64"
+        )
         + ", whole tiles, no split-K, no narrow loads"
         if shapes
         else "its op's shapes were not recorded, so none of the shape causes can be read"
