@@ -102,3 +102,32 @@ def test_report_json_lists_one_row_for_named_layers(tmp_path):
     assert [(n["path"], n["instances"], n["gpu_ns"]) for n in blocks] == [
         ("encoder.encoder_layer_*", 4, 600_000)
     ]
+
+
+def test_recorded_gpt2_with_its_blocks_renamed_folds_the_same(tmp_path):
+    """The H200 recording of Hugging Face GPT-2 with `transformer.h.N` renamed `transformer.block_N` (as a
+    model with named layers records them): one `block_*` row of 12, holding what `h.*` holds."""
+    import dataclasses
+    import re
+
+    from brrrtui.recording.load import load_trace
+
+    trace = load_trace(os.path.join(ROOT, "tests", "fixtures", "h200_hf_gpt2_modules.brrr.gz"))
+    named = re.compile(r"transformer\.h\.(\d+)")
+    renamed = [named.sub(r"transformer.block_\1", s) if "=" in s else s for s in trace.strings]
+    assert renamed != trace.strings
+    before = {(n.depth, n.path, n.kind): n for n in analyze(trace).modules.nodes}
+    after = {
+        (n.depth, n.path, n.kind): n
+        for n in analyze(dataclasses.replace(trace, strings=renamed)).modules.nodes
+    }
+    assert len(after) == len(before)
+    for (depth, path, kind), n in before.items():
+        m = after[(depth, path.replace("transformer.h.*", "transformer.block_*"), kind)]
+        assert (m.instances, m.gpu_ns, m.self_gpu_ns, m.idle_ns) == (
+            n.instances,
+            n.gpu_ns,
+            n.self_gpu_ns,
+            n.idle_ns,
+        )
+    assert after[(2, "transformer.block_*", "GPT2Block")].instances == 12
