@@ -13,9 +13,10 @@ import numpy as np
 from analyzers.arrays import distinct
 from analyzers.communication import collective_kind
 from analyzers.finding_context import MIN_SAVING_SHARE, Context, count_lines, where
-from analyzers.gap_evidence import collective_marks
+from analyzers.gap_evidence import collective_marks, main_thread
 from analyzers.launch_timing import median_launch_interval_ns
-from analyzers.model import GpuKind, SourceLine
+from analyzers.links import spans_at
+from analyzers.model import NONE, GpuKind, SourceLine
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Finding, FindingKind, GapCause, Regime
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_ns, fmt_pct
 
@@ -236,6 +237,8 @@ def collective_wait_findings(ctx: Context) -> list[Finding]:
         np.searchsorted(comm.start, g1, "left") - 1, 0
     )  # the last collective begun before its end
     op_names = [ctx.trace.name(int(n)) for n in comm.name[at].tolist()]
+    lines = comm.line[at]
+    lines = np.where(lines >= 0, lines, _main_thread_lines(ctx, g.window[inside], (g0 + g1) // 2))
     kinds = np.array([collective_kind(n) for n in op_names], dtype=object)
     dur = comm.union.covered(g0, g1).astype(np.float64)  # the part of each gap the collectives cover
     out: list[Finding] = []
@@ -244,8 +247,7 @@ def collective_wait_findings(ctx: Context) -> list[Finding]:
         idle = float(dur[sel].sum()) / ctx.per
         if idle < MIN_SAVING_SHARE * ctx.step_ns:
             continue
-        lines = comm.line[at[sel]]
-        src = ctx.source_lines(count_lines(lines))
+        src = ctx.source_lines(count_lines(lines[sel]))
         shown = sorted({n for n, s in zip(op_names, sel.tolist(), strict=True) if s})
         share = fmt_pct(idle / ctx.step_ns if ctx.step_ns else None)
         msg = (
@@ -255,6 +257,16 @@ def collective_wait_findings(ctx: Context) -> list[Finding]:
         )
         out.append(Finding(FindingKind.COMMUNICATION, src, idle, msg, COLLECTIVE_WAIT_ACTION))
     return out
+
+
+def _main_thread_lines(ctx: Context, window: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The line of the main thread's innermost span at each time `t` (NONE outside any): where the training
+    loop waited while a collective ran on a thread of its own (gloo's worker, which has no line)."""
+    tid = main_thread(ctx.trace)
+    if tid is None or not len(ctx.trace.spans):
+        return np.full(len(t), NONE, dtype=np.int64)
+    at = spans_at(ctx.trace, window, t, np.full(len(t), tid), np.int64)
+    return np.where(at >= 0, ctx.trace.spans.line[np.maximum(at, 0)], NONE).astype(np.int64)
 
 
 def _times(x: float) -> str:

@@ -23,7 +23,7 @@ MS = 1_000_000
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
 
 
-def gloo_rank0(item_at_ms: int | None = None):
+def gloo_rank0(item_at_ms: int | None = None, collective_tid: int = 1):
     """One 70 ms step of rank 0 (times in ms):
 
         CPU tid 1  [backward, train.py:20 ..........................................] [opt.step, :21 ....]
@@ -33,14 +33,15 @@ def gloo_rank0(item_at_ms: int | None = None):
 
     The GPU's kernels idle from 30 to 63.6 ms (copies fill no gap), 31 ms of it inside the collective; the
     other gaps (0-1, 68-70) lie outside it. `item_at_ms`: a `.item()` on the main thread after the optimizer, its
-    own synchronize and a 2 ms gap before the next kernel (a real host sync, outside any collective)."""
+    own synchronize and a 2 ms gap before the next kernel (a real host sync, outside any collective).
+    `collective_tid`: the thread the collective's op runs on (gloo's worker: 9, no line of its own)."""
     b = TraceBuilder()
     bwd = b.line("train.py", 20, "step")
     opt = b.line("train.py", 21, "step")
     end = 70 if item_at_ms is None else 80
     b.span(bwd, 0, 62 * MS)
     b.launch(GEMM, cpu_ns=1 * MS, gpu_ns=1 * MS, dur_ns=29 * MS)
-    b.op("gloo:all_reduce", 30 * MS, 31 * MS, shapes=[[1048576]], dtypes=[F32])
+    b.op("gloo:all_reduce", 30 * MS, 31 * MS, shapes=[[1048576]], dtypes=[F32], tid=collective_tid)
     b.launch("Memcpy DtoH (Device -> Pinned)", cpu_ns=30 * MS + 100_000, gpu_ns=30 * MS + 200_000, dur_ns=800_000,
              stream=30, kind=GpuKind.MEMCPY, nbytes=4 * 1048576)  # fmt: skip
     b.runtime("cudaStreamSynchronize", 30 * MS + 200_000, 800_000, tid=9)
@@ -76,6 +77,14 @@ def test_the_wait_inside_a_gloo_all_reduce_is_communication_not_a_sync():
     assert "inside gloo:all_reduce from train.py:20" in top.message and "not a host sync" in top.message
     assert "straggler" in top.action and "overlap" in top.action
     assert "keep the value on the GPU" not in top.action
+
+
+def test_a_collective_on_gloo_s_worker_thread_takes_the_line_the_loop_waited_on():
+    a = analyze(gloo_rank0(collective_tid=9))
+    top = a.findings[0]
+    assert top.kind is FindingKind.COMMUNICATION and top.saving_ns == 31_000_000
+    assert [(ln.file, ln.line) for ln in top.lines] == [("train.py", 20)]  # inside loss.backward()
+    assert FindingKind.SYNC not in [f.kind for f in a.findings]
 
 
 def test_a_real_item_sync_outside_the_collective_stays_a_sync():
