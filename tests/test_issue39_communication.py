@@ -107,3 +107,22 @@ def test_report_json_names_communication_for_rank0(tmp_path):
     findings = json.loads(proc.stdout)["findings"]
     assert findings[0]["kind"] == "communication" and "gloo:all_reduce" in findings[0]["message"]
     assert "sync" not in [f["kind"] for f in findings]
+
+
+def test_the_cure_names_the_straggler_the_ranks_comparison_found():
+    """With the run's ranks side by side (analyzers.ranks), rank 0's communication finding names what it
+    waited for: rank 1, 30 ms per step late on its own slow line."""
+    from analyzers.model import SourceLine
+    from analyzers.ranks import RankComparison, Straggler, name_straggler
+
+    slow_line = SourceLine("train.py", 25, "step")
+    straggler = Straggler(rank=1, late_ns=30e6, basis="communication", line=slow_line, line_extra_ns=29e6)
+    comparison = RankComparison((), ((1, 1),), 0, straggler, 70e6, 0.4)
+    findings = analyze(gloo_rank0()).findings
+    named = name_straggler(findings, comparison, shown=0)
+    comm = next(f for f in named if f.kind is FindingKind.COMMUNICATION)
+    assert comm.action.startswith(
+        "this rank waits for rank 1, 30 ms per step late, most of it on train.py:25"
+    )
+    assert [f.kind for f in named] == [f.kind for f in findings]
+    assert name_straggler(findings, comparison, shown=1) == findings  # the straggler itself waits for no one
