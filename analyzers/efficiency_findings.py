@@ -19,8 +19,14 @@ of the FLOPs; a vocabulary of 50257 padded to 50304, 1.0009), so the padded kern
 | kind        | trigger (per kernel, grouped by cause and offending value)        | action                           |
 |-------------|-------------------------------------------------------------------|----------------------------------|
 | slow_gemm   | align: M, N, K (conv C_in/C_out) not a multiple of 16 bytes       | pad to a multiple of 64          |
+| slow_gemm   | narrow: aligned shapes on narrow loads (a view's stride or start) | .contiguous(), aligned slices    |
+| slow_gemm   | no cause found, >= UNKNOWN_MIN_SHARE of the step under BELOW_ROOF | "cause unknown", the evidence    |
 | slow_gemm   | tiny M or N, small grid, split-K, partial tiles, pre-Hopper kernel| bigger or batched matmuls        |
 | conv_layout | cuDNN nchwToNhwc / nhwcToNchw kernels around NCHW convolutions    | model and inputs channels_last   |
+
+A kernel with no cause found makes a "cause unknown" finding only beside MIN_REFERENCE calls of this run's
+undiagnosed matmuls at BELOW_ROOF or better: they show what this GPU and library reach on such work, so the
+saving is a measured one; a run whose every matmul runs low gives no evidence that one of them could do better.
 
 conv_layout saves the conversion kernels' time (in channels_last they do not run) plus the shortfall, to the
 reference, of the convolutions that ran as pre-Hopper GEMM kernels (a 1x1 convolution on NCHW is a GEMM whose
@@ -35,16 +41,17 @@ import numpy as np
 
 from analyzers.arrays import dense_ids, unique_inverse
 from analyzers.finding_context import MIN_SAVING_SHARE, Context, count_lines
-from analyzers.gemm_shapes import Diagnosis, blocks_of, diagnose, padded_work
+from analyzers.gemm_shapes import Diagnosis, blocks_of, diagnose, padded_work, shape_text
 from analyzers.model import GpuKind, flag_of
 from analyzers.op_families import Family
 from analyzers.results import Finding
-from analyzers.slow_gemm_text import conv_layout_finding, slow_gemm_finding
+from analyzers.slow_gemm_text import conv_layout_finding, slow_gemm_finding, unknown_gemm_finding
 
 BELOW_ROOF = 0.5
 DEFAULT_TARGET = 0.8
 MIN_REFERENCE = 5
 MAX_EFFICIENCY_FINDINGS = 6
+UNKNOWN_MIN_SHARE = 0.05  # slow kernels with no cause found make a finding from this share of the step
 
 _GEMM_FAMILIES = [int(Family.MATMUL), int(Family.CONV), int(Family.CONV_BACKWARD)]
 _CONV_FAMILIES = [int(Family.CONV), int(Family.CONV_BACKWARD)]
@@ -167,6 +174,42 @@ def efficiency_findings(ctx: Context) -> list[Finding]:
         lines = ctx.source_lines(count_lines(ctx.links.kernel_line[sel]))
         group = [d for d in (diags[k] for k in of_row[ix].tolist()) if d is not None]
         out.append(slow_gemm_finding(ctx, lines, sel, group, saving, target))
+    if int((plain & ~slow).sum()) >= MIN_REFERENCE:  # the run's own GEMMs show the GPU doing better
+        out.extend(_unknown_findings(ctx, rows, np.flatnonzero(slow & plain), shortfall, target))
+    return out
+
+
+def _unknown_findings(
+    ctx: Context, rows: np.ndarray, idx: np.ndarray, shortfall: np.ndarray, target: float
+) -> list[Finding]:
+    """The slow kernels `idx` (into `rows`) with no cause found, by kernel name: one "cause unknown" finding
+    per name holding UNKNOWN_MIN_SHARE of the step or more."""
+    gpu, roof = ctx.trace.gpu, ctx.roof
+    out: list[Finding] = []
+    if not len(idx) or not ctx.step_ns:
+        return out
+    names, of_name = unique_inverse(gpu.name[rows[idx]].astype(np.int64))
+    for k in np.argsort(
+        [-float(gpu.dur_ns[rows[idx[of_name == i]]].sum()) for i in range(len(names))]
+    ).tolist():
+        ix = idx[of_name == k]
+        sel = rows[ix]
+        if float(gpu.dur_ns[sel].sum()) / ctx.per < UNKNOWN_MIN_SHARE * ctx.step_ns:
+            continue
+        shapes = []
+        for o in dict.fromkeys(roof.cost_op[sel].tolist()):
+            cost = roof.op_costs.of(int(o))
+            text = (
+                shape_text(ctx.trace.name(int(ctx.trace.ops.name[o])), int(roof.family[sel[0]]), cost.inputs)
+                if cost
+                else ""
+            )
+            if text and text not in shapes:
+                shapes.append(text)
+        lines = ctx.source_lines(count_lines(ctx.links.kernel_line[sel]))
+        out.append(
+            unknown_gemm_finding(ctx, lines, sel, shapes, float(shortfall[ix].sum()) / ctx.per, target)
+        )
     return out
 
 

@@ -16,6 +16,7 @@ windows hold steps, else per window; they are estimates of what the change could
 | optimizer       | many small kernels inside Optimizer.step                       | foreach=True / fused=True          |
 | slow_gemm       | tensor-core matmul/conv kernels under half their roof, and why | pad shapes, bigger matmuls         |
 | conv_layout     | cuDNN NCHW<->NHWC conversions around convolutions              | channels_last                      |
+| communication   | GPU idle inside a CPU-side collective (gloo; idle_findings.py) | the straggler, or overlap          |
 
 slow_gemm and conv_layout come from efficiency_findings.py (the causes: gemm_shapes.py).
 """
@@ -30,7 +31,12 @@ from analyzers.arrays import lexsort, window_stream_key
 from analyzers.efficiency_findings import efficiency_findings
 from analyzers.finding_context import MIN_SAVING_SHARE, Context, count_lines, where
 from analyzers.fusion import FusionChain
-from analyzers.idle_findings import gap_findings, overhead_findings, small_kernel_findings
+from analyzers.idle_findings import (
+    collective_wait_findings,
+    gap_findings,
+    overhead_findings,
+    small_kernel_findings,
+)
 from analyzers.kernel_costs import MAX_DEPTH
 from analyzers.model import GpuKind
 from analyzers.op_families import MATMUL_FAMILIES, base_name
@@ -247,6 +253,7 @@ def all_findings(ctx: Context, chains: list[FusionChain]) -> list[Finding]:
         overhead_findings(ctx)
         + small_kernel_findings(ctx)
         + gap_findings(ctx)
+        + collective_wait_findings(ctx)
         + fusion_findings(ctx, chains)
         + attention_findings(ctx)
         + tensor_core_findings(ctx)

@@ -2,17 +2,25 @@
 
 Each kind of evidence is a set of sorted intervals with the line each belongs to: DataLoader `__next__` calls,
 host-to-device copies (the GPU copy rows, the CPU memcpy calls that issued them, pinned-memory ops),
-synchronising calls (by the time they return), the CPU's own work (operators and runtime calls) and Kineto's
-`Lazy Function Loading` markers (CUDA loading a kernel module on a first call).
+synchronising calls (by the time they return), the CPU's own work (operators and runtime calls), Kineto's
+`Lazy Function Loading` markers (CUDA loading a kernel module on a first call) and the collectives that span
+their whole operation on the CPU (gloo's `gloo:all_reduce`, ...).
+
+A collective is communication, never a host sync or a host-to-device copy: gloo moves CUDA tensors through host
+memory (a device-to-host copy, a stream synchronize on its worker thread, the host all-reduce while the ranks
+wait for each other, the copy back), so the synchronising calls and copies inside a collective's span are the
+collective's own and are left out of `sync_*` and `h2d`; `comm` holds the collectives themselves.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 
 from analyzers import arrays
+from analyzers.communication import is_comm_op
 from analyzers.links import Links
 from analyzers.model import NONE, Trace, flag_of
 
@@ -118,6 +126,8 @@ class Marks:
         o = np.argsort(start, kind="stable")
         self.start, self.end, self.line = start[o], end[o], line[o].astype(np.int64)
         self.union = Intervals(self.start, self.end)
+        self.tid = np.empty(0, dtype=np.int64)  # the thread of each, where known (collective_marks)
+        self.name = np.empty(0, dtype=np.int64)  # the op's name (string id), where known (collective_marks)
 
     def __len__(self) -> int:
         return len(self.start)
@@ -153,12 +163,20 @@ class GapEvidence:
         h2d_gpu = host_copy & flag_of(trace.string_flags(lambda s: any(k in s for k in _H2D_GPU)), gpu.name)
         h2d_rt = np.zeros(len(rt), dtype=bool)
         gpu_line = np.full(int(h2d_gpu.sum()), NONE, dtype=np.int64)
+        issued = gpu.start_ns[h2d_gpu]  # when each copy was issued: its launch, else its own start
         if len(rt):
             launched = links.kernel_launch[h2d_gpu]
             h2d_rt[launched[launched >= 0]] = True
             h2d_rt &= flag_of(trace.string_flags(lambda s: bool(_MEMCPY_RUNTIME.match(s))), rt.name)
             gpu_line = np.where(launched >= 0, links.launch_line[np.maximum(launched, 0)], NONE)
+            issued = np.where(launched >= 0, rt.start_ns[np.maximum(launched, 0)], issued)
         h2d_op = flag_of(trace.string_flags(lambda s: s in _H2D_OPS), ops.name)
+        self.comm = collective_marks(trace, links)
+        if len(self.comm):  # a collective's own copies (gloo's copy back to the GPU) are not the data's
+            keep = ~_inside(self.comm, issued, issued)
+            h2d_gpu[np.flatnonzero(h2d_gpu)[~keep]] = False
+            gpu_line = gpu_line[keep]
+            h2d_rt[h2d_rt] = ~_inside(self.comm, rt.start_ns[h2d_rt], rt_end(h2d_rt))
         self.h2d = Marks(
             np.concatenate((gpu.start_ns[h2d_gpu], rt.start_ns[h2d_rt], ops.start_ns[h2d_op])),
             np.concatenate((gpu.start_ns[h2d_gpu] + gpu.dur_ns[h2d_gpu], rt_end(h2d_rt), op_end(h2d_op))),
@@ -167,6 +185,9 @@ class GapEvidence:
 
         sync_rt = flag_of(trace.string_flags(lambda s: bool(SYNC_RUNTIME.match(s))), rt.name)
         sync_op = flag_of(trace.string_flags(lambda s: s in _SYNC_OPS), ops.name)
+        if len(self.comm):  # the collective's own synchronising calls, on whatever thread it runs them
+            sync_rt[sync_rt] = ~_inside(self.comm, rt.start_ns[sync_rt], rt_end(sync_rt))
+            sync_op[sync_op] = ~_inside_own_thread(trace, self.comm, np.flatnonzero(sync_op), op_end)
         s_start = np.concatenate((rt.start_ns[sync_rt], ops.start_ns[sync_op]))
         s_end = np.concatenate((rt_end(sync_rt), op_end(sync_op)))
         s_line = np.concatenate((links.launch_line[sync_rt], links.op_line[sync_op])).astype(np.int64)
@@ -195,3 +216,44 @@ class GapEvidence:
             starts.append(start[hit])
             ends.append(starts[-1] + dur[hit])
         return Intervals(np.concatenate(starts), np.concatenate(ends)).covered(g0, g1)
+
+
+def collective_marks(trace: Trace, links: Links) -> Marks:
+    """The CPU-side collectives that span their whole operation (communication.is_comm_op), with their lines;
+    `tid` and `name` (string id) per mark, in the marks' order."""
+    ops = trace.ops
+    rows = np.flatnonzero(flag_of(trace.string_flags(is_comm_op), ops.name))
+    line = links.op_line[rows] if len(links.op_line) else np.full(len(rows), NONE)
+    marks = Marks(ops.start_ns[rows], ops.start_ns[rows] + ops.dur_ns[rows], line)
+    order = rows[np.argsort(ops.start_ns[rows], kind="stable")]  # the order Marks sorted them into
+    marks.tid, marks.name = ops.tid[order], ops.name[order]
+    return marks
+
+
+def _inside(marks: Marks, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per [start, end]: it lies wholly inside the marks' union (an instant inside it, for start == end)."""
+    s, e = start.astype(np.int64), end.astype(np.int64)
+    u = marks.union
+    if not len(u.s):
+        return np.zeros(len(s), dtype=bool)
+    i = np.searchsorted(u.s, s, "right") - 1
+    ok = i >= 0
+    j = np.maximum(i, 0)
+    inside: np.ndarray = ok & (u.e[j] >= e) & (u.s[j] <= s)
+    return inside
+
+
+def _inside_own_thread(
+    trace: Trace, marks: Marks, rows: np.ndarray, op_end: Callable[[np.ndarray], np.ndarray]
+) -> np.ndarray:
+    """Per op row: it runs inside a collective on its own thread (a sync op of the collective's own, not the
+    training loop's `.item()` while another thread's collective is in flight)."""
+    out = np.zeros(len(rows), dtype=bool)
+    tids = trace.ops.tid[rows]
+    for tid in np.unique(marks.tid).tolist():
+        on = tids == tid
+        if on.any():
+            mine = marks.tid == tid
+            own = Marks(marks.start[mine], marks.end[mine], marks.line[mine])
+            out[on] = _inside(own, trace.ops.start_ns[rows[on]], op_end(rows[on]))
+    return out

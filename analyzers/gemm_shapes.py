@@ -13,6 +13,11 @@ Causes, strongest first (a kernel gets the first that applies)::
     tile      a dimension of TILE..TILE_RANGE not a multiple of TILE, its last tile >= TILE_WASTE empty.
     fallback  a pre-Hopper kernel on an sm90 GPU with none of the above: the library had no Hopper kernel
               for this shape or layout (contiguity, a leading dimension the shapes do not show).
+    narrow    none of the above, yet the kernel's name says it loads its operands under 16 bytes at a time
+              (`_align2`: narrow_load_bytes) though the shapes are aligned: a stride or a start that is not,
+              from a view (a slice, a narrow()/chunk() of a wider tensor, a transposed non-contiguous operand).
+
+With none of them, the finding says "cause unknown" and what was checked (efficiency_findings.py).
 
 `narrow_load_bytes` reads a CUTLASS tensor-core GEMM's name for its operand alignment (`_align2`: two
 elements): under 16 bytes, every global load is a narrow one and the kernel is limited by the L1/shared-memory
@@ -75,7 +80,7 @@ Inputs = Sequence["TensorArg | None"]
 
 @dataclass(frozen=True)
 class Diagnosis:
-    cause: str  # align, tiny, grid, split_k, tile, fallback
+    cause: str  # align, tiny, grid, split_k, tile, fallback, narrow
     dims: tuple[int, ...]  # the offending values (dimensions, or (blocks, SMs) for grid)
     shape: str  # "M=8192 N=50257 K=768" or "C_in=3 C_out=64"
     align: int = 8  # elements per 16 bytes of the operands' dtype
@@ -162,7 +167,19 @@ def diagnose(
         return Diagnosis("tile", wasted, shape, align, fallback)
     if fallback:
         return Diagnosis("fallback", (), shape, align, True)
+    narrow = narrow_load_bytes(kernel)
+    if narrow is not None:
+        return Diagnosis("narrow", (narrow,), shape, align)
     return None
+
+
+def shape_text(op_name: str, family: int, inputs: Inputs) -> str:
+    """ "M=8192 N=50257 K=768" or "C_in=3 C_out=64"; "" when the recorded shapes do not say."""
+    if family in (Family.CONV, Family.CONV_BACKWARD):
+        ch = conv_channels(family, inputs)
+        return "" if ch is None else f"C_in={ch[0]} C_out={ch[1]}"
+    mnk = gemm_dims(op_name, inputs)
+    return "" if mnk is None else "M={} N={} K={}".format(*mnk)
 
 
 def blocks_of(grid: str) -> int | None:

@@ -1,14 +1,22 @@
-"""Findings about the GPU waiting: on the CPU issuing work (overhead, small kernels) and on synchronising calls,
-host-to-device copies and the DataLoader (gaps.py decides each idle gap's cause and line)."""
+"""Findings about the GPU waiting: on the CPU issuing work (overhead, small kernels), on synchronising calls,
+host-to-device copies and the DataLoader (gaps.py decides each idle gap's cause and line), and on collectives.
+
+An idle gap that a CPU-side collective covers (gloo's `gloo:all_reduce`, ...: gap_evidence.collective_marks) is
+communication whatever else ran in it: the rank waits for the others and moves the data through the host.
+It makes a COMMUNICATION finding (the cure: the straggler, or overlap) and none of the host's (overhead, sync,
+host-to-device copies, waits, data)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from analyzers.arrays import distinct
+from analyzers.communication import collective_kind
 from analyzers.finding_context import MIN_SAVING_SHARE, Context, count_lines, where
+from analyzers.gap_evidence import collective_marks, main_thread
 from analyzers.launch_timing import median_launch_interval_ns
-from analyzers.model import GpuKind, SourceLine
+from analyzers.links import spans_at
+from analyzers.model import NONE, GpuKind, SourceLine
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Finding, FindingKind, GapCause, Regime
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_ns, fmt_pct
 
@@ -16,9 +24,24 @@ OVERHEAD_SHARE = 0.20  # report overhead when idle-while-issuing is at least thi
 SMALL_KERNELS_PER_STEP = 50
 
 
-def _idle_by_cause(ctx: Context) -> dict[GapCause, int]:
+def in_collectives(ctx: Context) -> np.ndarray:
+    """Per idle gap: a CPU-side collective covers at least COVER_SHARE of it."""
     g = ctx.gaps
-    return {c: int(g.dur_ns[g.cause == GAP_CAUSE_CODES[c]].sum()) for c in GapCause} if len(g) else {}
+    comm = collective_marks(ctx.trace, ctx.links)
+    if not len(g) or not len(comm):
+        return np.zeros(len(g), dtype=bool)
+    g0 = g.start_ns.astype(np.int64)
+    covered: np.ndarray = comm.covering(g0, g0 + g.dur_ns, g.dur_ns.astype(np.float64))
+    return covered
+
+
+def _idle_by_cause(ctx: Context, outside: np.ndarray | None = None) -> dict[GapCause, int]:
+    """Idle per cause, of the gaps `outside` marks (all of them by default)."""
+    g = ctx.gaps
+    if not len(g):
+        return {}
+    keep = np.ones(len(g), dtype=bool) if outside is None else outside
+    return {c: int(g.dur_ns[keep & (g.cause == GAP_CAUSE_CODES[c])].sum()) for c in GapCause}
 
 
 def _top_lines(ctx: Context, mask: np.ndarray, k: int = 3) -> list[int]:
@@ -37,7 +60,8 @@ def overhead_findings(ctx: Context) -> list[Finding]:
     span = ctx.breakdown.span_ns
     if not span:
         return []
-    idle = _idle_by_cause(ctx)
+    outside = ~in_collectives(ctx)
+    idle = _idle_by_cause(ctx, outside)
     host_idle = idle.get(GapCause.HOST, 0)
     ovh_code = REGIME_CODES[Regime.OVERHEAD]
     ovh_kernel_ns = int(gpu.dur_ns[ctx.roof.regime == ovh_code].sum())
@@ -48,7 +72,7 @@ def overhead_findings(ctx: Context) -> list[Finding]:
         return []
     kernels = int((gpu.kind == GpuKind.KERNEL).sum())
     per = ctx.per
-    mask = ctx.gaps.cause == GAP_CAUSE_CODES[GapCause.HOST]
+    mask = outside & (ctx.gaps.cause == GAP_CAUSE_CODES[GapCause.HOST])
     lines = ctx.source_lines(_top_lines(ctx, mask))
     saving = (host_idle + ovh_kernel_ns) / per * ctx.idle_scale
     median_k = float(np.median(gpu.dur_ns[gpu.kind == GpuKind.KERNEL])) if kernels else None
@@ -151,8 +175,9 @@ def gap_findings(ctx: Context) -> list[Finding]:
     if not len(g):
         return out
     gpu = ctx.trace.gpu
+    outside = ~in_collectives(ctx)
     for cause, (kind, template, action) in _GAP_TEXT.items():
-        mask = g.cause == GAP_CAUSE_CODES[cause]
+        mask = outside & (g.cause == GAP_CAUSE_CODES[cause])
         if not mask.any():
             continue
         lines = g.line[mask]
@@ -186,6 +211,62 @@ def gap_findings(ctx: Context) -> list[Finding]:
             ) + ("" if cause == GapCause.WAIT else ctx.unprofiled(idle))
             out.append(Finding(kind, src, idle * scale, msg, action))
     return out
+
+
+COLLECTIVE_WAIT_ACTION = (
+    "the cure is the straggler, not this rank's host code: make the slowest rank faster (`brrrtui report` on"
+    " the run sets the ranks side by side and names the straggler and its line), or overlap the collective"
+    " with work: DDP(model, bucket_cap_mb=...) starts reducing during the backward, and the NCCL backend"
+    " keeps CUDA tensors on the GPU where gloo copies every bucket through host memory"
+)
+
+
+def collective_wait_findings(ctx: Context) -> list[Finding]:
+    """GPU idle inside CPU-side collectives (gloo, MPI, UCC), one finding per collective kind: communication,
+    never a host sync, even where the collective synchronised with the GPU to copy its tensors out. Its size:
+    the idle the collectives cover, of the gaps they cover at least COVER_SHARE of (those make no host
+    finding)."""
+    g = ctx.gaps
+    inside = in_collectives(ctx)
+    if not inside.any():
+        return []
+    comm = collective_marks(ctx.trace, ctx.links)
+    g0 = g.start_ns[inside].astype(np.int64)
+    g1 = g0 + g.dur_ns[inside]
+    at = np.maximum(
+        np.searchsorted(comm.start, g1, "left") - 1, 0
+    )  # the last collective begun before its end
+    op_names = [ctx.trace.name(int(n)) for n in comm.name[at].tolist()]
+    lines = comm.line[at]
+    lines = np.where(lines >= 0, lines, _main_thread_lines(ctx, g.window[inside], (g0 + g1) // 2))
+    kinds = np.array([collective_kind(n) for n in op_names], dtype=object)
+    dur = comm.union.covered(g0, g1).astype(np.float64)  # the part of each gap the collectives cover
+    out: list[Finding] = []
+    for kind in dict.fromkeys(kinds.tolist()):
+        sel = kinds == kind
+        idle = float(dur[sel].sum()) / ctx.per
+        if idle < MIN_SAVING_SHARE * ctx.step_ns:
+            continue
+        src = ctx.source_lines(count_lines(lines[sel]))
+        shown = sorted({n for n, s in zip(op_names, sel.tolist(), strict=True) if s})
+        share = fmt_pct(idle / ctx.step_ns if ctx.step_ns else None)
+        msg = (
+            f"the GPU idles {fmt_ns(idle)} per {ctx.unit} ({share}) while this rank is inside {', '.join(shown)}"
+            f"{f' from {where(src)}' if src else ''}: time in the collective (waiting for the other ranks and"
+            " moving the data through the host, its device-to-host copies included), not a host sync"
+        )
+        out.append(Finding(FindingKind.COMMUNICATION, src, idle, msg, COLLECTIVE_WAIT_ACTION))
+    return out
+
+
+def _main_thread_lines(ctx: Context, window: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The line of the main thread's innermost span at each time `t` (NONE outside any): where the training
+    loop waited while a collective ran on a thread of its own (gloo's worker, which has no line)."""
+    tid = main_thread(ctx.trace)
+    if tid is None or not len(ctx.trace.spans):
+        return np.full(len(t), NONE, dtype=np.int64)
+    at = spans_at(ctx.trace, window, t, np.full(len(t), tid), np.int64)
+    return np.where(at >= 0, ctx.trace.spans.line[np.maximum(at, 0)], NONE).astype(np.int64)
 
 
 def _times(x: float) -> str:

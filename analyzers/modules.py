@@ -1,5 +1,7 @@
 """Time per nn.Module, folded like a flame graph: `transformer.h.*.attn` holds the kernels of all twelve blocks'
-attention modules, and each node holds its children's time.
+attention modules, and each node holds its children's time. Repeated siblings fold by structure, not by name
+(contract.modules.fold_chains): `encoder_layer_0 … encoder_layer_11` are one `encoder_layer_*` node as
+`h.0 … h.11` are one `h.*`.
 
 A kernel belongs to the modules that were on the stack when its op was called (backward kernels: those of
 their forward op; links.kernel_module). Each node of the chain takes the kernel's time (inclusive), the
@@ -20,7 +22,7 @@ import numpy as np
 
 from analyzers.model import SourceLine, Table
 from analyzers.results import REGIME_CODES, Regime
-from brrrtui.contract.modules import collapse, decode
+from brrrtui.contract.modules import decode, fold_chains
 
 _REGIMES = (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD, Regime.COMMUNICATION)
 Key = tuple[str, ...]  # the root's class, then each level's collapsed path and class (`h.*:GPT2Block`)
@@ -60,6 +62,9 @@ class ModuleTree:
     idle_ns: int  # all GPU idle (the unprofiled estimate when a scale was given)
     steps: int
     by_key: dict[Key, ModuleNode] = field(default_factory=dict, repr=False)
+    # module chain string id -> each level's folded path, outermost first: where a finding about kernels of
+    # that chain belongs (`encoder.encoder_layer_*.attn`, the node's path)
+    folded_paths: dict[int, tuple[str, ...]] = field(default_factory=dict, repr=False)
 
     @property
     def roots(self) -> list[ModuleNode]:
@@ -101,18 +106,19 @@ class KernelColumns:
 
 
 def _chains(ids: np.ndarray, name: Callable[[int], str]) -> dict[int, list[tuple[Key, str, str, str]]]:
-    """chain string id -> its levels as (node key, full path, collapsed path, class), outermost first."""
+    """chain string id -> its levels as (node key, full path, folded path, class), outermost first; paths fold
+    by structure over all the chains at once (contract.modules.fold_chains)."""
+    decoded = {sid: frames for sid in np.unique(ids[ids >= 0]).tolist() if (frames := decode(name(sid)))}
+    folds = fold_chains(decoded.values())
     out: dict[int, list[tuple[Key, str, str, str]]] = {}
-    for sid in np.unique(ids[ids >= 0]).tolist():
-        frames = decode(name(sid))
-        if not frames:
-            continue
+    for sid, frames in decoded.items():
+        paths = folds[tuple(f.path for f in frames)]
         levels: list[tuple[Key, str, str, str]] = []
         key: Key = (frames[0].kind,)
-        for i, f in enumerate(frames):
+        for i, (f, folded) in enumerate(zip(frames, paths, strict=True)):
             if i:  # the class too: a Sequential's `0` and `1` (a conv, a norm) stay apart once collapsed
-                key = (*key, f"{collapse(f.path)}:{f.kind}")
-            levels.append((key, f.path, collapse(f.path), f.kind))
+                key = (*key, f"{folded}:{f.kind}")
+            levels.append((key, f.path, folded, f.kind))
         out[sid] = levels
     return out
 
@@ -152,6 +158,7 @@ def module_tree(
         idle_ns=int(round(float(idle_by_row.sum()))),
         steps=steps,
         by_key={n.key: n for n in nodes},
+        folded_paths={sid: tuple(level[2] for level in levels) for sid, levels in chains.items()},
     )
 
 

@@ -17,6 +17,7 @@ window present on every rank covers the same work on each. Inside those common w
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +31,8 @@ from analyzers.communication import (
     overlap_ns,
 )
 from analyzers.model import GpuKind, SourceLine, Trace, WindowMode
+from analyzers.results import Finding, FindingKind
+from brrrtui.contract.units import fmt_ns
 
 STRAGGLER_MIN_FRACTION = 0.05  # lateness under this share of the median step is noise, not a straggler
 
@@ -262,3 +265,26 @@ def _most_extra(rank: int, per_rank: dict[int, dict[Any, float]]) -> tuple[Any, 
     extra = {k: v - float(np.median([o.get(k, 0.0) for o in others])) for k, v in mine.items()}
     best = max(extra, key=lambda k: extra[k])
     return (best, extra[best]) if extra[best] > 0 else (None, 0.0)
+
+
+def name_straggler(findings: list[Finding], comparison: RankComparison, shown: int) -> list[Finding]:
+    """The findings of rank `shown` with the cure of each communication finding naming the run's straggler
+    (its rank, how late it is per step, and its line or kernel): what the rank waited for inside its
+    collectives. Unchanged without a straggler, or on the straggler itself."""
+    s = comparison.straggler
+    if s is None or s.rank == shown:
+        return findings
+    if s.cause == "line" and s.line is not None:
+        why = f", most of it on {s.line}"
+    elif s.cause == "gpu" and s.kernel is not None:
+        why = f", most of it in the kernel {s.kernel} (slower there: that rank's GPU)"
+    else:
+        why = ""
+    cure = (
+        f"this rank waits for rank {s.rank}, {fmt_ns(s.late_ns)} per step late{why}: make rank {s.rank} faster"
+        " (balance the work or the data it gets), or overlap the collective with work. "
+    )
+    return [
+        dataclasses.replace(f, action=cure + f.action) if f.kind is FindingKind.COMMUNICATION else f
+        for f in findings
+    ]

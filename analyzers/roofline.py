@@ -37,12 +37,23 @@ The verdict, per kernel (the article's three regimes)::
 
 `roof_fraction` = max(achieved FLOP/s / unit peak, achieved bytes/s / peak bandwidth), which equals achieved /
 min(peak, intensity x bandwidth), the roof at the kernel's intensity.
+
+**Ceilings that hold.** A roof fraction never reads above 100 % without a reason on the row (`over_roof`):
+
+- bytes come from the level that served them (`bytes_level`). A kernel whose whole working set fits in L2
+  (`fits_in_l2`) and that moved its bytes faster than DRAM can was served from L2 (its inputs were written or
+  read just before and re-read): its bytes are measured against the L2 bandwidth where the datasheet table
+  has one (peaks.DeviceSpec.l2_bytes_per_s), else its fraction is capped at 100 % (OVER_L2). Host<->device
+  copies cross PCIe, not HBM: no bandwidth roof, the fraction is unknown;
+- any other rate above its roof (a DRAM-sized working set above the bandwidth, FLOP/s above the unit's peak)
+  says the roof is below what the GPU reached: a calibration is a median, a datasheet can be conservative.
+  The fraction is capped at 100 % and the row marked OVER_PEAK.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -51,6 +62,7 @@ from analyzers.kernel_costs import GEMM_NAME, OpCosts, cost_ops, recorded_flops,
 from analyzers.links import Calls
 from analyzers.model import NONE, GpuKind, Peaks, Trace, flag_of
 from analyzers.op_families import MATMUL_FAMILIES, Family
+from analyzers.peaks import datasheet_spec
 from analyzers.rates import Rates, achieved, roof_fraction
 from analyzers.results import REGIME_CODES, Regime
 
@@ -59,6 +71,12 @@ TINY_ROOF_FRACTION = 0.05  # ... reaching under this share of both roofs are lau
 TF32_OVER_BF16 = 0.5  # TF32 dense rate / bf16 dense rate (A100, H100, Ada)
 
 COMPUTE, MEMORY, OVERHEAD = (REGIME_CODES[r] for r in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD))
+DRAM, L2, NO_ROOF = 0, 1, 2  # bytes_level: the bandwidth a row's bytes are measured against
+WITHIN, OVER_L2, OVER_PEAK = (
+    0,
+    1,
+    2,
+)  # over_roof: why a row's fraction was capped at 100 % (WITHIN: it was not)
 
 _TC_NAME = re.compile(
     r"tf32|s1688|s16816|s884|wgmma|hmma|tensorop|nvjet|bf16|f16|h1688|h16816|h884|e4m3|e5m2|fp8"
@@ -84,25 +102,46 @@ class Roofline:
     cost_op: np.ndarray  # op row whose cost was split onto the row (NONE)
     host_copy: np.ndarray  # bool: memcpy to or from the host
     op_costs: OpCosts
+    # int8 per row: DRAM, L2 or NO_ROOF, the level its bytes are measured against (module doc); empty: DRAM
+    bytes_level: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    over_roof: np.ndarray = field(
+        default_factory=lambda: np.zeros(0, np.int8)
+    )  # int8 WITHIN/OVER_L2/OVER_PEAK
+    l2_bytes_per_s: float = np.nan  # the L2 roof (NaN unknown)
 
     def rates(self, rows: np.ndarray | slice = slice(None)) -> Rates:
-        """Achieved FLOP/s, bytes/s and roof fraction of `rows` (default: every row), worked out now."""
-        return achieved(*self._rate_inputs(rows))
-
-    def roof_fraction(self, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
-        """rates(rows).roof_fraction, with fewer temporaries."""
-        return roof_fraction(*self._rate_inputs(rows))
-
-    def _rate_inputs(
-        self, rows: np.ndarray | slice
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
-        return (
+        """Achieved FLOP/s, bytes/s and roof fraction of `rows` (default: every row), worked out now; the
+        fraction capped at 100 % (`over_roof` says why a row was)."""
+        flops, nbytes, dur, peak = (
             self.flops[rows],
             self.bytes[rows],
             self.dur_ns[rows],
             self.unit_peak_flops_per_s[rows],
+        )
+        r = achieved(flops, nbytes, dur, peak, self.peak_bytes_per_s)
+        frac = r.roof_fraction if self._all_dram(rows) else self.roof_fraction(rows)
+        return Rates(r.flops_per_s, r.bytes_per_s, np.minimum(frac, 1.0))
+
+    def roof_fraction(self, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """rates(rows).roof_fraction, with fewer temporaries."""
+        nbytes = self.bytes[rows]
+        level = None if self._all_dram(rows) else self.bytes_level[rows]
+        if level is not None and np.isfinite(self.l2_bytes_per_s):  # L2 bytes against L2: scaled by DRAM / L2
+            nbytes = nbytes * np.where(level == L2, self.peak_bytes_per_s / self.l2_bytes_per_s, 1.0)
+        frac: np.ndarray = roof_fraction(
+            self.flops[rows],
+            nbytes,
+            self.dur_ns[rows],
+            self.unit_peak_flops_per_s[rows],
             self.peak_bytes_per_s,
         )
+        if level is not None:
+            frac[level == NO_ROOF] = np.nan  # a host copy: PCIe, no roof here
+        np.minimum(frac, 1.0, out=frac)
+        return frac
+
+    def _all_dram(self, rows: np.ndarray | slice) -> bool:
+        return not len(self.bytes_level) or not bool((self.bytes_level[rows] != DRAM).any())
 
 
 @dataclass(frozen=True)
@@ -247,6 +286,10 @@ def roofline(trace: Trace, links: Calls, peaks: Peaks) -> Roofline:
     regime[short] = OVERHEAD
     regime[host_copy] = OVERHEAD
 
+    fits = _fits_in_l2(trace, rc, peaks)
+    spec = datasheet_spec(trace.device.name)
+    l2_bw = np.nan if spec is None or spec.l2_bytes_per_s is None else spec.l2_bytes_per_s
+    level, over = _levels(flops, nbytes, gpu.dur_ns, unit_peak, bw, l2_bw, fits, host_copy, frac)
     return Roofline(
         flops=flops,
         bytes=nbytes,
@@ -255,9 +298,44 @@ def roofline(trace: Trace, links: Calls, peaks: Peaks) -> Roofline:
         unit_peak_flops_per_s=unit_peak,
         dur_ns=gpu.dur_ns,
         peak_bytes_per_s=bw,
-        fits_in_l2=_fits_in_l2(trace, rc, peaks),
+        fits_in_l2=fits,
         family=rc.family,
         cost_op=np.where(flops_op >= 0, flops_op, bytes_op).astype(links.op_parent.dtype),
         host_copy=host_copy,
         op_costs=op_costs,
+        bytes_level=level,
+        over_roof=over,
+        l2_bytes_per_s=l2_bw,
     )
+
+
+def _levels(
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    dur_ns: np.ndarray,
+    unit_peak: np.ndarray,
+    bw: float,
+    l2_bw: float,
+    fits: np.ndarray,
+    host_copy: np.ndarray,
+    frac: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes_level, over_roof) per row, from the fractions against DRAM `frac` (the module doc's rules)."""
+    level = np.zeros(len(frac), dtype=np.int8)
+    level[host_copy] = NO_ROOF
+    over = np.zeros(len(frac), dtype=np.int8)
+    above = np.flatnonzero((frac > 1.0) & ~host_copy)
+    if not len(above):
+        return level, over
+    with np.errstate(divide="ignore", invalid="ignore"):
+        secs = dur_ns[above].astype(np.float64) * 1e-9
+        by_bytes = nbytes[above] / secs / bw
+        by_flops = flops[above] / secs / unit_peak[above]
+    from_l2 = (fits[above] == 1) & (by_bytes > 1.0)
+    level[above[from_l2]] = L2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        l2_frac = by_bytes * bw / l2_bw  # NaN without an L2 roof
+    over[above[from_l2 & ~(l2_frac <= 1.0)]] = OVER_L2  # no L2 roof, or above it
+    over[above[~from_l2]] = OVER_PEAK
+    over[above[from_l2 & (by_flops > 1.0)]] = OVER_PEAK
+    return level, over

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from analyzers.finding_context import Context, where
-from analyzers.gemm_shapes import Diagnosis, pad_to, padded_work, round_up
+from analyzers.gemm_shapes import Diagnosis, blocks_of, pad_to, padded_work, round_up
 from analyzers.model import SourceLine
 from analyzers.op_families import Family
 from analyzers.results import Finding, FindingKind
@@ -66,6 +66,15 @@ def _cause_text(d: Diagnosis, conv: bool) -> tuple[str, str]:
             " tensor-core alignment; strides are not recorded, so M, N or K may be a leading dimension)",
             f"pad {padded} (a multiple of 64): for a vocabulary, add unused tokens to the embedding and output"
             " layer (GPT-2's 50257 -> 50304); for a layer width, pick a multiple of 64",
+        )
+    if d.cause == "narrow":
+        return (
+            f"operands loaded {dims} bytes at a time though M, N and K are multiples of {d.align} (the kernel's"
+            " `_align` says so): an operand's row stride or start is not 16-byte aligned, from a view (a slice"
+            " such as x[:, 1:], a narrow()/chunk()/split() of a wider tensor, or a transposed non-contiguous"
+            " operand), and the GEMM runs on narrow loads through L1/shared memory",
+            "make that operand contiguous before the matmul (x.contiguous()), or slice so every row starts a"
+            " multiple of 16 bytes apart (pad the wider tensor's last dimension to a multiple of 8)",
         )
     if d.cause == "tiny":
         return (
@@ -170,3 +179,52 @@ def _spatial(ctx: Context, row: int) -> int | None:
     if t is None or len(t.shape) < 3:
         return None
     return int(np.prod(t.shape[2:]))
+
+
+UNKNOWN_ACTION = (
+    "cause unknown from the recording: profile one call with Nsight Compute (ncu --kernel-name regex:<kernel>"
+    ' --set full) for its memory and tensor-pipe throughput, and try torch.compile(mode="max-autotune"), which'
+    " times several kernels for the shape and keeps the fastest"
+)
+
+
+def unknown_gemm_finding(
+    ctx: Context,
+    lines: tuple[SourceLine, ...],
+    rows: np.ndarray,
+    shapes: list[str],
+    saving: float,
+    target: float,
+) -> Finding:
+    """Matmul or convolution kernels far under their roof, a good share of the step, whose cause
+    gemm_shapes.diagnose does not find: the evidence it checked, and a saving at the run's reference."""
+    conv = int(ctx.roof.family[rows[0]]) in (Family.CONV, Family.CONV_BACKWARD)
+    gpu_ns = float(ctx.trace.gpu.dur_ns[rows].sum()) / ctx.per
+    share = gpu_ns / ctx.step_ns if ctx.step_ns else None
+    blocks = sorted({b for b in (_blocks(ctx, int(r)) for r in rows.tolist()) if b})
+    sms = ctx.trace.device.num_sms
+    grid = f"; {_dims(tuple(blocks[:3]))} blocks{f' for {sms} SMs' if sms else ''}" if blocks else ""
+    checked = (
+        (
+            "the channels are 16-byte aligned"
+            if conv
+            else "the shapes are 16-byte aligned, M and N at least 64"
+        )
+        + ", whole tiles, no split-K, no narrow loads"
+        if shapes
+        else "its op's shapes were not recorded, so none of the shape causes can be read"
+    )
+    msg = (
+        f"{len(rows) / ctx.per:.3g} {'convolution' if conv else 'matmul'} kernels per {ctx.unit} on {where(lines)}"
+        f" ({'; '.join(shapes[:3]) or 'shapes unknown'}{' …' if len(shapes) > 3 else ''}; {_names(ctx, rows)})"
+        f" take {fmt_ns(gpu_ns)} per {ctx.unit} ({fmt_pct(share)} of it) at {_rates(ctx, rows)}, cause unknown:"
+        f" {checked}{grid}; at the {fmt_pct(target)} of the roof this run's other matmuls reach:"
+        f" ~{fmt_ns(saving)} per {ctx.unit} less"
+    )
+    return Finding(
+        FindingKind.SLOW_GEMM, lines, saving, msg, UNKNOWN_ACTION, kernels=tuple(int(r) for r in rows[:64])
+    )
+
+
+def _blocks(ctx: Context, row: int) -> int | None:
+    return blocks_of(ctx.trace.name(int(ctx.trace.gpu.grid[row]))) if ctx.trace.gpu.grid[row] >= 0 else None

@@ -1,6 +1,7 @@
 """The module tree and findings' places as text and JSON (the report's `modules` section).
 
-modules (GPU + idle time per step, folded by module; 12 blocks are one `h.*` row)
+modules (GPU + idle time per step, folded by structure; 12 blocks are one `h.*` row, as twelve
+`encoder_layer_N` would be one `encoder_layer_*` row)
   GPT2LMHeadModel                        55.2 ms  98%  memory   …
     transformer                          34.3 ms  61%  memory
       h.* ×12  GPT2Block                 33.8 ms  60%  memory
@@ -106,8 +107,8 @@ def modules_text(a: Analysis, width: int = 44) -> list[str]:
     per = tree.per_step
     out = [
         "",
-        f"modules (GPU + idle time{' per step' if tree.steps else ''}, folded by module: "
-        "`layer.*` holds every layer)",
+        f"modules (GPU + idle time{' per step' if tree.steps else ''}, folded by structure: "
+        "`layer.*` holds every layer of one shape, whatever its name)",
     ]
     for n in tree.nodes:
         share = (n.gpu_ns + n.idle_ns) / step if step else 0.0
