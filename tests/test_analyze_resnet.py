@@ -68,12 +68,13 @@ def test_conv_and_gemm_kernels(a):
     assert all(k.uses_tensor_cores for k in convs)
     fprop = [k for k in convs if "fprop" in k.name]
     assert sum(k.calls for k in fprop) == 23  # 53 convs: the rest run as nvjet GEMMs (1x1) or cutlass
-    # the big 3x3 forward convolutions are compute-bound at 73% of the bf16 roof
+    # the big 3x3 forward convolutions are compute-bound at 71% of the bf16 roof (one call of the 14 reads 119 %
+    # on the bytes side and counts as 100 %: a roof fraction is capped)
     big = by_name[
         next(n for n in by_name if "fprop" in n and "tilesize128x128x64" in n and "segment_k_off" in n)
     ]
     assert (big.calls, big.regime) == (14, Regime.COMPUTE)
-    assert big.roof_fraction == pytest.approx(0.73, abs=0.005)
+    assert big.roof_fraction == pytest.approx(0.713, abs=0.005)
     # the stem (7x7 over 3 channels) cannot feed the tensor cores: memory-bound at 6% of its roof
     stem = next(k for k in a.kernels if "s16816fprop" in k.name)
     assert (stem.calls, stem.regime) == (1, Regime.MEMORY)

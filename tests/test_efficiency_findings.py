@@ -61,7 +61,10 @@ def test_vocab_not_a_multiple_of_8_is_named_with_its_padding():
 
 def test_the_padded_vocab_gets_no_alignment_finding():
     b, _ = gemm_trace([(8192, 50304, 768, NVJET, 0.15)])
-    assert slow_gemms(analyze(b.build())) == []  # aligned, a Hopper kernel, grid unknown: no cause to name
+    # aligned, a Hopper kernel, grid unknown: no cause to name, but at 15 % of its roof and most of the step it
+    # is still a slow GEMM, said with its evidence
+    (f,) = slow_gemms(analyze(b.build()))
+    assert "cause unknown" in f.message and "not a multiple" not in f.message
 
 
 def test_a_well_shaped_gemm_at_90_percent_gets_no_finding():
