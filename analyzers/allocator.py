@@ -4,7 +4,7 @@ An analysis allocates and frees arrays of tens of MB many times over. With glibc
 `mmap` (its pages faulted in and zeroed again), and numpy asks for transparent huge pages on every array of
 4 MB or more, which makes the kernel compact memory inside the page fault where THP is `madvise` (the common
 default). On the 2-core CPU machine a 1 M-kernel `report --json` spent 0.9-1.9 s of system time that way
-(median 1.4 s), against 0.5-0.7 s with the settings below (README, "Scale").
+(median 1.4 s), against 0.5-0.7 s with the settings below (docs/performance.md).
 
 Only the analysing processes (report, view, the live UI) call this; the user's script and the recorder keep
 the defaults. One arena holds only for threads that first allocate after the call: a thread that allocated

@@ -23,7 +23,7 @@ With none of them, the finding says "cause unknown" and what was checked (effici
 elements): under 16 bytes, every global load is a narrow one and the kernel is limited by the L1/shared-memory
 load path, not by the tensor cores nor by DRAM. Nsight Compute agrees on the H200: such kernels (GPT-2's and
 BERT's unpadded vocabulary GEMMs) show 69-97 % memory throughput (L1/shared), 19-42 % tensor pipe and
-0.2-0.8 TB/s of DRAM (validation/results/ncu_onchip_h200/).
+0.2-0.8 TB/s of DRAM (docs/validation.md).
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ def slow_steps_finding(s: SlowSteps | None, streamed: bool) -> Finding | None:
             "caching allocator growing, or other processes on the machine. `brrrtui record --stream` keeps "
             "every kernel of those steps."
         )
-    if streamed:  # the stream's buffer flushes cost GPT-2 small on an H200 2.4-2.9 % (README)
+    if streamed:  # the stream's buffer flushes cost GPT-2 small on an H200 2.4-2.9 % (docs/performance.md)
         action = (
             "This run was recorded with --stream, whose buffer flushes can slow steps themselves: record "
             "without it to see the script's own. " + action

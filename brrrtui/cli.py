@@ -110,7 +110,7 @@ def _capture_options(p: argparse.ArgumentParser) -> None:
         "--stream",
         action="store_true",
         help="also record every kernel between windows from CUPTI (experimental: measured 2.4-2.9%% more "
-        "step time than the default on GPT-2 small on an H200, see the README)",
+        "step time than the default on GPT-2 small on an H200, see docs/performance.md)",
     )
     g.add_argument(
         "--no-calibrate",
@@ -352,7 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return cmd_view(rest, _tui_available)
             if command == "report" and argv is None:  # a process of its own (tests call main(argv)): it ends
                 rc = cmd_report(rest)  # once the report is out, without Python's teardown (~8 % of 1 M
-                sys.stdout.flush()  # kernels' time, README "Scale"); stderr is line-buffered
+                sys.stdout.flush()  # kernels' time, docs/performance.md); stderr is line-buffered
                 os._exit(rc)
             return run_command(command, rest)
         if args:

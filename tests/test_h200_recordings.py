@@ -1,6 +1,6 @@
 """Parsing real H200 recordings made by `brrrtui record` (torch 2.11.0+cu130, driver 580), pinned exactly.
 
-Recorded on the H200 with (see README, "Recorded fixtures"):
+Recorded on the H200 with:
   brrrtui record -o known_regimes.brrr --window-steps 2 --duty 1 --min-gap 0 --max-windows 2 \\
       examples/known_regimes.py --steps 12 --tiny-ops 50
   brrrtui record -o gpt_small.brrr --window-steps 2 --duty 1 --min-gap 0 --max-windows 2 \\

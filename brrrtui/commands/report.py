@@ -13,7 +13,7 @@ def _parser() -> Parser:
     p = Parser(prog="brrrtui report", description="Print the verdicts of a recording or trace.")
     p.add_argument("file", help="a .brrr recording or a torch.profiler .json / .json.gz trace")
     form = p.add_mutually_exclusive_group()
-    form.add_argument("--json", action="store_true", help="print one JSON object (schema in the README)")
+    form.add_argument("--json", action="store_true", help="print one JSON object (schema in docs/reference.md)")
     form.add_argument("--sarif", action="store_true", help="print the findings as SARIF 2.1.0 (editors, CI)")
     p.add_argument("--top", type=int, default=15, metavar="N", help="lines and kernels to list (default 15)")
     p.add_argument(

@@ -23,7 +23,7 @@ class WindowConfig:
     settle_tolerance: float = 0.25
     warmup_max_steps: int = 30
     warmup_max_s: float = 20.0
-    stream: bool = False  # every kernel between windows from CUPTI (brrrtui.capture.stream); opt-in (README)
+    stream: bool = False  # every kernel between windows from CUPTI (brrrtui.capture.stream); opt-in (docs/guide.md)
 
     @classmethod
     def from_json(cls, text: str | None) -> WindowConfig:

@@ -1,7 +1,7 @@
 """The events of an exported Chrome trace, written as JSON text a chunk of rows at a time.
 
 A 1 M-kernel recording exports ~10 M events. Built as Python dicts and dumped at once, they would hold 7 GB
-and take 330 s (31 s and 579 MiB as here: README, "Open a recording in Perfetto"). Here each family of events
+and take 330 s (31 s and 579 MiB as here: docs/performance.md). Here each family of events
 reads its table's columns CHUNK rows at a time and formats each event straight into JSON text, the strings
 that repeat (names, shapes, lines, argument sets) formatted once per distinct value. What the text holds is
 what `json.dumps` of the same dicts holds: floats as `repr` writes them (as json does), strings through

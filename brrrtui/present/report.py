@@ -1,6 +1,6 @@
 """The verdicts as text (`render_text`) and as a stable JSON document (`to_json`).
 
-JSON schema 4 (`brrrtui report --json`; the README documents it, with what changed since schemas 1 to 3). Times in ns, rates per second, unknown numbers null; regimes are
+JSON schema 4 (`brrrtui report --json`; docs/reference.md documents it, with what changed since schemas 1 to 3). Times in ns, rates per second, unknown numbers null; regimes are
 "compute" | "memory" | "overhead" | "communication"::
 
     {

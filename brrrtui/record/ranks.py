@@ -278,7 +278,7 @@ class DistRecorder(Recorder):
             self._note(
                 f"every rank's script finished (each said goodbye with exit code 0), yet the job exited with "
                 f"code {code}: a rank died as its interpreter shut down, its recording already complete "
-                "(torch's gloo teardown can abort so: README, Multi-GPU training)"
+                "(torch's gloo teardown can abort so: docs/guide.md, Multi-GPU)"
             )
 
     def _cleanup(self) -> None:

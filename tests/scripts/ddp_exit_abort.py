@@ -1,5 +1,5 @@
 """Two gloo ranks whose scripts finish, then die as their interpreters exit (tests/test_ranks_e2e.py): an
-atexit handler aborts, as torch's gloo teardown sometimes does (README, Multi-GPU training). brrrtui's own
+atexit handler aborts, as torch's gloo teardown sometimes does (docs/guide.md, Multi-GPU). brrrtui's own
 exit hook has said goodbye before the handlers registered with atexit run."""
 
 import atexit
