@@ -89,11 +89,15 @@ def claimed_size(header: bytes) -> int | None:
     return page * pages
 
 
+def _amount(n: int) -> str:
+    return f"{n / 1e9:,.2f} GB" if n >= 1e9 else f"{n / 1e6:,.1f} MB"
+
+
 def _no_room(path: str, folder: str, need: int | None, free: int) -> InputError:
-    need_text = f"{need / 1e9:,.2f} GB" if need is not None else f"more than {free / 1e9:,.2f} GB"
+    need_text = _amount(need) if need is not None else f"more than {_amount(free)}"
     return InputError(
         f"not enough space in TMPDIR ({folder}) to unpack {path}: it needs {need_text}, "
-        f"{free / 1e9:,.2f} GB free (set TMPDIR to a roomier folder, or gunzip it yourself)"
+        f"{_amount(free)} free (set TMPDIR to a roomier folder, or gunzip it yourself)"
     )
 
 
@@ -129,8 +133,7 @@ def load_gzipped_recording(path: str) -> Trace:
             if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
                 raise InputError(
                     f"not enough space in TMPDIR ({folder}) to unpack {path}: it filled after "
-                    f"{written / 1e9:,.2f} GB ({e.strerror}; set TMPDIR to a roomier folder, or gunzip it "
-                    "yourself)"
+                    f"{_amount(written)} ({e.strerror}; set TMPDIR to a roomier folder, or gunzip it yourself)"
                 ) from None
             raise InputError(f"{path} is a truncated or damaged gzip file ({e})") from None
         except (EOFError, zlib.error) as e:

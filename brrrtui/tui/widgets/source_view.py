@@ -115,7 +115,7 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
             where = "(looked next to the recording, in the run's folder and here);"
             self.rows = [
                 Row(0, ((safe_text(f"{file} {lines}"), "failed"),)),
-                Row(0, ((where if lines == NOT_HERE else f"({safe_text(self.path)});", "muted"),)),
+                *([Row(0, ((where, "muted"),))] if lines == NOT_HERE else []),
                 Row(0, (("its lines with GPU time:", "muted"),)),
             ]
             self.rows += [Row(n, (("…", "muted"),)) for n in sorted(self._stats)]
