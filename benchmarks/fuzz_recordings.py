@@ -323,6 +323,15 @@ def judge(code: int, out: str, err: str, crash: str) -> Outcome:
     return Outcome(True)
 
 
+def signature(why: str, detail: str) -> str:
+    """A failure's kind and where it happened (a traceback's last frame and exception), to count alike ones."""
+    if why != "traceback":
+        return why
+    lines = detail.strip().splitlines()
+    frames = [ln.strip() for ln in lines if ln.strip().startswith("File ")]
+    return f"{lines[-1][:120] if lines else '?'} @ {frames[-1][:160] if frames else '?'}"
+
+
 class Trial:
     """The base recording in a folder, and a copy of it per example."""
 
@@ -349,7 +358,9 @@ class Trial:
 
 def run(examples: int, seed: int, timeout_s: float) -> dict[str, Any]:
     """`examples` hypothesis examples (generation only: no shrinking), counted; returns the tally."""
-    tally: dict[str, Any] = {"cases": 0, "holds": 0, "why": Counter(), "by_edit": Counter(), "first": []}
+    tally: dict[str, Any] = {
+        "cases": 0, "holds": 0, "why": Counter(), "by_edit": Counter(), "signatures": Counter(), "first": []
+    }  # fmt: skip
     reader = Reader(timeout_s)
     with tempfile.TemporaryDirectory(prefix="brrrtui-fuzz-") as folder:
         trial = Trial(folder)
@@ -372,6 +383,7 @@ def run(examples: int, seed: int, timeout_s: float) -> dict[str, Any]:
                 tally["holds"] += 1
             else:
                 tally["why"][outcome.why] += 1
+                tally["signatures"][signature(outcome.why, detail)] += 1
                 if len(tally["first"]) < 5:
                     tally["first"].append(f"{outcome.why}: {edits!r:.600}\n{detail[-1500:]}")
 
@@ -407,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
             "holds": sum(x["holds"] for x in tallies),
             "why": sum((Counter(x["why"]) for x in tallies), Counter()),
             "by_edit": sum((Counter(x["by_edit"]) for x in tallies), Counter()),
+            "signatures": sum((Counter(x["signatures"]) for x in tallies), Counter()),
             "first": [f for x in tallies for f in x["first"]][:5],
         }
     else:
@@ -421,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
     print("edits drawn: " + ", ".join(f"{k} {v}" for k, v in sorted(tally["by_edit"].items())))
     if failures:
         print("failures by kind: " + ", ".join(f"{k} {v}" for k, v in sorted(tally["why"].items())))
+        for sig, n in Counter(tally["signatures"]).most_common():
+            print(f"  {n:>5}  {sig}")
         for f in tally["first"]:
             print("---\n" + f)
     return 1 if failures else 0

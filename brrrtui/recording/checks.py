@@ -192,6 +192,21 @@ def check_ids(path: str, tables: Mapping[str, Table], strings: int, lines: int) 
                 )
 
 
+def check_folds(path: str, tables: Mapping[str, Table]) -> None:
+    """Every segment of folded aggregates has its fold: the recorder commits a fold's stream_agg and
+    stream_folds rows in one transaction, so aggregates after a window no fold names are damage (the stream
+    view takes a segment's time span from its folds)."""
+    agg, folds = tables.get("stream_agg"), tables.get("stream_folds")
+    if agg is None or not len(agg):
+        return
+    known = np.unique(folds.after_window) if folds is not None and len(folds) else np.empty(0, np.int64)
+    stray = np.setdiff1d(np.unique(agg.after_window), known)
+    if len(stray):
+        raise RecordingError(
+            f"{path} is damaged: stream_agg holds aggregates after window {int(stray[0])}, which no fold names"
+        )
+
+
 @functools.cache
 def memory_bytes() -> int | None:
     """This machine's memory, or the container's limit where one is set lower (cgroup v2); None unknown.

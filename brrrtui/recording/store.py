@@ -52,6 +52,7 @@ from brrrtui.contract.schema import (
 from brrrtui.recording import columns, rows_v1
 from brrrtui.recording.checks import (
     RecordingError,
+    check_folds,
     check_format,
     check_ids,
     device_from_meta,
@@ -203,6 +204,10 @@ class _Reader(sqlite3.Connection):
         return 0
 
 
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
 def _authorize(action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
     """Reads of the expected tables (and of the schema), the functions and table pragmas the readers use;
     every write, schema change, ATTACH, recursive query or other pragma is refused."""
@@ -279,6 +284,7 @@ def open_readonly(path: str, shown: str | None = None) -> sqlite3.Connection:
     )
     uri = "file:" + os.path.abspath(path).replace("?", "%3f").replace("#", "%23") + f"?mode={mode}"
     db = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_Reader)
+    db.text_factory = _text  # text that is not UTF-8 (a damaged file) is read, never raised from
     try:
         setconfig = getattr(db, "setconfig", None)  # Python 3.12+
         if setconfig is not None:
@@ -291,7 +297,12 @@ def open_readonly(path: str, shown: str | None = None) -> sqlite3.Connection:
         db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
         db.budget = READ_BUDGET_OPS + READ_OPS_PER_BYTE * st.st_size
         db.set_progress_handler(db._progress, _PROGRESS_EVERY)
-        _refuse_unexpected_schema(db, shown or path)
+        try:
+            _refuse_unexpected_schema(db, shown or path)
+        except UnicodeDecodeError:  # SQLite's message quotes the schema's bytes, which are not UTF-8
+            raise RecordingError(
+                f"{shown or path} is damaged or not a recording (malformed database schema)"
+            ) from None
         db.set_authorizer(_authorize)
     except BaseException:
         db.close()
@@ -465,6 +476,7 @@ def load_recording(path: str, stream_tail: int = STREAM_TAIL, source: str | None
     except sqlite3.DatabaseError as e:
         raise database_error(shown, db, e) from None
     check_ids(shown, tables, len(strings), len(lines))
+    check_folds(shown, tables)
     return make_trace(path, shown, meta, strings, lines, tables, stream_total)
 
 
