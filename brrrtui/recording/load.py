@@ -19,6 +19,7 @@ import zlib
 from analyzers.allocator import tune_for_analysis
 from analyzers.errors import InputError
 from analyzers.model import Trace
+from brrrtui.recording.checks import check_folds
 from brrrtui.recording.ranks import open_as_one
 from brrrtui.recording.store import is_recording, load_recording
 
@@ -41,7 +42,8 @@ def load_trace(path: str) -> Trace:
         if os.path.getsize(path) == 0:
             raise InputError(f"{path} is empty (0 bytes): the recording was never written")
         if is_recording(path):
-            return open_as_one(load_recording(path), path)  # a distributed run: one rank, the set in meta
+            trace = for_analysis(load_recording(path))
+            return open_as_one(trace, path)  # a distributed run: one rank, the set in meta
         if _is_gzipped_recording(path):
             return load_gzipped_recording(path)
     except OSError as e:
@@ -55,6 +57,14 @@ def load_trace(path: str) -> Trace:
         except zlib.error as e:  # not an OSError: gzip lets it through from a damaged deflate stream
             raise InputError(f"{path} is a damaged gzip file ({e})") from None
     raise InputError(f"{path} is neither a brrrtui recording nor a torch.profiler .json/.json.gz trace")
+
+
+def for_analysis(trace: Trace) -> Trace:
+    """`trace` (a loaded recording) once what the analysis relies on beyond a load's checks holds."""
+    check_folds(
+        trace.source or "recording", {"stream_agg": trace.stream_agg, "stream_folds": trace.stream_folds}
+    )
+    return trace
 
 
 def _is_gzipped_recording(path: str) -> bool:
@@ -138,7 +148,7 @@ def load_gzipped_recording(path: str) -> Trace:
             raise InputError(f"{path} is a truncated or damaged gzip file ({e})") from None
         except (EOFError, zlib.error) as e:
             raise InputError(f"{path} is a truncated or damaged gzip file ({e})") from None
-        return load_recording(plain, source=path)
+        return for_analysis(load_recording(plain, source=path))
 
 
 def free_bytes(folder: str) -> int:

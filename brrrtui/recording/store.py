@@ -52,7 +52,6 @@ from brrrtui.contract.schema import (
 from brrrtui.recording import columns, rows_v1
 from brrrtui.recording.checks import (
     RecordingError,
-    check_folds,
     check_format,
     check_ids,
     device_from_meta,
@@ -476,7 +475,6 @@ def load_recording(path: str, stream_tail: int = STREAM_TAIL, source: str | None
     except sqlite3.DatabaseError as e:
         raise database_error(shown, db, e) from None
     check_ids(shown, tables, len(strings), len(lines))
-    check_folds(shown, tables)
     return make_trace(path, shown, meta, strings, lines, tables, stream_total)
 
 
