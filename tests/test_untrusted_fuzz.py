@@ -40,6 +40,7 @@ def test_any_edit_of_a_recording_ends_in_a_report_or_one_line_in_bounded_time(tr
         [("raw", 1496, 183), ("raw", 1496, 1), ("raw", 1496, 183)],  # aggregates without their fold
         [("plant", "trigger"), ("raw", 732, 252)],  # schema text that is not UTF-8
         [("add_column", "capture_costs", "x BLOB"), ("raw", 633, 166), ("drop", "line_samples")],
+        [("cell", ("stream_templates", "window"), 1, ("flip", (4, 1)))],  # a window id past 2**23
     ],
 )
 def test_edits_the_10000_example_run_found(trial, edits):

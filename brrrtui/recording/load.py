@@ -19,9 +19,9 @@ import zlib
 from analyzers.allocator import tune_for_analysis
 from analyzers.errors import InputError
 from analyzers.model import Trace
-from brrrtui.recording.checks import check_folds
+from brrrtui.recording.checks import check_folds, check_window_ids
 from brrrtui.recording.ranks import open_as_one
-from brrrtui.recording.store import is_recording, load_recording
+from brrrtui.recording.store import TABLES, is_recording, load_recording
 
 
 def load_trace(path: str) -> Trace:
@@ -61,9 +61,9 @@ def load_trace(path: str) -> Trace:
 
 def for_analysis(trace: Trace) -> Trace:
     """`trace` (a loaded recording) once what the analysis relies on beyond a load's checks holds."""
-    check_folds(
-        trace.source or "recording", {"stream_agg": trace.stream_agg, "stream_folds": trace.stream_folds}
-    )
+    path = trace.source or "recording"
+    check_folds(path, {"stream_agg": trace.stream_agg, "stream_folds": trace.stream_folds})
+    check_window_ids(path, {name: getattr(trace, name) for name in TABLES})
     return trace
 
 
