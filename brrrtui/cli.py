@@ -359,8 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             _unknown_command(args[0])
         done = _launcher(args, record=False)
         return cmd_run(args, record=False) if done is None else done
-    except (UsageError, InputError) as e:
-        print(f"brrrtui: error: {e}", file=sys.stderr)
+    except (UsageError, InputError) as e:  # a path it echoes may hold anything: printed safe, on one line
+        from brrrtui.recording.safe import safe_text
+
+        print(f"brrrtui: error: {safe_text(e)}", file=sys.stderr)
         return EXIT_USAGE
     except MemoryError:  # a legitimately huge trace: one line, not a traceback from inside a pass
         from brrrtui.recording.checks import memory_note

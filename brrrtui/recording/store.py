@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -177,24 +178,161 @@ def write_trace(trace: Trace, path: str, batch_rows: int = 500_000) -> None:
         w.close()
 
 
-def open_readonly(path: str) -> sqlite3.Connection:
-    if not os.path.exists(path):
-        raise RecordingError(f"{path}: no such file")
-    if os.path.isdir(path):
+READ_BUDGET_OPS = 20_000_000
+"""SQLite VM instructions any connection of a reader may spend, beyond READ_OPS_PER_BYTE per byte of the file:
+reading a recording is scans of its tables, so a file that asks for more (a looping b-tree, an expression that
+grows without end) is crafted or damaged, and its read stops with one line instead of running forever."""
+READ_OPS_PER_BYTE = 32
+_PROGRESS_EVERY = 1000
+READ_LENGTH_FLOOR = 256 << 20
+"""The longest string or blob a reader accepts: its file's size (a live one grows while read: four times it),
+at least this. A longer value can only come from a crafted file (an overflow chain that loops)."""
+SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema"})
+READ_TABLES = frozenset({"meta", "strings", "lines", *TABLES}) | SCHEMA_TABLES
+"""The only tables a reader's connection may read: a table a newer writer added is never read."""
+_READ_PRAGMAS = frozenset({"table_info", "table_xinfo"})
+_INTERRUPTED = "interrupted"
+
+
+class _Reader(sqlite3.Connection):
+    """A reader's connection: it says whether its work budget stopped it (`stopped`)."""
+
+    stopped = False
+    budget = 0
+
+    def _progress(self) -> int:
+        self.budget -= _PROGRESS_EVERY
+        if self.budget < 0:
+            self.stopped = True
+            return 1
+        return 0
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _authorize(action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
+    """Reads of the expected tables (and of the schema), the functions and table pragmas the readers use;
+    every write, schema change, ATTACH, recursive query or other pragma is refused."""
+    del arg2, db, trigger
+    if action == sqlite3.SQLITE_READ:
+        return sqlite3.SQLITE_OK if arg1 in READ_TABLES else sqlite3.SQLITE_DENY
+    if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_TRANSACTION):
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_PRAGMA and arg1 in _READ_PRAGMAS:
+        return sqlite3.SQLITE_OK
+    return sqlite3.SQLITE_DENY
+
+
+def _refuse_unexpected_schema(db: sqlite3.Connection, path: str) -> None:
+    """A recording holds tables and their automatic indexes, nothing else: a view or a trigger (SQL that runs
+    when a table is read or written) is refused, as is a table the readers read that is virtual or has
+    computed columns (an expression evaluated at every read)."""
+    for kind, name, sql in db.execute("SELECT type, name, sql FROM sqlite_master"):
+        if kind in ("view", "trigger"):
+            raise RecordingError(
+                f"{path} holds an SQL {kind} ({safe_text(name)!r:.40}), which no recording has: "
+                "not read (a crafted file?)"
+            )
+        if (
+            kind == "table"
+            and name in READ_TABLES
+            and str(sql or "").lstrip()[:14].upper() == "CREATE VIRTUAL"
+        ):
+            raise RecordingError(
+                f"{path} holds a virtual table {name!r:.40}, which no recording has: not read"
+            )
+    computed = db.execute(
+        "SELECT m.name FROM sqlite_master AS m, pragma_table_xinfo(m.name) AS x "
+        "WHERE m.type = 'table' AND x.hidden IN (2, 3) LIMIT 1"
+    ).fetchone()
+    if computed is not None and computed[0] in READ_TABLES:
+        raise RecordingError(
+            f"{path} holds a table with computed columns ({computed[0]!r:.40}), which no recording has: not read"
+        )
+
+
+def _open_file(path: str) -> os.stat_result:
+    """The file's status once it is known to be a regular file (a FIFO or a device is never opened)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise RecordingError(f"{path}: no such file") from None
+    except OSError as e:
+        raise RecordingError(f"{path}: cannot read ({e.strerror})") from None
+    if stat.S_ISDIR(st.st_mode):
         raise RecordingError(f"{path} is a directory, not a recording")
-    # Read-write when we may, so SQLite can roll back a transaction a killed writer left half done.
+    if not stat.S_ISREG(st.st_mode):
+        raise RecordingError(f"{path} is not a regular file (a FIFO, socket or device), not a recording")
+    return st
+
+
+def open_readonly(path: str, shown: str | None = None) -> sqlite3.Connection:
+    """A connection that only reads `path`, as untrusted input (SQLite's advice for files from elsewhere):
+    `trusted_schema` off, defensive mode where this Python has it (3.12+) and its equivalent here: the
+    connection is query-only and an authorizer lets it read only the expected tables (READ_TABLES); a view,
+    a trigger, a virtual table or computed columns are refused with one RecordingError line
+    (_refuse_unexpected_schema); its work is bounded by the file's size (READ_BUDGET_OPS) and so is the
+    longest value it reads (READ_LENGTH_FLOOR).
+
+    The file is opened read-only, unless a rollback journal lies beside it and we may write both: SQLite then
+    rolls back the transaction a killed writer left half done (it cannot from a read-only connection).
+    `shown`: the file as the user named it, for messages (`path` may be an unpacked copy)."""
+    st = _open_file(path)
+    journal = os.path.exists(path + "-journal")
     mode = (
         "rw"
-        if os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+        if journal and os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
         else "ro"
     )
     uri = "file:" + os.path.abspath(path).replace("?", "%3f").replace("#", "%23") + f"?mode={mode}"
-    return sqlite3.connect(uri, uri=True, check_same_thread=False)
+    db = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_Reader)
+    db.text_factory = _text  # text that is not UTF-8 (a damaged file) is read, never raised from
+    try:
+        setconfig = getattr(db, "setconfig", None)  # Python 3.12+
+        if setconfig is not None:
+            setconfig(sqlite3.SQLITE_DBCONFIG_DEFENSIVE, True)  # type: ignore[attr-defined]
+            setconfig(sqlite3.SQLITE_DBCONFIG_TRUSTED_SCHEMA, False)  # type: ignore[attr-defined]
+        db.execute("PRAGMA trusted_schema = OFF")
+        db.execute("PRAGMA query_only = ON")
+        db.execute("PRAGMA cell_size_check = ON")
+        db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(4 * st.st_size, READ_LENGTH_FLOOR))
+        db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        db.budget = READ_BUDGET_OPS + READ_OPS_PER_BYTE * st.st_size
+        db.set_progress_handler(db._progress, _PROGRESS_EVERY)
+        try:
+            _refuse_unexpected_schema(db, shown or path)
+        except UnicodeDecodeError:  # SQLite's message quotes the schema's bytes, which are not UTF-8
+            raise RecordingError(
+                f"{shown or path} is damaged or not a recording (malformed database schema)"
+            ) from None
+        db.set_authorizer(_authorize)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def database_error(path: str, db: sqlite3.Connection | None, e: sqlite3.Error) -> RecordingError:
+    """The one line for an SQLite error met reading `path` through `db` (an open_readonly connection)."""
+    if isinstance(db, _Reader) and db.stopped or str(e) == _INTERRUPTED:
+        return RecordingError(
+            f"{path} is damaged or crafted: reading it needs far more work than a recording of its size "
+            "(stopped)"
+        )
+    return RecordingError(f"{path} is damaged or not a recording ({e})")
 
 
 def is_recording(path: str) -> bool:
-    with open(path, "rb") as f:
-        return f.read(16) == b"SQLite format 3\x00"
+    """Whether `path` is a regular file that starts as an SQLite database does (a FIFO is never waited on)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        return os.read(fd, 16) == b"SQLite format 3\x00"
+    finally:
+        os.close(fd)
 
 
 def is_brrrtui_recording(path: str) -> bool:
@@ -290,7 +428,7 @@ def _read_tables(tables: Tables, stream_tail: int, path: str) -> tuple[dict[str,
         return source.read(t, narrow=columns.KEY_COLUMNS.get(t, ()))
 
     def read_ops() -> Table:
-        db = open_readonly(path)
+        db = open_readonly(path, tables.path)
         try:
             return read("ops", Tables(db, tables.path, tables.meta))
         finally:
@@ -323,8 +461,9 @@ def load_recording(path: str, stream_tail: int = STREAM_TAIL, source: str | None
     stream, only the newest `stream_tail` rows. `source`: the file the user named, when `path` is a copy of
     it (an unpacked .gz). A damaged file ends in one RecordingError line (brrrtui.recording.checks)."""
     shown = path if source is None else source
+    db: sqlite3.Connection | None = None
     try:
-        db = open_readonly(path)
+        db = open_readonly(path, shown)
         try:
             if (
                 db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'").fetchone()
@@ -339,7 +478,7 @@ def load_recording(path: str, stream_tail: int = STREAM_TAIL, source: str | None
         finally:
             db.close()
     except sqlite3.DatabaseError as e:
-        raise RecordingError(f"{shown} is damaged or not a recording ({e})") from None
+        raise database_error(shown, db, e) from None
     check_ids(shown, tables, len(strings), len(lines))
     return make_trace(path, shown, meta, strings, lines, tables, stream_total)
 

@@ -6,7 +6,13 @@ and draws (`flush`: at most once per feed poll, and every `FLOOD_EVERY_S` while 
 the newest `BATCH` lines of what it took since the last flush; the lines before them are counted and said in
 one muted line, never drawn. brrrtui's own lines are always drawn. A line is drawn up to `MAX_CHARS`
 characters. The pane keeps the last `MAX_LINES` lines; the recording keeps the script's last lines apart (meta
-output_tail)."""
+output_tail).
+
+What the script prints is meant for a terminal, and this pane is not one: a line is drawn as
+`brrrtui.recording.safe.terminal_line` makes it (escape sequences such as colours, a window title or a
+clipboard write dropped, any other control character shown escaped), so nothing the script prints reaches
+the user's terminal as control. brrrtui's own lines, which may quote paths, go through `safe_text`. Lines are
+drawn as `Text`, never parsed as markup."""
 
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ from rich.text import Text
 from textual.widgets import RichLog
 
 from brrrtui.record.feed import LogLine
+from brrrtui.recording.safe import safe_text, terminal_line
 from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
 
 MAX_LINES = 5000
@@ -97,8 +104,11 @@ class LogPane(RoleStyles, RichLog):
             role = stream if stream in ("stdout", "stderr", "brrrtui") else "stdout"
             if stream == "brrrtui":
                 out.append("brrrtui: ", self.role_style("muted"))
+                text = safe_text(text.replace("\t", "    "))
+            else:
+                text = terminal_line(text)
             text = text if len(text) <= MAX_CHARS else text[:MAX_CHARS] + f"… ({len(text):,} characters)"
-            out.append(text.replace("\t", "    "), self.role_style(role))
+            out.append(text, self.role_style(role))
         self.write(out)
         self.lines_skipped += self._skipped
         self._own, self._newest, self._skipped = [], [], 0

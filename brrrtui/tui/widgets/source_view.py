@@ -19,7 +19,8 @@ from brrrtui.present.details import display_path
 from brrrtui.present.gutter import gutter_spans
 from brrrtui.present.selection import Kind, Node
 from brrrtui.present.snapshot import Snapshot
-from brrrtui.present.source import read_highlighted
+from brrrtui.present.source import NOT_HERE, read_source
+from brrrtui.recording.safe import safe_text
 from brrrtui.tui.keymap import bindings
 from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
 from brrrtui.tui.widgets.drill import Drill
@@ -107,13 +108,14 @@ class SourceView(RoleStyles, ScrollView, can_focus=True):
         a = snap.analysis  # a library file (opened from the module tree) has the GPU time of its lines too
         self._stats = {s.line.line: s for s in [*a.lines, *a.library_lines] if s.line.file == file}
         self.path = snap.resolve(file)
-        lines = read_highlighted(self.path) if self.path else None
-        if lines is not None:
+        lines = read_source(self.path) if self.path else NOT_HERE  # read now, when shown (present.source)
+        if not isinstance(lines, str):
             self.rows = [Row(k + 1, spans) for k, spans in enumerate(lines)]
         else:
+            where = "(looked next to the recording, in the run's folder and here);"
             self.rows = [
-                Row(0, ((f"{file} is not on this machine", "failed"),)),
-                Row(0, (("(looked next to the recording, in the run's folder and here);", "muted"),)),
+                Row(0, ((safe_text(f"{file} {lines}"), "failed"),)),
+                *([Row(0, ((where, "muted"),))] if lines == NOT_HERE else []),
                 Row(0, (("its lines with GPU time:", "muted"),)),
             ]
             self.rows += [Row(n, (("…", "muted"),)) for n in sorted(self._stats)]
