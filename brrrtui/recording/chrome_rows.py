@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from analyzers.errors import InputError
 from analyzers.model import SourceLine, StringTable, Table, table_from_rows
 from brrrtui.contract.collectives import DTYPE_KEY, NELEMS_KEY, message_bytes
 from brrrtui.contract.schema import (
@@ -29,6 +30,30 @@ from brrrtui.recording.safe import safe_text
 Row = tuple[Any, ...]
 _FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.*)$")
 _GPU_CATS = {"kernel": GpuKind.KERNEL, "gpu_memcpy": GpuKind.MEMCPY, "gpu_memset": GpuKind.MEMSET}
+MAX_INT_DIGITS = 40
+
+
+class TraceFormatError(InputError):
+    """The file is not a torch.profiler trace (or not a readable one)."""
+
+
+class Unreadable(Exception):
+    """A trace no reader follows within its bounds; str(e) completes a sentence that begins with the path."""
+
+
+def _bounded_int(text: str) -> int | float:
+    """A JSON integer: exact up to MAX_INT_DIGITS digits, else as a float (+-inf past ~308 digits). `int()` of
+    a long digit string takes quadratic time and is refused past 4300 digits (a ValueError)."""
+    return int(text) if len(text) <= MAX_INT_DIGITS else float(text)
+
+
+DECODER = json.JSONDecoder(parse_int=_bounded_int)
+"""The json module's decoder with bounded integers; every JSON text of a trace is read through it."""
+
+
+def loads(text: str) -> Any:
+    """One JSON value (DECODER). Nesting is bounded by the interpreter's recursion limit: RecursionError."""
+    return DECODER.decode(text)
 
 
 def int_field(value: Any, default: int = NONE, limit: int = 2**62) -> int:
@@ -80,6 +105,14 @@ def dims_text(value: Any) -> str | None:
         return safe_text(json.dumps(value, separators=(",", ":")))
     except (TypeError, ValueError, RecursionError):
         return None
+
+
+def nccl_bytes(nelems: Any, dtype: Any) -> int:
+    """message_bytes, -1 where the element count is an infinite float (int() of it overflows)."""
+    try:
+        return message_bytes(nelems, dtype)
+    except OverflowError:
+        return -1
 
 
 def _is_number(v: Any) -> bool:
@@ -160,7 +193,7 @@ class Rows:
         """A copy's bytes; an NCCL kernel's message size ("In msg nelems" x dtype), else NONE."""
         nbytes = int_field(args.get("bytes"))
         if nbytes < 0 and kind == GpuKind.KERNEL and NELEMS_KEY in args:
-            nbytes = message_bytes(args.get(NELEMS_KEY), args.get(DTYPE_KEY))
+            nbytes = nccl_bytes(args.get(NELEMS_KEY), args.get(DTYPE_KEY))
         return nbytes
 
     def _op(self, name: str, start: int, dur: int, tid: int, args: dict[str, Any]) -> None:
@@ -208,14 +241,15 @@ def base_ns(value: Any) -> int:
 
 def header_base(header: str) -> tuple[Any, int]:
     """The document's base time as written before its events, and as the ns every event time is added to."""
-    value = json.loads(header + '"traceEvents": []}').get("baseTimeNanoseconds")
+    top = loads(header + '"traceEvents": []}')
+    value = top.get("baseTimeNanoseconds") if isinstance(top, dict) else None
     return value, base_ns(value)
 
 
 def document(header: str, trailer: str, base_value: Any) -> dict[str, Any] | None:
     """The document's values around its events; None where the text after the events does not close the
     document the header began, or its base time came after the events."""
-    top = json.loads(header + '"traceEvents": []' + trailer)
+    top = loads(header + '"traceEvents": []' + trailer)
     if (
         not isinstance(top, dict)
         or top.pop("traceEvents") != []
