@@ -29,11 +29,11 @@ from brrrtui.recording.chrome_rows import (
     TraceFormatError,
     Unreadable,
     base_ns,
+    bounded_text,
     int_field,
     loads,
     window_row,
 )
-from brrrtui.recording.safe import safe_text
 
 try:  # msgspec reads big traces in bulk; without it (a machine that lacks it) the json module reads them
     from brrrtui.recording import chrome_fast, chrome_split
@@ -76,6 +76,10 @@ def json_text_limit() -> int | None:
     return None if memory is None else memory // JSON_MEMORY_FACTOR
 
 
+def _size(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{max(n, 1) / 2**20:.1f} MiB"
+
+
 def _read_text(path: str, limit: int | None) -> str:
     """The file's text (a .gz file unpacked as it is read), refused past `limit` bytes before more is read."""
     opener: Any = gzip.open if path.endswith(".gz") else open
@@ -86,7 +90,7 @@ def _read_text(path: str, limit: int | None) -> str:
             if limit is not None and size > limit:
                 packed = " unpacks to" if path.endswith(".gz") else " holds"
                 raise TraceFormatError(
-                    f"{path}{packed} more than {limit / 1e9:.2f} GB of JSON: read whole it would need "
+                    f"{path}{packed} more than {_size(limit)} of JSON: read whole it would need "
                     f"~{JSON_MEMORY_FACTOR}x that in memory, more than is available"
                 )
             chunks.append(chunk)
@@ -125,7 +129,7 @@ def _device(data: dict[str, Any]) -> Device:
     props = props if isinstance(props, dict) else {}
 
     def text(v: Any) -> str | None:
-        return None if v is None or isinstance(v, dict | list) else safe_text(v)
+        return None if v is None or isinstance(v, dict | list) else bounded_text(v)
 
     def count(v: Any) -> int | None:
         n = int_field(v, NONE)
@@ -177,7 +181,7 @@ def _load_chrome(path: str, fast: bool) -> Trace:
         device=_device(data),
         meta={
             "format": "chrome",
-            "trace_name": safe_text(name) if isinstance(name := data.get("traceName"), str) else None,
+            "trace_name": bounded_text(name) if isinstance(name := data.get("traceName"), str) else None,
             "skipped_events": parsed.skipped,
         },
         source=path,

@@ -49,6 +49,7 @@ from brrrtui.recording.chrome_rows import (
     Parsed,
     Rows,
     Unreadable,
+    bounded_text,
     dims_text,
     document,
     header_base,
@@ -57,7 +58,6 @@ from brrrtui.recording.chrome_rows import (
     shape_text,
     tid_of,
 )
-from brrrtui.recording.safe import safe_text
 
 BLOCK = 16 << 20
 MAX_STRETCH = 512 << 20
@@ -161,12 +161,12 @@ class _Columns:
         self.parts: dict[str, list[dict[str, np.ndarray]]] = {name: [] for name in SCHEMAS}
         self.step_ends: list[np.ndarray] = []
         self.skipped = 0
-        self.name = _Memo(lambda s: rows.strings(safe_text(s)))
+        self.name = _Memo(lambda s: rows.strings(bounded_text(s)))
         self.frame = _Memo(rows.frame_line)
         self.tid = _Memo(lambda t: tid_of(t, rows.tids))
         self.cat = _Memo(lambda c: _CATS.get(c.partition(",")[0], -1) if isinstance(c, str) else -1)
         self.is_x = _Memo(lambda p: p == "X")
-        self.step = _Memo(lambda s: safe_text(s).startswith("Optimizer.step#"))
+        self.step = _Memo(lambda s: bounded_text(s).startswith("Optimizer.step#"))
         self.shape = _Memo(self._shape)
         self.dims = _Memo(self._dims)
 
@@ -327,7 +327,7 @@ def _header(blocks: Iterator[bytes]) -> tuple[bytes, bytes]:
         if m:
             return bytes(buf[: m.start()]), bytes(buf[m.end() :])
         if len(buf) > MAX_STRETCH:
-            raise Unreadable(f"has no traceEvents array in its first {MAX_STRETCH >> 20} MB")
+            raise Unreadable(f"has no traceEvents array in its first {MAX_STRETCH / 2**20:g} MiB")
     raise ValueError("no traceEvents array")
 
 
@@ -376,7 +376,7 @@ def _event_runs(blocks: Iterator[bytes], first: bytes, cols: _Columns) -> tuple[
         buf += block
         if len(buf) > MAX_STRETCH:
             raise Unreadable(
-                f"has more than {MAX_STRETCH >> 20} MB of JSON without an event boundary that reads "
+                f"has more than {MAX_STRETCH / 2**20:g} MiB of JSON without an event boundary that reads "
                 "(one event, or the text after the events): not a torch.profiler trace"
             )
         if len(buf) < retry_at:

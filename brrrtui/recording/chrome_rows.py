@@ -31,6 +31,9 @@ Row = tuple[Any, ...]
 _FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.*)$")
 _GPU_CATS = {"kernel": GpuKind.KERNEL, "gpu_memcpy": GpuKind.MEMCPY, "gpu_memset": GpuKind.MEMSET}
 MAX_INT_DIGITS = 40
+MAX_TEXT = 16 << 10
+"""The most characters of one name a trace gives (a kernel, an op, a frame, shapes) that are kept: each pass
+over the names (analyzers' regular expressions, the views) costs time per character."""
 
 
 class TraceFormatError(InputError):
@@ -39,6 +42,15 @@ class TraceFormatError(InputError):
 
 class Unreadable(Exception):
     """A trace no reader follows within its bounds; str(e) completes a sentence that begins with the path."""
+
+
+def bounded_text(value: Any) -> str:
+    """safe_text(value), cut to MAX_TEXT characters and marked with how many more there were (so names that
+    differ in length stay distinct)."""
+    text = safe_text(value)
+    if len(text) <= MAX_TEXT:
+        return text
+    return f"{text[:MAX_TEXT]}...[{len(text) - MAX_TEXT} more characters]"
 
 
 def _bounded_int(text: str) -> int | float:
@@ -102,7 +114,7 @@ def dims_text(value: Any) -> str | None:
     if value is None:
         return None
     try:
-        return safe_text(json.dumps(value, separators=(",", ":")))
+        return bounded_text(json.dumps(value, separators=(",", ":")))
     except (TypeError, ValueError, RecursionError):
         return None
 
@@ -153,7 +165,7 @@ class Rows:
         cat = ev.get("cat")
         args = ev.get("args")
         args = args if isinstance(args, dict) else {}
-        name = safe_text(ev.get("name", ""))
+        name = bounded_text(ev.get("name", ""))
         tid = ev.get("tid")
         if not isinstance(cat, str):
             return
@@ -214,7 +226,7 @@ class Rows:
 
     def frame_line(self, name: str) -> int:
         """The line id of a Python frame `path(line): function` of the user's code, else NONE."""
-        m = _FRAME.match(safe_text(name))
+        m = _FRAME.match(bounded_text(name))
         if not m or not is_user_file(m["file"]):
             return NONE
         return self.line_id((m["file"], min(int(m["line"][:10]), 2**31 - 1), m["func"]))
