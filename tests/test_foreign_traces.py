@@ -129,8 +129,11 @@ def test_a_huge_number_in_the_document_header_is_read_as_out_of_range(tmp_path, 
 STRETCH = 64 << 20  # the stretch that took 35 s on the CPU machine before the boundary search was linear
 
 
-@pytest.mark.parametrize("msgspec", [True, False], ids=["msgspec", "json"])
-@pytest.mark.parametrize("kind", ["a long string", "whitespace", "a long string, gzip"])
+@pytest.mark.parametrize(
+    "kind, msgspec",
+    [("a long string", True), ("a long string", False), ("a long string, gzip", True),
+     ("a long string, gzip", False), ("whitespace", True)],  # the json path read whitespace in linear time
+)  # fmt: skip
 def test_a_long_stretch_without_an_event_boundary_is_read_in_linear_time(tmp_path, kind, msgspec):
     if kind == "whitespace":
         text = trace_text(" " * STRETCH + json.dumps(KERNEL))

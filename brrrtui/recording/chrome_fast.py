@@ -44,7 +44,6 @@ from brrrtui.contract.collectives import DTYPE_KEY, NELEMS_KEY
 from brrrtui.contract.schema import NONE, GpuKind
 from brrrtui.recording.checks import TIME_LIMIT
 from brrrtui.recording.chrome_rows import (
-    DECODER,
     SCHEMAS,
     Parsed,
     Rows,
@@ -55,6 +54,7 @@ from brrrtui.recording.chrome_rows import (
     header_base,
     loads,
     nccl_bytes,
+    raw_loads,
     shape_text,
     tid_of,
 )
@@ -401,7 +401,7 @@ def _event_runs(blocks: Iterator[bytes], first: bytes, cols: _Columns) -> tuple[
 def _finish(rest: bytes, cols: _Columns) -> tuple[int, str]:
     """The last run, read up to the end of the traceEvents array; (its event count, the text after it)."""
     text = "[" + rest.decode("utf-8")
-    objects, end = DECODER.raw_decode(text)
+    objects, end = raw_loads(text)
     for ev in objects:
         cols.rows.add(ev)
     cols.flush_rows()
