@@ -319,10 +319,14 @@ def _blocks(path: str, start: int = 0, end: int = -1) -> Iterator[bytes]:
 def _header(blocks: Iterator[bytes]) -> tuple[bytes, bytes]:
     """(the document up to its traceEvents array, what follows the array's "[" in the blocks read so far);
     ValueError where the document ends first, Unreadable where the array does not begin in MAX_STRETCH."""
-    buf = bytearray()
+    buf: bytes | bytearray = b""
     for block in blocks:
         searched = max(0, len(buf) - _OVERLAP)
-        buf += block
+        if not buf:
+            buf = block  # the usual case: the array begins in the first block, which is not copied
+        else:
+            buf = buf if isinstance(buf, bytearray) else bytearray(buf)
+            buf += block
         m = START.search(buf, searched)
         if m:
             return bytes(buf[: m.start()]), bytes(buf[m.end() :])
