@@ -12,6 +12,7 @@ whole (the `json` path) only a text that fits in memory, each refusal one TraceF
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from typing import Any
 
@@ -81,10 +82,11 @@ def _size(n: int) -> str:
 
 
 def _read_text(path: str, limit: int | None) -> str:
-    """The file's text (a .gz file unpacked as it is read), refused past `limit` bytes before more is read."""
+    """The file's text (a .gz file unpacked as it is read), refused past `limit` characters before more is
+    read. Decoded a chunk at a time: at most the text twice in memory (its chunks, then the joined text)."""
     opener: Any = gzip.open if path.endswith(".gz") else open
     chunks, size = [], 0
-    with opener(path, "rb") as f:
+    with opener(path, "rb") as raw, io.TextIOWrapper(raw, encoding="utf-8") as f:
         while chunk := f.read(_CHUNK):
             size += len(chunk)
             if limit is not None and size > limit:
@@ -94,7 +96,7 @@ def _read_text(path: str, limit: int | None) -> str:
                     f"~{JSON_MEMORY_FACTOR}x that in memory, more than is available"
                 )
             chunks.append(chunk)
-    return b"".join(chunks).decode("utf-8")
+    return "".join(chunks)
 
 
 def read_json(path: str, limit: int | None = None) -> dict[str, Any]:
