@@ -20,7 +20,7 @@ import numpy as np
 from analyzers.model import Peaks, SourceLine, Table, Trace, table_from_rows
 from brrrtui.contract.schema import LINE_SAMPLE_SCHEMA, NONE, STEP_SCHEMA, TELEMETRY_SCHEMA, WINDOW_SCHEMA
 from brrrtui.recording.checks import TIME_LIMIT, RecordingError, check_column
-from brrrtui.recording.safe import safe_text
+from brrrtui.recording.chrome_rows import bounded_text
 
 FORMAT = 1
 
@@ -75,7 +75,7 @@ def _peaks(value: Any) -> Peaks | None:
         tensor_flops_per_s=_opt_float(value.get("tensor_flops_per_s")),
         fp32_flops_per_s=_opt_float(value.get("fp32_flops_per_s")),
         bytes_per_s=_opt_float(value.get("bytes_per_s")),
-        source=safe_text(value["source"]),
+        source=bounded_text(value["source"]),
         l2_bytes=int(_opt_float(l2) or 0) or None,
     )
 
@@ -88,7 +88,7 @@ def _lines(trace: Trace, block: dict[str, Any]) -> tuple[list[SourceLine], list[
     for row in _list(block, "lines"):
         if not (isinstance(row, list) and len(row) == 3 and isinstance(row[1], int) and 0 <= row[1] < 2**31):
             raise _Bad("a line that is not [file, line, function]")
-        key = (safe_text(row[0]), row[1], safe_text(row[2]))
+        key = (bounded_text(row[0]), row[1], bounded_text(row[2]))
         if key not in known:
             known[key] = len(lines)
             lines.append(SourceLine(*key))
@@ -135,7 +135,7 @@ def _scoped(
             raise _Bad("a span scope of an unknown library line")
         module = -1
         if row[3] is not None:
-            text = safe_text(row[3])
+            text = bounded_text(row[3])
             if text not in ids:
                 ids[text] = len(strings)
                 strings.append(text)
@@ -184,7 +184,9 @@ def _restore(trace: Trace, block: dict[str, Any]) -> Trace:
     device: dict[str, Any] = block["device"] if isinstance(block.get("device"), dict) else {}
     meta: dict[str, Any] = block["meta"] if isinstance(block.get("meta"), dict) else {}
     l2 = device.get("l2_bytes")
-    driver, cuda = (safe_text(v) if isinstance(v := device.get(k), str) else None for k in ("driver", "cuda"))
+    driver, cuda = (
+        bounded_text(v) if isinstance(v := device.get(k), str) else None for k in ("driver", "cuda")
+    )
     return replace(
         trace,
         lines=lines,

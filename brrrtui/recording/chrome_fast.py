@@ -14,6 +14,13 @@ damaged trace), a number msgspec does not take (NaN), the last event and what fo
 through `Rows`, the `json` path's reader, event by event; a document this path cannot follow at all (no
 `traceEvents` array, a truncated file, the base time after the events) returns None, and the caller reads
 it with `json`, which also words its error.
+
+Any input is read in time linear in its size and in bounded memory beyond the events kept: each block is
+searched for event boundaries only in the bytes no search covered yet; a run that fails to decode (a cut
+inside a string, the text after the events) is tried again only once the buffer has doubled; a stretch of
+more than MAX_STRETCH bytes without a boundary that decodes (one event, or the text after the events), or a
+document whose traceEvents array does not begin within it, is refused (chrome_rows.Unreadable) rather than
+held whole. Nesting deeper than the interpreter's recursion limit raises RecursionError (the caller words it).
 """
 
 from __future__ import annotations
@@ -21,10 +28,10 @@ from __future__ import annotations
 import gc
 import gzip
 import itertools
-import json
 import math
 import operator
 import re
+from collections import deque
 from collections.abc import Callable, Iterator
 from operator import attrgetter
 from typing import Any
@@ -33,21 +40,29 @@ import msgspec
 import numpy as np
 
 from analyzers.model import Table, table_from_rows
-from brrrtui.contract.collectives import DTYPE_KEY, NELEMS_KEY, message_bytes
+from brrrtui.contract.collectives import DTYPE_KEY, NELEMS_KEY
 from brrrtui.contract.schema import NONE, GpuKind
 from brrrtui.recording.checks import TIME_LIMIT
 from brrrtui.recording.chrome_rows import (
     SCHEMAS,
     Parsed,
     Rows,
+    Unreadable,
+    bounded_text,
+    dims_text,
     document,
     header_base,
+    loads,
+    nccl_bytes,
+    raw_loads,
     shape_text,
     tid_of,
 )
-from brrrtui.recording.safe import safe_text
 
 BLOCK = 16 << 20
+MAX_STRETCH = 512 << 20
+"""The most bytes held at once without an event boundary that decodes."""
+_OVERLAP = 64  # bytes before a search's start that a boundary found there may begin in
 _MISSING = -(2**63)
 _NULL = msgspec.Raw(b"null")
 START = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -123,7 +138,9 @@ def _message_bytes(args: Any, nbytes: np.ndarray) -> np.ndarray:
     carried = np.fromiter(map(operator.is_not, missing, itertools.repeat(_NULL)), bool, len(args))
     for k in np.flatnonzero(carried & (nbytes < 0)).tolist():
         try:
-            nbytes[k] = message_bytes(json.loads(bytes(args[k].nelems)), json.loads(bytes(args[k].dtype)))
+            nbytes[k] = nccl_bytes(
+                loads(bytes(args[k].nelems).decode()), loads(bytes(args[k].dtype).decode())
+            )
         except ValueError:
             pass
     return nbytes
@@ -144,12 +161,12 @@ class _Columns:
         self.parts: dict[str, list[dict[str, np.ndarray]]] = {name: [] for name in SCHEMAS}
         self.step_ends: list[np.ndarray] = []
         self.skipped = 0
-        self.name = _Memo(lambda s: rows.strings(safe_text(s)))
+        self.name = _Memo(lambda s: rows.strings(bounded_text(s)))
         self.frame = _Memo(rows.frame_line)
         self.tid = _Memo(lambda t: tid_of(t, rows.tids))
         self.cat = _Memo(lambda c: _CATS.get(c.partition(",")[0], -1) if isinstance(c, str) else -1)
         self.is_x = _Memo(lambda p: p == "X")
-        self.step = _Memo(lambda s: safe_text(s).startswith("Optimizer.step#"))
+        self.step = _Memo(lambda s: bounded_text(s).startswith("Optimizer.step#"))
         self.shape = _Memo(self._shape)
         self.dims = _Memo(self._dims)
 
@@ -158,10 +175,8 @@ class _Columns:
         return self.rows.strings(text) if text else NONE
 
     def _dims(self, raw: bytes) -> int:
-        value = msgspec.json.decode(raw)
-        return (
-            NONE if value is None else self.rows.strings(safe_text(json.dumps(value, separators=(",", ":"))))
-        )
+        text = dims_text(msgspec.json.decode(raw))
+        return NONE if text is None else self.rows.strings(text)
 
     def flush_rows(self) -> None:
         """Move what `Rows` gathered into the parts, so the tables keep the events' order."""
@@ -302,24 +317,35 @@ def _blocks(path: str, start: int = 0, end: int = -1) -> Iterator[bytes]:
 
 
 def _header(blocks: Iterator[bytes]) -> tuple[bytes, bytes]:
-    """(the document up to its traceEvents array, what follows the array's "[" in the blocks read so far)."""
-    buf = b""
+    """(the document up to its traceEvents array, what follows the array's "[" in the blocks read so far);
+    ValueError where the document ends first, Unreadable where the array does not begin in MAX_STRETCH."""
+    buf: bytes | bytearray = b""
     for block in blocks:
-        buf += block
-        m = START.search(buf)
+        searched = max(0, len(buf) - _OVERLAP)
+        if not buf:
+            buf = block  # the usual case: the array begins in the first block, which is not copied
+        else:
+            buf = buf if isinstance(buf, bytearray) else bytearray(buf)
+            buf += block
+        m = START.search(buf, searched)
         if m:
-            return buf[: m.start()], buf[m.end() :]
+            return bytes(buf[: m.start()]), bytes(buf[m.end() :])
+        if len(buf) > MAX_STRETCH:
+            raise Unreadable(f"has no traceEvents array in its first {MAX_STRETCH / 2**20:g} MiB")
     raise ValueError("no traceEvents array")
 
 
-def _last_cut(buf: bytearray) -> int | None:
-    """The position of the comma of the last `},{` in `buf` (searched from the end), or None."""
-    tail = len(buf)
-    while tail > 1:
-        tail = max(1, tail - 65536)
-        found = list(CUT.finditer(buf, tail))
-        if found:
-            return buf.index(b",", found[-1].start())
+def _last_cut(buf: bytearray, since: int = 1) -> int | None:
+    """The position of the comma of the last `},{` that begins at or after `since` - _OVERLAP in `buf`
+    (searched from the end, a window at a time: each byte once), or None."""
+    since = max(1, since - _OVERLAP)
+    end = len(buf)
+    while end > since:
+        tail = max(since, end - 65536)
+        last = deque(CUT.finditer(buf, tail, min(len(buf), end + _OVERLAP)), maxlen=1)
+        if last:
+            return buf.index(b",", last[0].start())
+        end = tail
     return None
 
 
@@ -333,8 +359,8 @@ def _decode_run(run: memoryview, cols: _Columns) -> int | None:
     except (msgspec.ValidationError, msgspec.DecodeError, OverflowError):
         pass  # fields of other types, NaN, a huge number: as the json path reads them
     try:
-        objects = json.loads(bytes(run))
-    except ValueError:
+        objects = loads(bytes(run).decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError too
         return None
     for ev in objects:
         cols.rows.add(ev)
@@ -344,12 +370,23 @@ def _decode_run(run: memoryview, cols: _Columns) -> int | None:
 
 def _event_runs(blocks: Iterator[bytes], first: bytes, cols: _Columns) -> tuple[int, bytes]:
     """Decode the events block by block, each time up to the last `},{` (its comma made the run's "]");
-    (events decoded, the rest: the last event through the end of the document)."""
+    (events decoded, the rest: the last event through the end of the document). Unreadable where more than
+    MAX_STRETCH bytes gather without a run that decodes."""
     buf = bytearray(b"[") + first
     events = 0
+    searched = 1  # where the bytes no search for a cut covered begin
+    retry_at = 0  # after a run that did not decode: the buffer length at which to try again
     for block in itertools.chain([b""], blocks):  # the first bytes too: a trace of one block is cut as well
         buf += block
-        comma = _last_cut(buf)
+        if len(buf) > MAX_STRETCH:
+            raise Unreadable(
+                f"has more than {MAX_STRETCH / 2**20:g} MiB of JSON without an event boundary that reads "
+                "(one event, or the text after the events): not a torch.profiler trace"
+            )
+        if len(buf) < retry_at:
+            continue
+        comma = _last_cut(buf, searched)
+        searched = len(buf)
         if comma is None:
             continue
         buf[comma] = ord("]")
@@ -357,16 +394,18 @@ def _event_runs(blocks: Iterator[bytes], first: bytes, cols: _Columns) -> tuple[
             count = _decode_run(view[: comma + 1], cols)
         if count is None:
             buf[comma] = ord(",")
+            retry_at = 2 * len(buf)  # each failed try reads at most as much as the bytes added since
             continue
         events += count
         del buf[1 : comma + 1]
+        searched, retry_at = 1, 0
     return events, bytes(buf[1:])
 
 
 def _finish(rest: bytes, cols: _Columns) -> tuple[int, str]:
     """The last run, read up to the end of the traceEvents array; (its event count, the text after it)."""
     text = "[" + rest.decode("utf-8")
-    objects, end = json.JSONDecoder().raw_decode(text)
+    objects, end = raw_loads(text)
     for ev in objects:
         cols.rows.add(ev)
     cols.flush_rows()
@@ -387,7 +426,7 @@ def read_events(path: str) -> Parsed | None:
         events, rest = _event_runs(blocks, first, cols)
         count, trailer = _finish(rest, cols)
         top = document(header, trailer, base_value)
-    except (OSError, EOFError, ValueError, RecursionError):
+    except (OSError, EOFError, ValueError):  # RecursionError and Unreadable: for the caller to word
         return None
     finally:
         if collecting:

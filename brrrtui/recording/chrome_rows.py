@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any
 
+from analyzers.errors import InputError
 from analyzers.model import SourceLine, StringTable, Table, table_from_rows
 from brrrtui.contract.collectives import DTYPE_KEY, NELEMS_KEY, message_bytes
 from brrrtui.contract.schema import (
@@ -29,6 +31,64 @@ from brrrtui.recording.safe import safe_text
 Row = tuple[Any, ...]
 _FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.*)$")
 _GPU_CATS = {"kernel": GpuKind.KERNEL, "gpu_memcpy": GpuKind.MEMCPY, "gpu_memset": GpuKind.MEMSET}
+MAX_INT_DIGITS = 40
+MAX_TEXT = 16 << 10
+"""The most characters of one name a trace gives (a kernel, an op, a frame, shapes) that are kept: each pass
+over the names (analyzers' regular expressions, the views) costs time per character."""
+
+
+class TraceFormatError(InputError):
+    """The file is not a torch.profiler trace (or not a readable one)."""
+
+
+class Unreadable(Exception):
+    """A trace no reader follows within its bounds; str(e) completes a sentence that begins with the path."""
+
+
+def bounded_text(value: Any) -> str:
+    """safe_text(value), cut to MAX_TEXT characters and marked with how many more there were (so names that
+    differ in length stay distinct)."""
+    text = safe_text(value)
+    if len(text) <= MAX_TEXT:
+        return text
+    return f"{text[:MAX_TEXT]}...[{len(text) - MAX_TEXT} more characters]"
+
+
+def _bounded_int(text: str) -> int | float:
+    """A JSON integer: exact up to MAX_INT_DIGITS digits, else as a float (+-inf past ~308 digits). `int()` of
+    a long digit string takes quadratic time and is refused past 4300 digits (a ValueError)."""
+    return int(text) if len(text) <= MAX_INT_DIGITS else float(text)
+
+
+DECODER = json.JSONDecoder(parse_int=_bounded_int)
+"""The json module's decoder with bounded integers (a Python call per integer: ~1.7x the time of a trace)."""
+_PLAIN = json.JSONDecoder()
+
+
+def loads(text: str) -> Any:
+    """One JSON value, integers of any length read as bounded numbers: the json module's own decoder, and
+    DECODER where an integer passes the interpreter's limit on digits (4300; none: always DECODER). Nesting
+    is bounded by the recursion limit: RecursionError."""
+    if sys.get_int_max_str_digits() == 0:  # no limit: int() of a long digit string takes quadratic time
+        return DECODER.decode(text)
+    try:
+        return _PLAIN.decode(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # an integer of more digits than int() converts
+        return DECODER.decode(text)
+
+
+def raw_loads(text: str) -> tuple[Any, int]:
+    """The JSON value at the start of `text` and where it ends, as `loads` reads it."""
+    if sys.get_int_max_str_digits() == 0:
+        return DECODER.raw_decode(text)
+    try:
+        return _PLAIN.raw_decode(text)
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        return DECODER.raw_decode(text)
 
 
 def int_field(value: Any, default: int = NONE, limit: int = 2**62) -> int:
@@ -77,9 +137,17 @@ def dims_text(value: Any) -> str | None:
     if value is None:
         return None
     try:
-        return safe_text(json.dumps(value, separators=(",", ":")))
+        return bounded_text(json.dumps(value, separators=(",", ":")))
     except (TypeError, ValueError, RecursionError):
         return None
+
+
+def nccl_bytes(nelems: Any, dtype: Any) -> int:
+    """message_bytes, -1 where the element count is an infinite float (int() of it overflows)."""
+    try:
+        return message_bytes(nelems, dtype)
+    except OverflowError:
+        return -1
 
 
 def _is_number(v: Any) -> bool:
@@ -120,7 +188,7 @@ class Rows:
         cat = ev.get("cat")
         args = ev.get("args")
         args = args if isinstance(args, dict) else {}
-        name = safe_text(ev.get("name", ""))
+        name = bounded_text(ev.get("name", ""))
         tid = ev.get("tid")
         if not isinstance(cat, str):
             return
@@ -160,7 +228,7 @@ class Rows:
         """A copy's bytes; an NCCL kernel's message size ("In msg nelems" x dtype), else NONE."""
         nbytes = int_field(args.get("bytes"))
         if nbytes < 0 and kind == GpuKind.KERNEL and NELEMS_KEY in args:
-            nbytes = message_bytes(args.get(NELEMS_KEY), args.get(DTYPE_KEY))
+            nbytes = nccl_bytes(args.get(NELEMS_KEY), args.get(DTYPE_KEY))
         return nbytes
 
     def _op(self, name: str, start: int, dur: int, tid: int, args: dict[str, Any]) -> None:
@@ -181,7 +249,7 @@ class Rows:
 
     def frame_line(self, name: str) -> int:
         """The line id of a Python frame `path(line): function` of the user's code, else NONE."""
-        m = _FRAME.match(safe_text(name))
+        m = _FRAME.match(bounded_text(name))
         if not m or not is_user_file(m["file"]):
             return NONE
         return self.line_id((m["file"], min(int(m["line"][:10]), 2**31 - 1), m["func"]))
@@ -208,14 +276,15 @@ def base_ns(value: Any) -> int:
 
 def header_base(header: str) -> tuple[Any, int]:
     """The document's base time as written before its events, and as the ns every event time is added to."""
-    value = json.loads(header + '"traceEvents": []}').get("baseTimeNanoseconds")
+    top = loads(header + '"traceEvents": []}')
+    value = top.get("baseTimeNanoseconds") if isinstance(top, dict) else None
     return value, base_ns(value)
 
 
 def document(header: str, trailer: str, base_value: Any) -> dict[str, Any] | None:
     """The document's values around its events; None where the text after the events does not close the
     document the header began, or its base time came after the events."""
-    top = json.loads(header + '"traceEvents": []' + trailer)
+    top = loads(header + '"traceEvents": []' + trailer)
     if (
         not isinstance(top, dict)
         or top.pop("traceEvents") != []
