@@ -557,18 +557,9 @@ class Recorder:
             self._tail_closed = True
         if self.sampler:
             self.sampler.stop()
-        status, outcome = run_status(returncode, self.uncaught, self.write_errors, self._full_disk())
-        code = 128 - returncode if returncode < 0 else returncode
-        if self.interrupts >= 2:  # the user stopped brrrtui itself
-            status, code = f"{status} (stopped with Ctrl-C)", 130
-        if self.passed_on or self.received:
-            outcome["signals_received"] = list(self.received)
-            outcome["signals_passed_on"] = list(self.passed_on)
+        final, code = self._final_meta(returncode, ended_ns)
+        errors = len(self.write_errors)
         self.exit_code = returncode
-        final: dict[str, Any] = {"status": status, "exit_code": returncode, "ended_at_ns": ended_ns}
-        final["outcome"] = outcome
-        if status != "finished":
-            final["load_notes"] = [f"the script's run ended: {status}"]
         self._write_meta(**final)
         if self.output_tail:
             self._write_meta(output_tail=[f"{stream}: {text}" for stream, text in self.output_tail])
@@ -581,12 +572,30 @@ class Recorder:
         if self.feed:
             self.feed.put(Exited(returncode, feeds.last_error(self.output_tail) if returncode else ""))
         self.streamed.finish()
+        if len(self.write_errors) > errors:  # these last writes failed: the status says so
+            final, code = self._final_meta(returncode, ended_ns)
+            self._write_meta(**final)
         if self.sink.dead:
             self._last_status({**final, "notes": self.notes})
         else:
             self._drop_reserve()
         self.sink.close()
         return code
+
+    def _final_meta(self, returncode: int, ended_ns: int) -> tuple[dict[str, Any], int]:
+        """The recording's last meta (status, outcome, exit code, end time) and brrrtui's exit code."""
+        status, outcome = run_status(returncode, self.uncaught, self.write_errors, self._full_disk())
+        code = 128 - returncode if returncode < 0 else returncode
+        if self.interrupts >= 2:  # the user stopped brrrtui itself
+            status, code = f"{status} (stopped with Ctrl-C)", 130
+        if self.passed_on or self.received:
+            outcome["signals_received"] = list(self.received)
+            outcome["signals_passed_on"] = list(self.passed_on)
+        final: dict[str, Any] = {"status": status, "exit_code": returncode, "ended_at_ns": ended_ns}
+        final["outcome"] = outcome
+        if status != "finished":
+            final["load_notes"] = [f"the script's run ended: {status}"]
+        return final, code
 
     def _full_disk(self) -> bool:
         """Whether the write errors so far were a full disk (or quota, or file size limit)."""

@@ -1,6 +1,7 @@
 """Works until Ctrl-C, then saves a checkpoint of 40 chunks inside its KeyboardInterrupt handler, writing how
 many chunks are saved to OUT after each one; a second SIGINT would cut the save short. Writes READY once it
-is waiting. Usage: checkpoint_on_ctrl_c.py OUT READY [BUSY]: BUSY spins in Python instead of sleeping."""
+is waiting. Usage: checkpoint_on_ctrl_c.py OUT READY [sleep|busy [CHUNKS CHUNK_S]]: busy spins in Python
+instead of sleeping."""
 
 import os
 import sys
@@ -8,7 +9,7 @@ import time
 
 out, ready = sys.argv[1], sys.argv[2]
 busy = len(sys.argv) > 3 and sys.argv[3] == "busy"
-CHUNKS, CHUNK_S = 40, 0.08
+CHUNKS, CHUNK_S = (int(sys.argv[4]), float(sys.argv[5])) if len(sys.argv) > 5 else (40, 0.08)
 
 try:
     with open(ready, "w") as f:
