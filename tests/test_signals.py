@@ -14,6 +14,7 @@ import time
 
 import pytest
 from conftest import ROOT, SCRIPTS, run_brrrtui
+from tui_fakes import run_async, wait_until
 
 from brrrtui.recording.load import load_trace
 
@@ -222,3 +223,18 @@ def test_a_disk_full_run_is_recorded_as_disk_full_not_killed_or_crashed(tmp_path
     report = run_brrrtui("report", str(out))
     assert "killed or crashed" not in report.stdout
     assert "recording cut short: disk full" in report.stdout
+
+
+@run_async
+async def test_the_view_header_says_how_the_recorded_run_ended(tmp_path):
+    from brrrtui.tui.app import make_app
+
+    proc = start(tmp_path, "raises.py")
+    finish(proc)
+    app = make_app(str(tmp_path / "run.brrr"), feed=None, script=None)
+    async with app.run_test(size=(140, 30)) as pilot:
+        await wait_until(pilot, lambda: app.analyses >= 1 or app.load_error is not None, timeout_s=60)
+        header = str(app.main.query_one("#status").render())
+        assert "▣ recording: raised ValueError (exit code 1)" in header, header
+        log = "\n".join(strip.text for strip in app.main.log_pane.lines)
+        assert "the script's run ended: raised ValueError (exit code 1)" in log
