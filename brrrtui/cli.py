@@ -254,10 +254,10 @@ def _run_headless(spec) -> int:  # noqa: ANN001
     from brrrtui.record.ranks import make_recorder
 
     recorder = make_recorder(spec, progress=_stderr_progress)
-    recorder.start()
-    _stderr_progress(f"recording {' '.join(spec.target)} -> {spec.out_path}")
-    old = _pass_signals_on(recorder)
+    old = _pass_signals_on(recorder)  # from before the start: a Ctrl-C then reaches the script too
     try:
+        recorder.start()
+        _stderr_progress(f"recording {' '.join(spec.target)} -> {spec.out_path}")
         code = recorder.wait()
     finally:
         for sig, handler in old.items():
@@ -382,9 +382,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from analyzers.errors import InputError
     from brrrtui.numpy_start import import_numpy
 
-    import_numpy()  # before anything else loads it: one OpenBLAS thread in this process
     args = list(sys.argv[1:] if argv is None else argv)
     try:
+        import_numpy()  # before anything else loads it: one OpenBLAS thread in this process
         if args and args[0] in SUBCOMMANDS:
             command, rest = args[0], args[1:]
             if command == "record":

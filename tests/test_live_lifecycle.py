@@ -37,7 +37,9 @@ class _WatchingApp:
         pass
 
 
-def test_the_scripts_exit_is_seen_within_a_second_while_an_orphan_holds_its_stdout(tmp_path, monkeypatch, capsys):
+def test_the_scripts_exit_is_seen_within_a_second_while_an_orphan_holds_its_stdout(
+    tmp_path, monkeypatch, capsys
+):
     import brrrtui.cli as cli
     import brrrtui.tui.app
 

@@ -269,5 +269,14 @@ def main() -> None:
     _exit(code, interrupted)
 
 
+def start() -> None:
+    """main(), where a Ctrl-C outside the script (brrrtui's own set-up and teardown) ends the process as an
+    uncaught KeyboardInterrupt ends Python, by SIGINT, without a traceback through brrrtui's code."""
+    try:
+        main()
+    except KeyboardInterrupt:
+        _exit(130, True)
+
+
 if __name__ == "__main__":
-    main()
+    start()

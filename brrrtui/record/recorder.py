@@ -123,6 +123,8 @@ class Recorder:
         self._receipts: deque[tuple[int, float]] = deque(maxlen=256)  # (signal, monotonic) the script caught
         self._receipts_cv = threading.Condition()
         self.has_receipts = False
+        self._start_lock = threading.Lock()
+        self._early: list[int] = []  # signals received before the script started
         self._frames_thread: threading.Thread | None = None
         self._output_threads: list[threading.Thread] = []
         self.streamed = StreamSide(
@@ -162,7 +164,7 @@ class Recorder:
             env["PYTHONUNBUFFERED"] = "1"  # so the log pane shows lines as they are printed
         out = subprocess.PIPE if self.spec.capture_output else None
         try:
-            self.child = subprocess.Popen(
+            child = subprocess.Popen(
                 [self.spec.python, BOOTSTRAP, *self.spec.target],
                 env=env,
                 pass_fds=(write_fd, sig_write),
@@ -178,7 +180,11 @@ class Recorder:
         finally:
             os.close(write_fd)
             os.close(sig_write)
-        self._write_meta(pid=self.child.pid)
+        with self._start_lock:  # a signal brrrtui received while the script started is its now
+            self.child, early, self._early = child, self._early, []
+        for sig in early:
+            self._send(sig)
+        self._write_meta(pid=child.pid)
         self.has_receipts = True
         threading.Thread(
             target=self._read_receipts, args=(sig_read,), name="brrrtui-signals", daemon=True
@@ -442,6 +448,10 @@ class Recorder:
             self._send(signal.SIGINT)
 
     def _pass_on(self, sig: int, t: float) -> None:
+        with self._start_lock:
+            if self.child is None:
+                self._early.append(sig)
+                return
         if sig == signal.SIGINT and self._running():
             self._say("stopping the script; Ctrl-C again to stop brrrtui now (the recording is kept)")
         if not self._running() or self._got_own_copy(sig, t):
