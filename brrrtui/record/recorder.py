@@ -594,7 +594,8 @@ class Recorder:
 
     def _final_meta(self, returncode: int, ended_ns: int) -> tuple[dict[str, Any], int]:
         """The recording's last meta (status, outcome, exit code, end time) and brrrtui's exit code."""
-        status, outcome = run_status(returncode, self.uncaught, self.write_errors, self._full_disk())
+        cut_short = self.write_errors if self.sink.dead else []  # not when it continued in a sibling file
+        status, outcome = run_status(returncode, self.uncaught, cut_short, self._full_disk())
         code = 128 - returncode if returncode < 0 else returncode
         if self.interrupts >= 2:  # the user stopped brrrtui itself
             status, code = f"{status} (stopped with Ctrl-C)", 130
