@@ -190,19 +190,6 @@ def _stderr_progress(text: str) -> None:
         pass
 
 
-def _pass_signals_on(recorder, extra=None) -> dict:  # noqa: ANN001
-    """SIGINT, SIGTERM and SIGHUP go to the recorder, which passes each on to the script unless it got its own
-    copy (record/recorder.py); `extra`: called after, in the handler. The handlers that were there before."""
-    from brrrtui.record.recorder import FORWARDED
-
-    def handler(sig: int, _frame: object) -> None:
-        recorder.on_signal(sig)
-        if extra is not None:
-            extra(sig)
-
-    return {sig: signal.signal(sig, handler) for sig in FORWARDED}
-
-
 def cmd_run(argv: list[str], record: bool) -> int:
     from brrrtui.record.ranks import is_distributed, naming_target, torchrun_target
     from brrrtui.record.recorder import RunSpec
@@ -254,14 +241,10 @@ def _run_headless(spec) -> int:  # noqa: ANN001
     from brrrtui.record.ranks import make_recorder
 
     recorder = make_recorder(spec, progress=_stderr_progress)
-    old = _pass_signals_on(recorder)  # from before the start: a Ctrl-C then reaches the script too
-    try:
+    with recorder.passing_signals():  # from before the start: a Ctrl-C then reaches the script too
         recorder.start()
         _stderr_progress(f"recording {' '.join(spec.target)} -> {spec.out_path}")
         code = recorder.wait()
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
     exit_code = recorder.exit_code or 0
     exit_text = (
         f"exited with code {recorder.exit_code}"
@@ -288,13 +271,11 @@ def _run_live(spec, analyze=None) -> int:  # noqa: ANN001
     recorder.wait_in_background()  # the script's exit reaches the UI and the recording when it happens
     stop = functools.partial(recorder.interrupt, now=True)
     app = make_app(spec.out_path, feed=feed, script=" ".join(spec.target), on_interrupt=stop, analyze=analyze)
-    old = _pass_signals_on(recorder, lambda sig: sig != signal.SIGINT and app.exit())  # TERM, HUP: UI ends
-    try:
-        app.run()
-    finally:
-        code = recorder.finish()
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+    with recorder.passing_signals(on_end=app.exit):
+        try:
+            app.run()
+        finally:
+            code = recorder.finish()
     _print_output_tail(recorder.output_tail)
     out = recorder.sink.path
     if recorder.replaced:

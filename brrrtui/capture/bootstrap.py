@@ -12,7 +12,7 @@ pass a signal it received on only when the script did not get its own copy (a te
 reaches the whole process group), so the script sees each signal once, as without brrrtui. Both are moved to
 high, close-on-exec numbers: the script's own files take the lowest free numbers, so a script that closes
 every descriptor (`os.closerange(3, ...)`) and opens files reuses theirs last; the channel checks its
-descriptor before each write (agent.WatchedChannel) and says on stderr when the script closed it.
+descriptor before each write (channel.WatchedChannel) and says on stderr when the script closed it.
 """
 
 import os
@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 HIGH_FD = 1000  # where brrrtui's descriptors go (below the soft RLIMIT_NOFILE, less SPARE_FDS)
 SPARE_FDS = 32
-UNCAUGHT = "the script ended with an uncaught "  # a Note's prefix, followed by the exception's type
+UNCAUGHT = "the script ended with an uncaught "  # a Note's prefix, then the type (record/lifecycle.py)
 
 
 def _strip_own_frames(tb):  # noqa: ANN001, ANN202
@@ -225,7 +225,8 @@ def main() -> None:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sys.path.insert(0, root)
     try:
-        from brrrtui.capture.agent import Agent, WatchedChannel
+        from brrrtui.capture.agent import Agent
+        from brrrtui.capture.channel import WatchedChannel
         from brrrtui.contract import userfiles
         from brrrtui.contract.config import WindowConfig
         from brrrtui.contract.messages import Bye, Hello, Note
