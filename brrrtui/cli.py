@@ -271,7 +271,7 @@ def _run_live(spec, analyze=None) -> int:  # noqa: ANN001
     recorder.wait_in_background()  # the script's exit reaches the UI and the recording when it happens
     stop = functools.partial(recorder.interrupt, now=True)
     app = make_app(spec.out_path, feed=feed, script=" ".join(spec.target), on_interrupt=stop, analyze=analyze)
-    with recorder.passing_signals(on_end=app.exit):
+    with recorder.passing_signals(on_end=lambda: app.exit()):  # SIGTERM, SIGHUP: the UI ends
         try:
             app.run()
         finally:

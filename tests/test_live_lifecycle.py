@@ -95,3 +95,53 @@ def test_a_capture_channel_the_script_closes_is_reported_and_never_written_into_
     assert len(files) > 100
     written = [f.name for f in files if f.stat().st_size]
     assert written == [], f"brrrtui wrote into the script's files {written[:5]}"
+
+
+class _TerminatedApp:
+    """Stands in for the TUI: once the script is up, brrrtui itself gets SIGTERM (a supervisor stopping it);
+    runs until the handler asks it to exit (at most 20 s)."""
+
+    ready = ""
+
+    def __init__(self, path, feed, script, on_interrupt=None, **options):
+        self.exited = False
+
+    def run(self):
+        deadline = time.monotonic() + 20
+        while not os.path.exists(_TerminatedApp.ready):
+            assert time.monotonic() < deadline, "the script never got going"
+            time.sleep(0.02)
+        os.kill(
+            os.getpid(), signal.SIGTERM
+        )  # to this process: brrrtui's handler is in place while the UI runs
+        while not self.exited and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    def exit(self):
+        self.exited = True
+
+
+def test_sigterm_to_the_live_run_reaches_the_script_and_finishes_the_recording(tmp_path, monkeypatch, capsys):
+    import brrrtui.cli as cli
+    import brrrtui.tui.app
+
+    ready, out = tmp_path / "ready", tmp_path / "run.brrr"
+    monkeypatch.setattr(cli, "_tui_available", lambda: True)
+    monkeypatch.setattr(brrrtui.tui.app, "make_app", _TerminatedApp)
+    _TerminatedApp.ready = str(ready)
+    code = cli.main(
+        ["-o", str(out), "--no-calibrate", os.path.join(SCRIPTS, "ready_then_sleep.py"), str(ready)]
+    )
+    err = capsys.readouterr().err
+    assert code == 128 + signal.SIGTERM, err
+    pid = int(ready.read_text())
+    try:
+        os.kill(pid, 0)
+        raise AssertionError("the script runs on")
+    except ProcessLookupError:
+        pass
+    db = sqlite3.connect(f"file:{out}?mode=ro", uri=True)
+    meta = {k: json.loads(v) for k, v in db.execute("SELECT key, value FROM meta")}
+    db.close()
+    assert meta["status"] == "killed by SIGTERM"
+    assert meta["outcome"]["signals_passed_on"] == ["SIGTERM"]

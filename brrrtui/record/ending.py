@@ -25,6 +25,7 @@ from brrrtui.contract.messages import Message
 from brrrtui.record import feed as feeds
 from brrrtui.record.feed import Exited, Feed
 from brrrtui.record.lifecycle import RunControl, pass_signals_on, restore_handlers, signal_name
+from brrrtui.record.output import Waiting
 from brrrtui.record.sink import Sink
 from brrrtui.record.stream_side import StreamSide
 from brrrtui.record.telemetry import TelemetrySampler
@@ -56,6 +57,7 @@ class Ending:
     exit_code: int | None
     result: int | None
     _frames_thread: threading.Thread | None
+    _waiting: dict[str, Waiting]
     _output_threads: list[threading.Thread]
     _tail_lock: threading.Lock
     _tail_closed: bool
@@ -125,16 +127,13 @@ class Ending:
         returncode = self._wait_child()
         ended_ns = time.time_ns()
         frames = self._frames_thread
-        if frames is not None:
-            frames.join(FRAMES_GRACE_S)
-            if frames.is_alive():  # a process the script forked holds the channel, and no goodbye came
-                self.inbox.put(None)
+        if frames is not None and not drain([(frames, self._waiting["frames"])], FRAMES_GRACE_S):
+            self.inbox.put(None)  # a process the script forked holds the channel, and no goodbye came
         for t in self.threads:
-            if t not in self._output_threads:
+            if t not in self._output_threads and t is not frames:
                 t.join(timeout=30)
-        deadline = time.monotonic() + OUTPUT_GRACE_S
-        for t in self._output_threads:
-            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        outputs = zip(self._output_threads, (self._waiting["stdout"], self._waiting["stderr"]), strict=False)
+        drain(list(outputs), OUTPUT_GRACE_S)
         with self._tail_lock:
             self._tail_closed = True
         if self.sampler:
@@ -167,6 +166,17 @@ class Ending:
     def _final_meta(self, returncode: int, ended_ns: int) -> tuple[dict[str, Any], int]:
         args = (returncode, ended_ns, self.uncaught, self.control, self.write_errors, self.sink)
         return final_meta(*args)
+
+
+def drain(readers: list[tuple[threading.Thread, Waiting]], grace_s: float, most_s: float = 30.0) -> bool:
+    """After the script's exit: wait for pipe readers to end, while each has data to handle; one that has
+    waited `grace_s` on an empty pipe (held open by a process the script started) is left to read on. Whether
+    all of them ended."""
+    deadline = time.monotonic() + most_s
+    for thread, waiting in readers:
+        while thread.is_alive() and waiting.idle_s() < grace_s and time.monotonic() < deadline:
+            thread.join(0.02)
+    return not any(thread.is_alive() for thread, _ in readers)
 
 
 def still_running(child: subprocess.Popen[bytes] | None, wait_s: float) -> bool:

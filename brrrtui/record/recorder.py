@@ -10,6 +10,7 @@ Signals: brrrtui.record.lifecycle; the end of the run and its recorded status: b
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -47,7 +48,7 @@ from brrrtui.record.ending import Ending
 from brrrtui.record.feed import Feed, LogLine, StepsAdded, TelemetrySample, WindowAdded
 from brrrtui.record.fold import StreamFolder
 from brrrtui.record.lifecycle import UNCAUGHT, RunControl
-from brrrtui.record.output import read_lines
+from brrrtui.record.output import Waiting, read_lines
 from brrrtui.record.sink import Sink
 from brrrtui.record.stream_side import StreamSide
 from brrrtui.record.targets import check_out_path, check_target
@@ -99,6 +100,7 @@ class Recorder(Ending):
         self.control = RunControl(lambda: self.child, self._say)
         self._frames_thread: threading.Thread | None = None
         self._output_threads: list[threading.Thread] = []
+        self._waiting = {"frames": Waiting(), "stdout": Waiting(), "stderr": Waiting()}
         self.streamed = StreamSide(
             self.sink, StreamFolder() if spec.window.stream else None, self.progress, feed
         )
@@ -198,8 +200,14 @@ class Recorder(Ending):
     def _read_frames(self, fd: int) -> None:
         """Until the script's goodbye (its last message: a process it forked may hold the pipe open after it)
         or the end of the pipe. An end without a goodbye while the script runs on: it closed the channel."""
+        frames, waiting = read_frames(fd), self._waiting["frames"]
         try:
-            for msg in read_frames(fd):  # the generator, dropped at the goodbye, closes the pipe
+            while True:
+                waiting.since = time.monotonic()
+                msg = next(frames, None)
+                waiting.since = None
+                if msg is None:
+                    break
                 # waits only when INBOX_MESSAGES are queued: the disk has stalled that long
                 self.inbox.put(msg)
                 self.inbox_max = max(self.inbox_max, self.inbox.qsize())
@@ -207,6 +215,7 @@ class Recorder(Ending):
                     self.said_bye = True
                     break
         finally:
+            del frames  # the generator, dropped at the goodbye, closes the pipe
             self.inbox.put(None)
         if not self.said_bye and ending.still_running(self.child, CHANNEL_CHECK_S):
             self._note(
@@ -342,7 +351,8 @@ class Recorder(Ending):
         self._note(text)
 
     def _read_output(self, stream: IO[bytes], name: str) -> None:
-        read_lines(stream, lambda lines, dropped: self._output_lines(name, lines, dropped), OUTPUT_TAIL)
+        on_lines = functools.partial(self._output_lines, name)
+        read_lines(stream, on_lines, OUTPUT_TAIL, waiting=self._waiting[name])
 
     def _output_lines(self, name: str, lines: list[str], dropped: int) -> None:
         """A block of the script's output (record/output.py): its last lines, after `dropped` others."""
