@@ -16,6 +16,7 @@ descriptor before each write (channel.WatchedChannel) and says on stderr when th
 """
 
 import os
+import signal
 import sys
 from collections.abc import Callable
 
@@ -132,7 +133,6 @@ def _report_signals(text: str | None) -> int | None:
     signals only."""
     if not text:
         return None
-    import signal
 
     try:
         fd = _high(int(text))
@@ -161,7 +161,6 @@ def _quiet_signal_pipe(fd: int | None) -> None:
     thread); elsewhere, a number left closed points at /dev/null instead."""
     if fd is None:
         return
-    import signal
 
     try:
         old = signal.set_wakeup_fd(-1)
@@ -193,8 +192,6 @@ def _exit(code: int, interrupted: bool) -> None:
         except Exception:  # noqa: BLE001
             pass
     if interrupted:  # exit "killed by SIGINT", as Python does after an uncaught KeyboardInterrupt
-        import signal
-
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
     sys.exit(code)
@@ -204,7 +201,6 @@ def _flush_on_sigterm(flush: Callable[[], None]) -> None:
     """On SIGTERM, send the step times not sent yet, then die of SIGTERM as the script would have. Only
     where SIGTERM has its default action: a script that installs its own handler replaces this one (and then
     ends through the normal path, which sends them anyway)."""
-    import signal
 
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return
@@ -260,6 +256,7 @@ def main() -> None:
     _flush_on_sigterm(agent.flush_on_signal)
     channel.send(Hello(pid=os.getpid(), python_version=sys.version.split()[0]))
     code, interrupted, uncaught = 0, False, ""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # start() blocked it: the script's from here
     try:
         code, interrupted, uncaught = _run(run)
     finally:
@@ -272,7 +269,11 @@ def main() -> None:
 
 def start() -> None:
     """main(), where a Ctrl-C outside the script (brrrtui's own set-up and teardown) ends the process as an
-    uncaught KeyboardInterrupt ends Python, by SIGINT, without a traceback through brrrtui's code."""
+    uncaught KeyboardInterrupt ends Python, by SIGINT, without a traceback through brrrtui's code. SIGINT is
+    blocked until the script runs: a KeyboardInterrupt inside an import of the set-up can come out as another
+    error (numpy's C extension turns it into an ImportError); held, it is delivered once the set-up is done,
+    and pending meanwhile, the recorder sees the script got its copy."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         main()
     except KeyboardInterrupt:

@@ -23,13 +23,15 @@ COPY_WAIT_S = 0.3  # how long the script's copy of a signal may take to show in 
 COPY_SINCE_S = 1.0  # a receipt this long before brrrtui's own signal is the same signal
 FALLBACK_SIGINT_S = 2.0  # no receipts (a launcher, not brrrtui's child): pass SIGINT on after this long
 UNCAUGHT = "the script ended with an uncaught "  # bootstrap.py's Note prefix (the same text: layers apart)
+START_WAIT_S = 60.0  # a signal received before the script started waits this long for it
 STOPPING = "stopping the script; Ctrl-C again to stop brrrtui now (the recording is kept)"
 
 
 class RunControl:
     """The signals brrrtui receives, and what the script gets of them: once, as without brrrtui — passed on
     only if it did not get its own copy (`SignalRelay`); a second SIGINT kills it. `child`: the script's
-    process now (None before it starts: a signal received meanwhile is passed on once it has)."""
+    process now (None before it starts: a signal received meanwhile is passed on once it has, within
+    START_WAIT_S)."""
 
     def __init__(self, child: Callable[[], subprocess.Popen[bytes] | None], say: Callable[[str], None]):
         self.child, self.say = child, say
@@ -37,16 +39,6 @@ class RunControl:
         self.interrupts = 0
         self.received: list[str] = []  # signals brrrtui received
         self.passed_on: list[str] = []  # of those, the ones it sent the script
-        self._lock = threading.Lock()
-        self._early: list[int] = []
-
-    def started(self, set_child: Callable[[], None]) -> None:
-        """`set_child` makes `child()` the new process; the signals received before it are passed on."""
-        with self._lock:
-            set_child()
-            early, self._early = self._early, []
-        for sig in early:
-            self.send(sig)
 
     def on_signal(self, sig: int) -> None:
         """brrrtui received SIGINT, SIGTERM or SIGHUP (in a signal handler: returns at once)."""
@@ -73,11 +65,11 @@ class RunControl:
             self.send(signal.SIGINT)
 
     def _pass_on(self, sig: int, t: float) -> None:
-        with self._lock:
-            child = self.child()
-            if child is None:
-                self._early.append(sig)
+        deadline = time.monotonic() + START_WAIT_S
+        while (child := self.child()) is None:  # received while the script starts: its own once it runs
+            if time.monotonic() > deadline:
                 return
+            time.sleep(0.02)
         if sig == signal.SIGINT and self.running():
             self.say(STOPPING)
         if not self.running() or self.relay.got_own_copy(sig, t, child.pid):

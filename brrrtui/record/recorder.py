@@ -136,7 +136,7 @@ class Recorder(Ending):
             env["PYTHONUNBUFFERED"] = "1"  # so the log pane shows lines as they are printed
         out = subprocess.PIPE if self.spec.capture_output else None
         try:
-            child = subprocess.Popen(
+            self.child = child = subprocess.Popen(
                 [self.spec.python, BOOTSTRAP, *self.spec.target],
                 env=env,
                 pass_fds=(write_fd, sig_write),
@@ -152,7 +152,6 @@ class Recorder(Ending):
         finally:
             os.close(write_fd)
             os.close(sig_write)
-        self.control.started(lambda: setattr(self, "child", child))
         self._write_meta(pid=child.pid)
         relay = self.control.relay
         relay.active = True
