@@ -1,6 +1,7 @@
 """Closes every descriptor but 0-2 (os.closerange, as a daemonising script does), then opens files in FOLDER
 until it holds 1,100 or the system refuses more (the lowest free numbers, the capture channel's among them),
-works on 1.5 s and exits 0. Writes READY first. Usage: closes_channel.py READY FOLDER"""
+works on 1.5 s and exits 0, the files still open (Python closes them at its exit, after brrrtui's last
+message). Writes READY first. Usage: closes_channel.py READY FOLDER"""
 
 import os
 import sys
@@ -17,5 +18,3 @@ for i in range(1100):
     except OSError:
         break
 time.sleep(1.5)
-for f in held:
-    f.close()
