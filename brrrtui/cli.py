@@ -194,7 +194,10 @@ def _default_output(target: list[str]) -> str:
 
 
 def _stderr_progress(text: str) -> None:
-    print(f"brrrtui: {text}", file=sys.stderr, flush=True)
+    try:
+        print(f"brrrtui: {text}", file=sys.stderr, flush=True)
+    except OSError:  # the terminal hung up (SIGHUP): the recording still finishes
+        pass
 
 
 def cmd_run(argv: list[str], record: bool) -> int:
@@ -248,13 +251,10 @@ def _run_headless(spec) -> int:  # noqa: ANN001
     from brrrtui.record.ranks import make_recorder
 
     recorder = make_recorder(spec, progress=_stderr_progress)
-    recorder.start()
-    _stderr_progress(f"recording {' '.join(spec.target)} -> {spec.out_path}")
-    old_term = signal.signal(signal.SIGTERM, lambda *_: recorder.terminate())
-    try:
+    with recorder.passing_signals():  # from before the start: a Ctrl-C then reaches the script too
+        recorder.start()
+        _stderr_progress(f"recording {' '.join(spec.target)} -> {spec.out_path}")
         code = recorder.wait()
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
     exit_code = recorder.exit_code or 0
     exit_text = (
         f"exited with code {recorder.exit_code}"
@@ -281,10 +281,11 @@ def _run_live(spec, analyze=None) -> int:  # noqa: ANN001
     recorder.wait_in_background()  # the script's exit reaches the UI and the recording when it happens
     stop = functools.partial(recorder.interrupt, now=True)
     app = make_app(recorder.sink.path, feed=feed, script=" ".join(spec.target), on_interrupt=stop, analyze=analyze)
-    try:
-        app.run()
-    finally:
-        code = recorder.finish()
+    with recorder.passing_signals(on_end=lambda: app.exit()):  # SIGTERM, SIGHUP: the UI ends
+        try:
+            app.run()
+        finally:
+            code = recorder.finish()
     _print_output_tail(recorder.output_tail)
     out = recorder.sink.path
     if recorder.replaced:
@@ -340,9 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from analyzers.errors import InputError
     from brrrtui.numpy_start import import_numpy
 
-    import_numpy()  # before anything else loads it: one OpenBLAS thread in this process
     args = list(sys.argv[1:] if argv is None else argv)
     try:
+        import_numpy()  # before anything else loads it: one OpenBLAS thread in this process
         if args and args[0] in SUBCOMMANDS:
             command, rest = args[0], args[1:]
             if command == "record":

@@ -94,14 +94,21 @@ def trace(folder: str, rank: Handshake, config_text: str | None, calibrate: bool
         print(f"brrrtui: rank {rank.rank} is not traced: the recorder's socket is gone", file=sys.stderr)
         return
     from brrrtui.capture.agent import Agent
+    from brrrtui.capture.channel import WatchedChannel
     from brrrtui.capture.lockstep import Lockstep
     from brrrtui.capture.plan_store import StorePlan
     from brrrtui.contract import userfiles
     from brrrtui.contract.config import WindowConfig
     from brrrtui.contract.messages import Bye, Hello
-    from brrrtui.contract.protocol import Channel
 
-    channel = Channel(fd)
+    def lost(how: str) -> None:  # the script closed its descriptors (os.closerange): said, not silent
+        agent.sched.disabled = True
+        text = (
+            f"brrrtui: rank {rank.rank}: the script {how} brrrtui's capture channel: nothing more is recorded"
+        )
+        print(text, file=sys.stderr)
+
+    channel = WatchedChannel(fd, lost)
     agent = Agent(channel, WindowConfig.from_json(config_text), userfiles.is_user_file, calibrate=calibrate)
     agent.sched.lockstep = plan = Lockstep(folder, leader=rank.rank == 0, lead_s=LEAD_S)
     plan.remote = StorePlan.from_env(env)  # ranks on several hosts: rank 0's plan through the job's store

@@ -178,6 +178,7 @@ class RunState:
     phase: PhaseView | None = None  # the phase the verdicts on screen come from
     loading: Loading | None = None  # a file being read and analysed, before its first analysis
     rank: str | None = None  # "rank 1 of 2": the rank of a distributed run on screen
+    ended: str | None = None  # view: how the recorded run ended, when not plainly (meta `status`)
 
     def with_(self, **kw: object) -> RunState:
         return replace(self, **kw)  # type: ignore[arg-type]
@@ -198,6 +199,7 @@ def state_after_analysis(state: RunState, snap: Snapshot, phase: PhaseView | Non
         kw["windows"] = recorded
         kw["steps"] = len(trace.steps) if len(trace.steps) else (snap.analysis.steps_analysed or None)
         kw["exit_code"] = meta.get("exit_code")
+        kw["ended"] = ended_text(meta.get("status"))
         t0, t1 = meta.get("started_at_ns"), meta.get("ended_at_ns")
         if isinstance(t0, int) and isinstance(t1, int):
             kw["elapsed_s"] = (t1 - t0) / 1e9
@@ -206,6 +208,17 @@ def state_after_analysis(state: RunState, snap: Snapshot, phase: PhaseView | Non
         if state.steps is None and len(trace.steps):
             kw["steps"] = len(trace.steps)
     return state.with_(**kw)
+
+
+STATUS_CHARS = 80  # of a recorded status shown in the header
+
+
+def ended_text(status: object) -> str | None:
+    """A recording's `status` for the header when it says more than "finished" (an exception, a signal, an
+    exit code, a write error, an incomplete file); None for a plain or missing one."""
+    if not isinstance(status, str) or status in ("finished", "running", ""):
+        return None
+    return status if len(status) <= STATUS_CHARS else status[: STATUS_CHARS - 1] + "…"
 
 
 def rank_label(meta: dict[str, Any]) -> str | None:
@@ -246,6 +259,8 @@ def status_spans(s: RunState) -> list[Span]:
         spans.append((f"■ finished, exit {s.exit_code}", "ok" if s.exit_code == 0 else "failed"))
     elif s.live:
         spans.append(("■ stopped", "muted"))
+    elif s.ended:
+        spans.append((f"▣ recording: {s.ended}", "failed"))
     else:
         spans.append(("▣ recording" if s.exit_code is None else f"▣ recording, exit {s.exit_code}", "muted"))
     if s.elapsed_s is not None:

@@ -15,21 +15,44 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import IO
 
 BLOCK = 1 << 20  # bytes read at a time: a full pipe
 GATHER_S = 0.01  # the reader's pause after each block: at most 100 blocks a second a stream
 
 
+@dataclass
+class Waiting:
+    """Since when a pipe's reader has waited for data (None while it handles what it read). Once the script
+    has exited, a reader that waits on and on reads a pipe that a process the script started holds open."""
+
+    since: float | None = None
+
+    def idle_s(self) -> float:
+        since = self.since
+        return 0.0 if since is None else time.monotonic() - since
+
+
 def read_lines(
-    stream: IO[bytes], on_lines: Callable[[list[str], int], None], keep: int, gather_s: float = GATHER_S
+    stream: IO[bytes],
+    on_lines: Callable[[list[str], int], None],
+    keep: int,
+    gather_s: float = GATHER_S,
+    waiting: Waiting | None = None,
 ) -> None:
     """Until the script closes `stream`: its lines, in order, a block at a time (the last one even without
     a newline), as `on_lines(last, dropped)`: the block's last `keep` lines, decoded, and how many lines came
     before them (counted, never decoded). A line split across blocks, or a UTF-8 character, arrives whole."""
     fd, rest = stream.fileno(), b""
     grow_pipe(fd)
-    while block := os.read(fd, BLOCK):
+    waiting = waiting or Waiting()
+    while True:
+        waiting.since = time.monotonic()
+        block = os.read(fd, BLOCK)
+        waiting.since = None
+        if not block:
+            break
         end = block.rfind(b"\n")
         if end < 0:
             rest += block  # a line still being written

@@ -4,14 +4,16 @@ arrives, samples GPU telemetry, and tells a live UI (UI-free itself; see brrrtui
     user script (child) --frames over a pipe--> reader thread --queue--> writer thread --> RecordingWriter
                                                         (one transaction a batch) \\-> Feed (live UI) / stderr
     pynvml sampler thread (5-10 Hz) --------------------------> RecordingWriter + Feed
+
+Signals: brrrtui.record.lifecycle; the end of the run and its recorded status: brrrtui.record.ending.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -41,10 +43,12 @@ from brrrtui.contract.messages import (
 )
 from brrrtui.contract.protocol import read_frames
 from brrrtui.contract.schema import GPU_SCHEMA, STEP_SCHEMA, WINDOW_SCHEMA, GpuKind, WindowMode, column
-from brrrtui.record import feed as feeds
-from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, TelemetrySample, WindowAdded
+from brrrtui.record import ending
+from brrrtui.record.ending import Ending
+from brrrtui.record.feed import Feed, LogLine, StepsAdded, TelemetrySample, WindowAdded
 from brrrtui.record.fold import StreamFolder
-from brrrtui.record.output import read_lines
+from brrrtui.record.lifecycle import UNCAUGHT, RunControl
+from brrrtui.record.output import Waiting, read_lines
 from brrrtui.record.sink import Sink
 from brrrtui.record.stream_side import StreamSide
 from brrrtui.record.targets import check_target
@@ -53,6 +57,7 @@ from brrrtui.recording.store import RecordingWriter, device_meta, peaks_meta
 
 OUTPUT_TAIL = 200  # the script's last output lines kept in live mode (printed after the UI, stored in meta)
 INBOX_MESSAGES = 64  # frames read but not yet written: a stream batch is 1-10 MB
+CHANNEL_CHECK_S = 0.5  # the channel ended without a goodbye: how long before a live script is reported
 BOOTSTRAP = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "capture", "bootstrap.py"
 )
@@ -69,14 +74,14 @@ class RunSpec:
     force: bool = False  # replace an existing file that is not a brrrtui recording (never the script)
 
 
-class Recorder:
+class Recorder(Ending):
     def __init__(
         self, spec: RunSpec, feed: Feed | None = None, progress: Callable[[str], None] | None = None
     ):
         self.spec = spec
         self.feed = feed
         self.progress = progress or (lambda text: None)
-        self.sink = Sink(spec.out_path, self._note)
+        self.sink = Sink(spec.out_path, self._write_failed)
         self.replaced = False  # an earlier file at out_path was replaced
         self.child: subprocess.Popen[bytes] | None = None
         self.threads: list[threading.Thread] = []
@@ -89,7 +94,13 @@ class Recorder:
         self.script_exit: int | None = None
         self.exit_code: int | None = None
         self.sampler: TelemetrySampler | None = None
-        self.interrupts = 0
+        self.uncaught = ""  # the type of the exception that ended the script, if one did
+        self.said_bye = False
+        self.write_errors: list[str] = []  # what the sink said when a write failed
+        self.control = RunControl(lambda: self.child, self._say)
+        self._frames_thread: threading.Thread | None = None
+        self._output_threads: list[threading.Thread] = []
+        self._waiting = {"frames": Waiting(), "stdout": Waiting(), "stderr": Waiting()}
         self.streamed = StreamSide(
             self.sink, StreamFolder() if spec.window.stream else None, self.progress, feed
         )
@@ -100,6 +111,8 @@ class Recorder:
         self.inbox_max = 0
         self.write_ns_max = 0
         self.output_tail: deque[tuple[str, str]] = deque(maxlen=OUTPUT_TAIL)  # (stream, line), live mode
+        self._tail_lock = threading.Lock()
+        self._tail_closed = False  # the run ended: later lines (of a process it started) go to the feed only
         self.result: int | None = None  # wait()'s return, once the script has ended
         self._waiter: threading.Thread | None = None
 
@@ -113,35 +126,44 @@ class Recorder:
         check_target(self.spec.target)
         self._open_writer()
         read_fd, write_fd = os.pipe()
+        sig_read, sig_write = os.pipe()
         env = dict(os.environ)
         env["BRRRTUI_FD"] = str(write_fd)
+        env["BRRRTUI_SIGNAL_FD"] = str(sig_write)
         env["BRRRTUI_CONFIG"] = json.dumps(asdict(self.spec.window))
         env["BRRRTUI_CALIBRATE"] = "1" if self.spec.calibrate else "0"
         if self.spec.capture_output:
             env["PYTHONUNBUFFERED"] = "1"  # so the log pane shows lines as they are printed
         out = subprocess.PIPE if self.spec.capture_output else None
         try:
-            self.child = subprocess.Popen(
+            self.child = child = subprocess.Popen(
                 [self.spec.python, BOOTSTRAP, *self.spec.target],
                 env=env,
-                pass_fds=(write_fd,),
+                pass_fds=(write_fd, sig_write),
                 stdout=out,
                 stderr=out,
                 stdin=None if not out else subprocess.DEVNULL,
             )
         except OSError as e:
             os.close(read_fd)
+            os.close(sig_read)
             self.sink.abort()  # the earlier file, if any, stays as it was
             raise InputError(f"cannot start {self.spec.python}: {e.strerror}") from None
         finally:
             os.close(write_fd)
-        self._write_meta(pid=self.child.pid)
+            os.close(sig_write)
+        self._write_meta(pid=child.pid)
         self._say_where()
+        relay = self.control.relay
+        relay.active = True
+        threading.Thread(target=relay.read, args=(sig_read,), name="brrrtui-signals", daemon=True).start()
         self._thread(self._read_frames, read_fd, name="brrrtui-reader")
+        self._frames_thread = self.threads[-1]
         self._thread(self._write_frames, name="brrrtui-writer")
         if self.spec.capture_output:
-            self._thread(self._read_output, self.child.stdout, "stdout", name="brrrtui-stdout")
-            self._thread(self._read_output, self.child.stderr, "stderr", name="brrrtui-stderr")
+            self._thread(self._read_output, child.stdout, "stdout", name="brrrtui-stdout")
+            self._thread(self._read_output, child.stderr, "stderr", name="brrrtui-stderr")
+            self._output_threads = self.threads[-2:]
         self.sampler = TelemetrySampler(self._on_telemetry)
         if self.sampler.available:
             self._write_meta(driver=self.sampler.driver, nvml_device=self.sampler.device_name)
@@ -161,13 +183,14 @@ class Recorder:
             status="running",
             window_config=asdict(self.spec.window),
         )
+        ending.reserve(self.sink)
 
     def _say_where(self) -> None:
         """Once the script runs: an earlier file is replaced when the recording ends; until then, where it is."""
         if self.replaced:
-            self.progress(f"replacing the earlier file {self.spec.out_path}")
+            self._say(f"replacing the earlier file {self.spec.out_path}")
         if self.sink.path != self.spec.out_path:
-            self.progress(f"until the run ends, the recording is written to {self.sink.path}")
+            self._say(f"until the run ends, the recording is written to {self.sink.path}")
 
     def _thread(self, target: Callable[..., Any], *args: Any, name: str) -> None:
         t = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -179,13 +202,30 @@ class Recorder:
         self.sink.set_meta(**items)
 
     def _read_frames(self, fd: int) -> None:
+        """Until the script's goodbye (its last message: a process it forked may hold the pipe open after it)
+        or the end of the pipe. An end without a goodbye while the script runs on: it closed the channel."""
+        frames, waiting = read_frames(fd), self._waiting["frames"]
         try:
-            for msg in read_frames(fd):
+            while True:
+                waiting.since = time.monotonic()
+                msg = next(frames, None)
+                waiting.since = None
+                if msg is None:
+                    break
                 # waits only when INBOX_MESSAGES are queued: the disk has stalled that long
                 self.inbox.put(msg)
                 self.inbox_max = max(self.inbox_max, self.inbox.qsize())
+                if isinstance(msg, Bye):
+                    self.said_bye = True
+                    break
         finally:
+            del frames  # the generator, dropped at the goodbye, closes the pipe
             self.inbox.put(None)
+        if not self.said_bye and ending.still_running(self.child, CHANNEL_CHECK_S):
+            self._note(
+                "the script closed brrrtui's capture channel while it ran on (os.closerange, or exec of another "
+                "program): nothing it did after that is recorded"
+            )
 
     def _write_frames(self) -> None:
         """Appends what the reader queued, in order. After a failure it drains the queue and drops what comes,
@@ -215,6 +255,8 @@ class Recorder:
             self._write_meta(peaks=peaks_meta(msg))
         elif isinstance(msg, Hello):
             self._write_meta(child_python=msg.python_version)
+        elif isinstance(msg, Note) and msg.text.startswith(UNCAUGHT):
+            self.uncaught = msg.text[len(UNCAUGHT) :]  # in the status, after the script's own traceback
         elif isinstance(msg, Note):
             self._note(msg.text)
         elif isinstance(msg, CaptureError):
@@ -282,7 +324,7 @@ class Recorder:
             if window["mode"] == WindowMode.STEPS
             else "time-based"
         )
-        self.progress(
+        self._say(
             f"window {window['window'] + 1}: {steps}, {n_kernels:,} kernels, {len(msg.ops):,} ops, "
             f"stall {window['stall_ns'] / 1e6:.0f} ms"
         )
@@ -297,16 +339,30 @@ class Recorder:
     def _note(self, text: str) -> None:
         self.notes.append(text)
         self._write_meta(notes=self.notes)
-        self.progress(text)
+        self._say(text)
         if self.feed:
             self.feed.put(LogLine("brrrtui", text))
 
+    def _say(self, text: str) -> None:
+        """A progress line; a terminal that hung up (SIGHUP) must not stop the recording from finishing."""
+        try:
+            self.progress(text)
+        except OSError:
+            pass
+
+    def _write_failed(self, text: str) -> None:
+        self.write_errors.append(text)
+        self._note(text)
+
     def _read_output(self, stream: IO[bytes], name: str) -> None:
-        read_lines(stream, lambda lines, dropped: self._output_lines(name, lines, dropped), OUTPUT_TAIL)
+        on_lines = functools.partial(self._output_lines, name)
+        read_lines(stream, on_lines, OUTPUT_TAIL, waiting=self._waiting[name])
 
     def _output_lines(self, name: str, lines: list[str], dropped: int) -> None:
         """A block of the script's output (record/output.py): its last lines, after `dropped` others."""
-        self.output_tail.extend((name, text) for text in lines)
+        with self._tail_lock:
+            if not self._tail_closed:
+                self.output_tail.extend((name, text) for text in lines)
         if self.feed:
             self.feed.put(LogLine(name, "", lines, dropped))
 
@@ -314,84 +370,3 @@ class Recorder:
         self.sink.append({"telemetry": rows})
         if self.feed and rows:
             self.feed.put(TelemetrySample(*rows[-1]))
-
-    # ------------------------------------------------------------------ stop
-    def interrupt(self, now: bool = False) -> None:
-        """Ctrl-C: the first stops the script (the terminal already sent it SIGINT; forward it in case the
-        signal reached only us; `now`: at once, for the live UI's raw terminal sent none), the second kills it."""
-        self.interrupts += 1
-        if self.child is None or self.child.poll() is not None:
-            return
-        if self.interrupts == 1:
-            self.progress("stopping the script; Ctrl-C again to stop brrrtui now (the recording is kept)")
-            if now:
-                self.child.send_signal(signal.SIGINT)
-            else:
-                threading.Timer(2.0, self._forward_sigint).start()
-        else:
-            self.child.kill()
-
-    def _forward_sigint(self) -> None:
-        if self.child is not None and self.child.poll() is None and self.interrupts == 1:
-            self.child.send_signal(signal.SIGINT)
-
-    def terminate(self) -> None:
-        if self.child is not None and self.child.poll() is None:
-            self.child.terminate()
-            try:
-                self.child.wait(5)
-            except subprocess.TimeoutExpired:
-                self.child.kill()
-
-    def wait_in_background(self) -> None:
-        """Live: wait on a thread, so the exit reaches the feed and recording (and is reaped) when it happens."""
-        self.sink.defer = True  # the UI reads the file until it closes: finish() renames it
-        self._waiter = threading.Thread(target=self._wait_for_result, name="brrrtui-waiter", daemon=True)
-        self._waiter.start()
-
-    def _wait_for_result(self) -> None:
-        self.result = self.wait()
-
-    def finish(self) -> int:
-        """After `wait_in_background`: stop the script if it still runs; wait()'s exit code."""
-        assert self._waiter is not None
-        self.terminate()
-        self._waiter.join()
-        self.sink.commit()
-        return self.result if self.result is not None else 1
-
-    def wait(self) -> int:
-        """Wait for the script, finish the recording, and return the exit code brrrtui should exit with."""
-        assert self.child is not None
-        while True:
-            try:
-                returncode = self.child.wait()
-                break
-            except KeyboardInterrupt:
-                self.interrupt()
-        for t in self.threads:
-            t.join(timeout=30)
-        if self.sampler:
-            self.sampler.stop()
-        if returncode < 0:
-            sig = signal.Signals(-returncode).name
-            status, code = f"killed by {sig}", 128 - returncode
-        else:
-            status, code = "finished", returncode
-        if self.interrupts >= 2:  # the user stopped brrrtui itself
-            status, code = f"{status} (stopped with Ctrl-C)", 130
-        self.exit_code = returncode
-        self._write_meta(status=status, exit_code=returncode, ended_at_ns=time.time_ns())
-        if self.output_tail:
-            self._write_meta(output_tail=[f"{stream}: {text}" for stream, text in self.output_tail])
-        if self.stream.records:
-            self.progress(
-                f"kernel stream: {self.stream.records:,} GPU activities between windows, delivered "
-                f"p50 {self.stream.percentile(50):.0f} ms / p99 {self.stream.percentile(99):.0f} ms "
-                "after they ended"
-            )
-        if self.feed:
-            self.feed.put(Exited(returncode, feeds.last_error(self.output_tail) if returncode else ""))
-        self.streamed.finish()
-        self.sink.close()
-        return code
