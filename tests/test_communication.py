@@ -277,4 +277,5 @@ def test_chrome_traces_give_nccl_kernels_their_message_size(tmp_path, monkeypatc
         message_bytes(True, "Float") == -1
         and message_bytes(-3, "Float") == -1
         and message_bytes(2, None) == -1
+        and message_bytes(float("inf"), "Float") == -1  # json reads 1e999 as inf
     )

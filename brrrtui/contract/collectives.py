@@ -24,6 +24,6 @@ def message_bytes(nelems: Any, dtype: Any) -> int:
         return -1
     try:
         n = int(nelems)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float (1e999 in JSON)
         return -1
     return n * SCALAR_BYTES[dtype] if 0 <= n < 2**50 else -1
