@@ -27,7 +27,7 @@ from conftest import ROOT, run_brrrtui
 from tui_fakes import write_recording
 
 from brrrtui.cli import main
-from brrrtui.recording import store
+from brrrtui.recording import checks
 from brrrtui.recording.store import RecordingError, load_recording, open_readonly
 
 TESTS = os.path.join(ROOT, "tests")
@@ -127,8 +127,8 @@ def test_a_recording_whose_read_needs_more_work_than_its_size_allows_is_stopped(
         "SELECT i, 'x' FROM c",
     )
     assert report_here(path)[0] == 0
-    monkeypatch.setattr(store, "READ_BUDGET_OPS", 0)
-    monkeypatch.setattr(store, "READ_OPS_PER_BYTE", 0)
+    monkeypatch.setattr(checks, "READ_BUDGET_OPS", 0)
+    monkeypatch.setattr(checks, "READ_OPS_PER_BYTE", 0)
     with pytest.raises(RecordingError, match="needs far more work than a recording of its size"):
         load_recording(path)
     code, _, err = report_here(path)
@@ -203,15 +203,21 @@ def test_a_fifo_named_as_a_source_file_never_blocks_the_view(tmp_path):
     assert "train.py is not on this machine" in proc.stdout or "is not a regular file" in proc.stdout
 
 
-def test_a_binary_source_file_is_not_shown_and_a_text_one_is(tmp_path):
-    from brrrtui.present.source import MAX_SOURCE_BYTES, read_source
+def test_a_binary_source_file_or_one_with_terminal_control_is_not_shown_and_a_text_one_is(tmp_path):
+    from brrrtui.present.source import MAX_SOURCE_BYTES, read_highlighted, read_source
 
     binary = tmp_path / "lib.py"
     binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 10)
-    assert read_source(str(binary)) == "is not text (it holds NUL bytes): not shown"
+    assert (
+        read_source(str(binary)) == "is not text to show (it holds the control character U+007F): not shown"
+    )
+    evil = tmp_path / "evil.py"
+    evil.write_text("x = 1  # \x1b]52;c;cm0gLXJmIH4=\x07\n")  # shown, it would write the clipboard
+    assert read_source(str(evil)) == "is not text to show (it holds the control character U+001B): not shown"
+    assert read_highlighted(str(evil)) is None  # so search results never quote it either
     text = tmp_path / "ok.py"
-    text.write_text("x = 1\r\ny = '\x1b[2J'\n")
-    assert ["".join(t for t, _ in line) for line in read_source(str(text))] == ["x = 1", "y = '\\x1b[2J'"]
+    text.write_text("x = 1\r\n\x0c\ny = 'é\t'\n")
+    assert ["".join(t for t, _ in line) for line in read_source(str(text))] == ["x = 1", " ", "y = 'é  '"]
     big = tmp_path / "big.py"
     big.write_bytes(b"x = 1\n" * (MAX_SOURCE_BYTES // 6 + 1))
     assert read_source(str(big)).startswith("is too big to show")

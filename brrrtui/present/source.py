@@ -3,15 +3,17 @@
 The files are those a recording or a trace names, so any file at all: one is read only when it is shown
 (lazily), only when it is a regular file (never a FIFO, socket or device, which could block the reader or
 act when opened), of at most MAX_SOURCE_BYTES (a recording naming a 6 GB file must not load it), and text
-(no NUL byte). The open does not block either (O_NONBLOCK: a special file that looks regular, such as
-/proc/kmsg, answers at once). Every span's text is made safe to show (brrrtui.recording.safe): a source line
-holding terminal control is shown escaped, never sent to the terminal.
+(no NUL byte, and no terminal control: no control character but tab, newline, carriage return and form
+feed, no DEL or C1 character, no bidirectional override, so nothing in a shown line can act on the terminal or
+reorder what it shows). The open does not block either (O_NONBLOCK: a special file that looks regular, such
+as /proc/kmsg, answers at once).
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from functools import lru_cache
 
@@ -19,13 +21,14 @@ from pygments.lexers import PythonLexer, get_lexer_for_filename
 from pygments.token import Comment, Keyword, Name, Number, Operator, String, Token
 from pygments.util import ClassNotFound
 
-from brrrtui.recording.safe import safe_text
-
 Span = tuple[str, str]
 Lines = tuple[tuple[Span, ...], ...]
 MAX_SOURCE_BYTES = 8 << 20
 """The largest source file shown (the biggest Python modules are a few hundred KB)."""
 NOT_HERE = "is not on this machine"
+_CONTROL = re.compile("[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""What makes a file no source to show: what a terminal would act on (escape sequences start with ESC or a C1
+character), NUL (binary), and the line separators and bidirectional overrides that reorder what is shown."""
 
 _ROLES = [
     (Comment, "syn-comment"),
@@ -48,8 +51,7 @@ def _role(tok: object) -> str:
 
 
 def highlight(text: str, filename: str = "x.py") -> list[list[Span]]:
-    """One list of (text, role) spans per line of `text` (tabs expanded, no newlines, every control character
-    left shown escaped)."""
+    """One list of (text, role) spans per line of `text` (tabs expanded, no newlines)."""
     try:
         lexer = get_lexer_for_filename(filename, stripnl=False, ensurenl=False)
     except ClassNotFound:
@@ -62,7 +64,7 @@ def highlight(text: str, filename: str = "x.py") -> list[list[Span]]:
             if k:
                 lines.append([])
             if part:
-                lines[-1].append((safe_text(part), role))
+                lines[-1].append((part, role))
     if text.endswith("\n") and not lines[-1]:
         lines.pop()
     return lines
@@ -77,8 +79,9 @@ def _size(n: int) -> str:
 
 
 def read_text(path: str, limit: int = MAX_SOURCE_BYTES) -> str:
-    """The text of the regular file `path` (at most `limit` bytes, no NUL byte), newlines as `\\n`; else
-    Unreadable, saying why."""
+    """The text of the regular file `path` (at most `limit` bytes, no terminal control), newlines as `\\n`
+    and form feeds as spaces (a line is drawn as segments, which a form feed would reach the terminal in);
+    else Unreadable, saying why."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # before any open: opening a device can act
             raise Unreadable("is not a regular file (a FIFO, socket or device): not read")
@@ -111,10 +114,13 @@ def read_text(path: str, limit: int = MAX_SOURCE_BYTES) -> str:
         os.close(fd)
     if got > limit:
         raise Unreadable(f"is too big to show (over {_size(limit)})")
-    data = b"".join(chunks)
-    if b"\0" in data:
-        raise Unreadable("is not text (it holds NUL bytes): not shown")
-    return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+    text = b"".join(chunks).decode("utf-8", "replace")
+    bad = _CONTROL.search(text)
+    if bad is not None:
+        c = ord(bad.group())
+        what = "NUL bytes" if c == 0 else f"the control character U+{c:04X}"
+        raise Unreadable(f"is not text to show (it holds {what}): not shown")
+    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\f", " ")
 
 
 @lru_cache(maxsize=32)

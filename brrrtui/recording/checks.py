@@ -12,7 +12,9 @@ import functools
 import json
 import math
 import os
-from collections.abc import Mapping
+import sqlite3
+import stat
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -20,6 +22,7 @@ import numpy as np
 from analyzers.errors import InputError
 from analyzers.model import Device, Peaks, Table
 from brrrtui.contract.schema import GpuKind, WindowMode
+from brrrtui.recording.safe import safe_text
 
 TIME_LIMIT = 2**62
 """Largest time or duration in ns a column may hold (year 2116): sums of two never overflow int64."""
@@ -192,39 +195,156 @@ def check_ids(path: str, tables: Mapping[str, Table], strings: int, lines: int) 
                 )
 
 
-def check_folds(path: str, tables: Mapping[str, Table]) -> None:
-    """Every segment of folded aggregates has its fold: the recorder commits a fold's stream_agg and
-    stream_folds rows in one transaction, so aggregates after a window no fold names are damage (the stream
-    view takes a segment's time span from its folds)."""
-    agg, folds = tables.get("stream_agg"), tables.get("stream_folds")
-    if agg is None or not len(agg):
-        return
-    known = np.unique(folds.after_window) if folds is not None and len(folds) else np.empty(0, np.int64)
-    stray = np.setdiff1d(np.unique(agg.after_window), known)
-    if len(stray):
+READ_BUDGET_OPS = 20_000_000
+"""SQLite VM instructions any connection of a reader may spend, beyond READ_OPS_PER_BYTE per byte of the file:
+reading a recording is scans of its tables, so a file that asks for more (a looping b-tree, an expression that
+grows without end) is crafted or damaged, and its read stops with one line instead of running forever."""
+READ_OPS_PER_BYTE = 32
+_PROGRESS_EVERY = 1000
+READ_LENGTH_FLOOR = 256 << 20
+"""The longest string or blob a reader accepts: its file's size (a live one grows while read: four times it),
+at least this. A longer value can only come from a crafted file (an overflow chain that loops)."""
+SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema"})
+_READ_PRAGMAS = frozenset({"table_info", "table_xinfo"})
+_INTERRUPTED = "interrupted"
+
+
+class _Reader(sqlite3.Connection):
+    """A reader's connection: it says whether its work budget stopped it (`stopped`)."""
+
+    stopped = False
+    budget = 0
+
+    def _progress(self) -> int:
+        self.budget -= _PROGRESS_EVERY
+        if self.budget < 0:
+            self.stopped = True
+            return 1
+        return 0
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")
+
+
+def _authorizer(
+    read_tables: frozenset[str],
+) -> Callable[[int, str | None, str | None, str | None, str | None], int]:
+    """Reads of `read_tables` (the schema's among them), the functions and table pragmas the readers use;
+    every write, schema change, ATTACH, recursive query or other pragma is refused."""
+
+    def authorize(
+        action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None
+    ) -> int:
+        del arg2, db, trigger
+        if action == sqlite3.SQLITE_READ:
+            return sqlite3.SQLITE_OK if arg1 in read_tables else sqlite3.SQLITE_DENY
+        if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_TRANSACTION):
+            return sqlite3.SQLITE_OK
+        if action == sqlite3.SQLITE_PRAGMA and arg1 in _READ_PRAGMAS:
+            return sqlite3.SQLITE_OK
+        return sqlite3.SQLITE_DENY
+
+    return authorize
+
+
+def _refuse_unexpected_schema(db: sqlite3.Connection, path: str, read_tables: frozenset[str]) -> None:
+    """A recording holds tables and their automatic indexes, nothing else: a view or a trigger (SQL that runs
+    when a table is read or written) is refused, as is a table the readers read that is virtual or has
+    computed columns (an expression evaluated at every read)."""
+    for kind, name, sql in db.execute("SELECT type, name, sql FROM sqlite_master"):
+        if kind in ("view", "trigger"):
+            raise RecordingError(
+                f"{path} holds an SQL {kind} ({safe_text(name)!r:.40}), which no recording has: "
+                "not read (a crafted file?)"
+            )
+        if (
+            kind == "table"
+            and name in read_tables
+            and str(sql or "").lstrip()[:14].upper() == "CREATE VIRTUAL"
+        ):
+            raise RecordingError(
+                f"{path} holds a virtual table {name!r:.40}, which no recording has: not read"
+            )
+    computed = db.execute(
+        "SELECT m.name FROM sqlite_master AS m, pragma_table_xinfo(m.name) AS x "
+        "WHERE m.type = 'table' AND x.hidden IN (2, 3) LIMIT 1"
+    ).fetchone()
+    if computed is not None and computed[0] in read_tables:
         raise RecordingError(
-            f"{path} is damaged: stream_agg holds aggregates after window {int(stray[0])}, which no fold names"
+            f"{path} holds a table with computed columns ({computed[0]!r:.40}), which no recording has: not read"
         )
 
 
-WINDOW_LIMIT = 2**23
-"""Window ids a recording may hold (8 M windows: a window a second for 97 days): the analysis packs a window id
-above a 40-bit correlation id into one int64 key."""
-WINDOW_COLUMNS = ("window", "after_window", "template_window")
+def _open_file(path: str) -> os.stat_result:
+    """The file's status once it is known to be a regular file (a FIFO or a device is never opened)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise RecordingError(f"{path}: no such file") from None
+    except OSError as e:
+        raise RecordingError(f"{path}: cannot read ({e.strerror})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise RecordingError(f"{path} is a directory, not a recording")
+    if not stat.S_ISREG(st.st_mode):
+        raise RecordingError(f"{path} is not a regular file (a FIFO, socket or device), not a recording")
+    return st
 
 
-def check_window_ids(path: str, tables: Mapping[str, Table]) -> None:
-    """Every window id is -1 (none) or below WINDOW_LIMIT."""
-    for table_name, table in tables.items():
-        for col in WINDOW_COLUMNS:
-            values = table.columns.get(col)
-            if values is None or not len(values):
-                continue
-            lo, hi = int(values.min()), int(values.max())
-            if lo < -1 or hi >= WINDOW_LIMIT:
-                raise RecordingError(
-                    f"{path} is damaged: {table_name}.{col} holds the window id {lo if lo < -1 else hi}"
-                )
+def connect_untrusted(path: str, shown: str | None, read_tables: frozenset[str]) -> sqlite3.Connection:
+    """A connection that only reads `path`, as untrusted input (SQLite's advice for files from elsewhere):
+    `trusted_schema` off, defensive mode where this Python has it (3.12+) and its equivalent here: the
+    connection is query-only and an authorizer lets it read only `read_tables`; a view,
+    a trigger, a virtual table or computed columns are refused with one RecordingError line
+    (_refuse_unexpected_schema); its work is bounded by the file's size (READ_BUDGET_OPS) and so is the
+    longest value it reads (READ_LENGTH_FLOOR).
+
+    The file is opened read-only, unless a rollback journal lies beside it and we may write both: SQLite then
+    rolls back the transaction a killed writer left half done (it cannot from a read-only connection).
+    `shown`: the file as the user named it, for messages (`path` may be an unpacked copy)."""
+    st = _open_file(path)
+    journal = os.path.exists(path + "-journal")
+    mode = (
+        "rw"
+        if journal and os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+        else "ro"
+    )
+    uri = "file:" + os.path.abspath(path).replace("?", "%3f").replace("#", "%23") + f"?mode={mode}"
+    db = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_Reader)
+    db.text_factory = _text  # text that is not UTF-8 (a damaged file) is read, never raised from
+    try:
+        setconfig = getattr(db, "setconfig", None)  # Python 3.12+
+        if setconfig is not None:
+            setconfig(sqlite3.SQLITE_DBCONFIG_DEFENSIVE, True)  # type: ignore[attr-defined]
+            setconfig(sqlite3.SQLITE_DBCONFIG_TRUSTED_SCHEMA, False)  # type: ignore[attr-defined]
+        db.execute("PRAGMA trusted_schema = OFF")
+        db.execute("PRAGMA query_only = ON")
+        db.execute("PRAGMA cell_size_check = ON")
+        db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(4 * st.st_size, READ_LENGTH_FLOOR))
+        db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        db.budget = READ_BUDGET_OPS + READ_OPS_PER_BYTE * st.st_size
+        db.set_progress_handler(db._progress, _PROGRESS_EVERY)
+        try:
+            _refuse_unexpected_schema(db, shown or path, read_tables)
+        except UnicodeDecodeError:  # SQLite's message quotes the schema's bytes, which are not UTF-8
+            raise RecordingError(
+                f"{shown or path} is damaged or not a recording (malformed database schema)"
+            ) from None
+        db.set_authorizer(_authorizer(read_tables))
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def database_error(path: str, db: sqlite3.Connection | None, e: sqlite3.Error) -> RecordingError:
+    """The one line for an SQLite error met reading `path` through `db` (a connect_untrusted connection)."""
+    if isinstance(db, _Reader) and db.stopped or str(e) == _INTERRUPTED:
+        return RecordingError(
+            f"{path} is damaged or crafted: reading it needs far more work than a recording of its size "
+            "(stopped)"
+        )
+    return RecordingError(f"{path} is damaged or not a recording ({e})")
 
 
 @functools.cache

@@ -15,11 +15,14 @@ import os
 import stat
 import tempfile
 import zlib
+from collections.abc import Mapping
+
+import numpy as np
 
 from analyzers.allocator import tune_for_analysis
 from analyzers.errors import InputError
-from analyzers.model import Trace
-from brrrtui.recording.checks import check_folds, check_window_ids
+from analyzers.model import Table, Trace
+from brrrtui.recording.checks import RecordingError
 from brrrtui.recording.ranks import open_as_one
 from brrrtui.recording.store import TABLES, is_recording, load_recording
 
@@ -57,6 +60,41 @@ def load_trace(path: str) -> Trace:
         except zlib.error as e:  # not an OSError: gzip lets it through from a damaged deflate stream
             raise InputError(f"{path} is a damaged gzip file ({e})") from None
     raise InputError(f"{path} is neither a brrrtui recording nor a torch.profiler .json/.json.gz trace")
+
+
+def check_folds(path: str, tables: Mapping[str, Table]) -> None:
+    """Every segment of folded aggregates has its fold: the recorder commits a fold's stream_agg and
+    stream_folds rows in one transaction, so aggregates after a window no fold names are damage (the stream
+    view takes a segment's time span from its folds)."""
+    agg, folds = tables.get("stream_agg"), tables.get("stream_folds")
+    if agg is None or not len(agg):
+        return
+    known = np.unique(folds.after_window) if folds is not None and len(folds) else np.empty(0, np.int64)
+    stray = np.setdiff1d(np.unique(agg.after_window), known)
+    if len(stray):
+        raise RecordingError(
+            f"{path} is damaged: stream_agg holds aggregates after window {int(stray[0])}, which no fold names"
+        )
+
+
+WINDOW_LIMIT = 2**23
+"""Window ids a recording may hold (8 M windows: a window a second for 97 days): the analysis packs a window id
+above a 40-bit correlation id into one int64 key."""
+WINDOW_COLUMNS = ("window", "after_window", "template_window")
+
+
+def check_window_ids(path: str, tables: Mapping[str, Table]) -> None:
+    """Every window id is -1 (none) or below WINDOW_LIMIT."""
+    for table_name, table in tables.items():
+        for col in WINDOW_COLUMNS:
+            values = table.columns.get(col)
+            if values is None or not len(values):
+                continue
+            lo, hi = int(values.min()), int(values.max())
+            if lo < -1 or hi >= WINDOW_LIMIT:
+                raise RecordingError(
+                    f"{path} is damaged: {table_name}.{col} holds the window id {lo if lo < -1 else hi}"
+                )
 
 
 def for_analysis(trace: Trace) -> Trace:

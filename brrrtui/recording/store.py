@@ -51,9 +51,12 @@ from brrrtui.contract.schema import (
 )
 from brrrtui.recording import columns, rows_v1
 from brrrtui.recording.checks import (
+    SCHEMA_TABLES,
     RecordingError,
     check_format,
     check_ids,
+    connect_untrusted,
+    database_error,
     device_from_meta,
     parse_meta,
     peaks_from_meta,
@@ -178,150 +181,14 @@ def write_trace(trace: Trace, path: str, batch_rows: int = 500_000) -> None:
         w.close()
 
 
-READ_BUDGET_OPS = 20_000_000
-"""SQLite VM instructions any connection of a reader may spend, beyond READ_OPS_PER_BYTE per byte of the file:
-reading a recording is scans of its tables, so a file that asks for more (a looping b-tree, an expression that
-grows without end) is crafted or damaged, and its read stops with one line instead of running forever."""
-READ_OPS_PER_BYTE = 32
-_PROGRESS_EVERY = 1000
-READ_LENGTH_FLOOR = 256 << 20
-"""The longest string or blob a reader accepts: its file's size (a live one grows while read: four times it),
-at least this. A longer value can only come from a crafted file (an overflow chain that loops)."""
-SCHEMA_TABLES = frozenset({"sqlite_master", "sqlite_schema"})
 READ_TABLES = frozenset({"meta", "strings", "lines", *TABLES}) | SCHEMA_TABLES
 """The only tables a reader's connection may read: a table a newer writer added is never read."""
-_READ_PRAGMAS = frozenset({"table_info", "table_xinfo"})
-_INTERRUPTED = "interrupted"
-
-
-class _Reader(sqlite3.Connection):
-    """A reader's connection: it says whether its work budget stopped it (`stopped`)."""
-
-    stopped = False
-    budget = 0
-
-    def _progress(self) -> int:
-        self.budget -= _PROGRESS_EVERY
-        if self.budget < 0:
-            self.stopped = True
-            return 1
-        return 0
-
-
-def _text(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")
-
-
-def _authorize(action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None) -> int:
-    """Reads of the expected tables (and of the schema), the functions and table pragmas the readers use;
-    every write, schema change, ATTACH, recursive query or other pragma is refused."""
-    del arg2, db, trigger
-    if action == sqlite3.SQLITE_READ:
-        return sqlite3.SQLITE_OK if arg1 in READ_TABLES else sqlite3.SQLITE_DENY
-    if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_TRANSACTION):
-        return sqlite3.SQLITE_OK
-    if action == sqlite3.SQLITE_PRAGMA and arg1 in _READ_PRAGMAS:
-        return sqlite3.SQLITE_OK
-    return sqlite3.SQLITE_DENY
-
-
-def _refuse_unexpected_schema(db: sqlite3.Connection, path: str) -> None:
-    """A recording holds tables and their automatic indexes, nothing else: a view or a trigger (SQL that runs
-    when a table is read or written) is refused, as is a table the readers read that is virtual or has
-    computed columns (an expression evaluated at every read)."""
-    for kind, name, sql in db.execute("SELECT type, name, sql FROM sqlite_master"):
-        if kind in ("view", "trigger"):
-            raise RecordingError(
-                f"{path} holds an SQL {kind} ({safe_text(name)!r:.40}), which no recording has: "
-                "not read (a crafted file?)"
-            )
-        if (
-            kind == "table"
-            and name in READ_TABLES
-            and str(sql or "").lstrip()[:14].upper() == "CREATE VIRTUAL"
-        ):
-            raise RecordingError(
-                f"{path} holds a virtual table {name!r:.40}, which no recording has: not read"
-            )
-    computed = db.execute(
-        "SELECT m.name FROM sqlite_master AS m, pragma_table_xinfo(m.name) AS x "
-        "WHERE m.type = 'table' AND x.hidden IN (2, 3) LIMIT 1"
-    ).fetchone()
-    if computed is not None and computed[0] in READ_TABLES:
-        raise RecordingError(
-            f"{path} holds a table with computed columns ({computed[0]!r:.40}), which no recording has: not read"
-        )
-
-
-def _open_file(path: str) -> os.stat_result:
-    """The file's status once it is known to be a regular file (a FIFO or a device is never opened)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise RecordingError(f"{path}: no such file") from None
-    except OSError as e:
-        raise RecordingError(f"{path}: cannot read ({e.strerror})") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise RecordingError(f"{path} is a directory, not a recording")
-    if not stat.S_ISREG(st.st_mode):
-        raise RecordingError(f"{path} is not a regular file (a FIFO, socket or device), not a recording")
-    return st
 
 
 def open_readonly(path: str, shown: str | None = None) -> sqlite3.Connection:
-    """A connection that only reads `path`, as untrusted input (SQLite's advice for files from elsewhere):
-    `trusted_schema` off, defensive mode where this Python has it (3.12+) and its equivalent here: the
-    connection is query-only and an authorizer lets it read only the expected tables (READ_TABLES); a view,
-    a trigger, a virtual table or computed columns are refused with one RecordingError line
-    (_refuse_unexpected_schema); its work is bounded by the file's size (READ_BUDGET_OPS) and so is the
-    longest value it reads (READ_LENGTH_FLOOR).
-
-    The file is opened read-only, unless a rollback journal lies beside it and we may write both: SQLite then
-    rolls back the transaction a killed writer left half done (it cannot from a read-only connection).
-    `shown`: the file as the user named it, for messages (`path` may be an unpacked copy)."""
-    st = _open_file(path)
-    journal = os.path.exists(path + "-journal")
-    mode = (
-        "rw"
-        if journal and os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
-        else "ro"
-    )
-    uri = "file:" + os.path.abspath(path).replace("?", "%3f").replace("#", "%23") + f"?mode={mode}"
-    db = sqlite3.connect(uri, uri=True, check_same_thread=False, factory=_Reader)
-    db.text_factory = _text  # text that is not UTF-8 (a damaged file) is read, never raised from
-    try:
-        setconfig = getattr(db, "setconfig", None)  # Python 3.12+
-        if setconfig is not None:
-            setconfig(sqlite3.SQLITE_DBCONFIG_DEFENSIVE, True)  # type: ignore[attr-defined]
-            setconfig(sqlite3.SQLITE_DBCONFIG_TRUSTED_SCHEMA, False)  # type: ignore[attr-defined]
-        db.execute("PRAGMA trusted_schema = OFF")
-        db.execute("PRAGMA query_only = ON")
-        db.execute("PRAGMA cell_size_check = ON")
-        db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, max(4 * st.st_size, READ_LENGTH_FLOOR))
-        db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
-        db.budget = READ_BUDGET_OPS + READ_OPS_PER_BYTE * st.st_size
-        db.set_progress_handler(db._progress, _PROGRESS_EVERY)
-        try:
-            _refuse_unexpected_schema(db, shown or path)
-        except UnicodeDecodeError:  # SQLite's message quotes the schema's bytes, which are not UTF-8
-            raise RecordingError(
-                f"{shown or path} is damaged or not a recording (malformed database schema)"
-            ) from None
-        db.set_authorizer(_authorize)
-    except BaseException:
-        db.close()
-        raise
-    return db
-
-
-def database_error(path: str, db: sqlite3.Connection | None, e: sqlite3.Error) -> RecordingError:
-    """The one line for an SQLite error met reading `path` through `db` (an open_readonly connection)."""
-    if isinstance(db, _Reader) and db.stopped or str(e) == _INTERRUPTED:
-        return RecordingError(
-            f"{path} is damaged or crafted: reading it needs far more work than a recording of its size "
-            "(stopped)"
-        )
-    return RecordingError(f"{path} is damaged or not a recording ({e})")
+    """A connection that reads `path` as untrusted input and only its expected tables (READ_TABLES), as
+    brrrtui.recording.checks.connect_untrusted makes it. `shown`: the file as the user named it."""
+    return connect_untrusted(path, shown, READ_TABLES)
 
 
 def is_recording(path: str) -> bool:
