@@ -138,7 +138,7 @@ def test_a_replacing_run_writes_beside_the_target_and_renames_at_the_end(tmp_pat
     temp = f"{out}.part"
     assert f"until the run ends, the recording is written to {temp}" in proc.stderr, proc.stderr
     assert sorted(os.listdir(tmp_path)) == ["r.brrr"]
-    assert load_recording(out).meta["status"] == "finished"
+    assert load_recording(out).meta["status"] == "exited with code 3"  # the new run's, renamed over the old
 
 
 def test_a_killed_brrrtui_leaves_the_earlier_recording_and_says_where_the_new_one_is(tmp_path):

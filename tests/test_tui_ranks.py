@@ -28,7 +28,7 @@ def write_run(folder: str) -> str:
         trace = load_recording(src)
         dist = {"rank": r, "local_rank": r, "world_size": 2, "restart": 0, "run": "run.brrr"}
         write_trace(
-            dataclasses.replace(trace, meta={**trace.meta, "dist": dist}),
+            dataclasses.replace(trace, meta={**trace.meta, "dist": dist, "status": "finished"}),  # a finished rank
             os.path.join(folder, f"run.rank{r}.brrr"),
         )
         os.remove(src)
