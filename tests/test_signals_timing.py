@@ -16,7 +16,7 @@ from brrrtui.recording.load import load_trace
 
 EXAMPLES = int(os.environ.get("BRRRTUI_SIGNAL_EXAMPLES", "5"))
 RUN_S = 60  # one run, start to end
-CHUNKS, CHUNK_S = "12", "0.1"  # the checkpoint the script saves on Ctrl-C: 1.2 s, past every grace period
+CHUNKS, CHUNK_S = "12", "0.2"  # the checkpoint the script saves on Ctrl-C: 2.4 s, past every grace period
 
 timing = settings(
     max_examples=EXAMPLES,
