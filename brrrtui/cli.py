@@ -300,8 +300,10 @@ def _print_output_tail(lines: Iterable[tuple[str, str]], most: int = OUTPUT_LINE
     if not tail:
         return
     print(f"brrrtui: the script's last {len(tail)} output lines:", file=sys.stderr)
-    for _stream, text in tail:  # in the order printed, both streams on stderr
-        print(text, file=sys.stderr)
+    from brrrtui.recording.safe import terminal_line
+
+    for _stream, text in tail:  # in the order printed, both streams on stderr; its control sequences dropped
+        print(terminal_line(text), file=sys.stderr)
 
 
 def _launcher(args: list[str], record: bool) -> int | None:

@@ -172,3 +172,12 @@ def test_an_error_line_that_echoes_a_path_prints_it_escaped_on_one_line(tmp_path
     proc = run_brrrtui("report", str(bad), timeout=60)
     assert proc.returncode == 2 and os.fspath(bad) not in proc.stderr
     assert_no_control(proc.stderr.rstrip("\n")) and len(proc.stderr.splitlines()) == 1
+
+
+def test_the_scripts_last_lines_printed_after_the_ui_carry_no_control_sequences(capsys):
+    from brrrtui import cli
+
+    cli._print_output_tail([("stdout", "\x1b]0;owned\x07title"), ("stderr", "\x1b[2Jwiped \x1b]52;c;SGVsbG8=\x07")])
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert err.splitlines()[1:] == ["title", "wiped "]

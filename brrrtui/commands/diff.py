@@ -19,10 +19,12 @@ EXIT_SLOWER = 1
 
 
 def _read(path: str) -> list[str] | None:
+    """A source file the recordings name, read as the view reads it (a regular text file, size-capped)."""
+    from brrrtui.present.source import Unreadable, read_text
+
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read().splitlines()
-    except OSError:
+        return read_text(path).splitlines()
+    except Unreadable:
         return None
 
 
