@@ -1,6 +1,6 @@
 """The docs stay what they say they are: the README's test command is the one CI runs, the README stays short,
 docs/performance.md's table is the one its command generates from the kept results, and every local link in
-the README and docs/ names a file that exists (docs/reliability.md aside, written separately)."""
+the README and docs/ names a file that exists."""
 
 from __future__ import annotations
 
@@ -52,6 +52,6 @@ def test_local_links_name_files_that_exist():
             if "://" in target:
                 continue
             path = os.path.normpath(os.path.join(ROOT, os.path.dirname(page), target))
-            if not os.path.exists(path) and not path.endswith(os.path.join("docs", "reliability.md")):
+            if not os.path.exists(path):
                 missing.append(f"{page}: {target}")
     assert not missing
