@@ -31,7 +31,6 @@ from analyzers.findings import all_findings
 from analyzers.fusion import FusionChain, fusion_chains
 from analyzers.lines import gpu_run, line_stats, unprofiled_idle_scale
 from analyzers.links import Links
-from analyzers.model import Peaks, Table, Trace
 from analyzers.modules import KernelColumns, ModuleTree, module_tree
 from analyzers.parallel import concurrently
 from analyzers.pass_groups import idle_passes, links_roofline_gaps
@@ -47,6 +46,7 @@ from analyzers.results import (
 from analyzers.roofline import Roofline
 from analyzers.slow_steps import slow_steps, slow_steps_finding
 from analyzers.window_edges import tail_notes, trim_close_stalls
+from brrrtui.contract.model import Peaks, Table, Trace
 
 NO_GPU_NOTE = (
     "no GPU activity in this recording: no GPU verdicts or advice; each line shows its CPU-side time (the main "

@@ -42,8 +42,8 @@ from __future__ import annotations
 import numpy as np
 
 from analyzers.arrays import rows_per_window, unique_inverse
-from analyzers.model import Trace, flag_of
 from analyzers.results import REGIME_CODES, Breakdown, OverheadCorrection, Regime
+from brrrtui.contract.model import Trace, flag_of
 
 _C, _M, _O, _X = (
     REGIME_CODES[r] for r in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD, Regime.COMMUNICATION)

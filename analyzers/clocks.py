@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.model import GpuKind, Trace, WindowMode
 from analyzers.ranks import is_comm_kernel, is_comm_op
+from brrrtui.contract.model import GpuKind, Trace, WindowMode
 
 Group = tuple[tuple[int, int], str]  # ((first step, last step) of a window, collective name)
 

@@ -41,10 +41,10 @@ import numpy as np
 
 from analyzers.finding_context import Context
 from analyzers.links import Links
-from analyzers.model import NONE, GpuKind, Trace, flag_of
 from analyzers.opcost import parse_args
 from analyzers.results import REGIME_CODES, Finding, FindingKind, Regime
 from analyzers.roofline import Roofline
+from brrrtui.contract.model import NONE, GpuKind, Trace, flag_of
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
 COMM_OP_PREFIXES = ("gloo:", "mpi:", "ucc:")  # CPU-side collectives whose op spans the whole collective

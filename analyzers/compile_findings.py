@@ -11,8 +11,8 @@ compile of the frame, so counts are compiles, not steps.
 
 from __future__ import annotations
 
-from analyzers.model import Trace
 from analyzers.results import Finding, FindingKind
+from brrrtui.contract.model import Trace
 
 _ADVICE = (
     (

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.model import NONE, Trace
+from brrrtui.contract.model import NONE, Trace
 
 
 @dataclass(frozen=True)

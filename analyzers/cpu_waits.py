@@ -31,7 +31,7 @@ import numpy as np
 
 from analyzers.arrays import lexsort, window_groups
 from analyzers.gap_evidence import Intervals
-from analyzers.model import NONE, Trace, flag_of
+from brrrtui.contract.model import NONE, Trace, flag_of
 
 WAIT_SHARE = 0.5  # a stretch this much off the CPU (of its time outside torch) is a wait
 MIN_PIECE_NS = 100_000  # a free stretch of time this long can hold a wait on its own

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.line_match import LineMap, LineMatch
-from analyzers.model import SourceLine
 from analyzers.phases import Phase, perturbed_steps
 from analyzers.results import REGIMES_BY_CODE, Analysis, LineStat, Regime
+from brrrtui.contract.model import SourceLine
 
 MAD_TO_SIGMA = 1.4826  # a normal distribution's sigma per median absolute deviation
 NOISE_FACTOR = 2.0

@@ -42,10 +42,10 @@ import numpy as np
 from analyzers.arrays import dense_ids, unique_inverse
 from analyzers.finding_context import MIN_SAVING_SHARE, Context, count_lines
 from analyzers.gemm_shapes import Diagnosis, blocks_of, diagnose, padded_work, shape_text
-from analyzers.model import GpuKind, flag_of
 from analyzers.op_families import Family
 from analyzers.results import Finding
 from analyzers.slow_gemm_text import conv_layout_finding, slow_gemm_finding, unknown_gemm_finding
+from brrrtui.contract.model import GpuKind, flag_of
 
 BELOW_ROOF = 0.5
 DEFAULT_TARGET = 0.8

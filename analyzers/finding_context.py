@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.links import Links
-from analyzers.model import Peaks, SourceLine, Table, Trace
 from analyzers.results import Breakdown, OverheadCorrection
 from analyzers.roofline import Roofline
+from brrrtui.contract.model import Peaks, SourceLine, Table, Trace
 from brrrtui.contract.units import fmt_lines, fmt_ns
 
 MIN_SAVING_SHARE = 0.005  # drop findings saving less than this share of a step (or window)

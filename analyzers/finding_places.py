@@ -13,9 +13,9 @@ import numpy as np
 
 from analyzers.library_knobs import library_knob
 from analyzers.links import Links
-from analyzers.model import Trace
 from analyzers.modules import ModuleTree
 from analyzers.results import Finding, Place
+from brrrtui.contract.model import Trace
 from brrrtui.contract.modules import collapse, decode
 
 PLACE_SHARE = 0.6

@@ -38,9 +38,9 @@ from analyzers.idle_findings import (
     small_kernel_findings,
 )
 from analyzers.kernel_costs import MAX_DEPTH
-from analyzers.model import GpuKind
 from analyzers.op_families import MATMUL_FAMILIES, base_name
 from analyzers.results import REGIME_CODES, Finding, FindingKind, Regime
+from brrrtui.contract.model import GpuKind
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flops, fmt_ns
 
 MAX_FUSION_FINDINGS = 8

@@ -43,12 +43,12 @@ from analyzers.fusion_chain import FusionChain as FusionChain
 from analyzers.fusion_patterns import ChainOp, named_pattern as named_pattern
 from analyzers.fusion_scope import compile_scopes
 from analyzers.links import Links
-from analyzers.model import NONE, GpuKind, Peaks, SourceLine, Trace
 from analyzers.op_families import Family
 from analyzers.opcost import OpCost
 from analyzers.results import REGIME_CODES, Regime
 from analyzers.roofline import Roofline
 from analyzers.scope_runs import StreamOrder
+from brrrtui.contract.model import NONE, GpuKind, Peaks, SourceLine, Trace
 
 LINE_DISTANCE = 2
 TRANSPARENT_BYTES = 1 << 20  # fills/memsets up to this size are skipped over

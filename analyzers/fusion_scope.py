@@ -35,9 +35,9 @@ import numpy as np
 from analyzers.arrays import distinct, unique_rows
 from analyzers.fusion_chain import FusionChain
 from analyzers.links import Links
-from analyzers.model import NONE, Trace, flag_of
 from analyzers.roofline import Roofline
 from analyzers.scope_runs import ScopeTotals, StreamOrder, scope_totals
+from brrrtui.contract.model import NONE, Trace, flag_of
 from brrrtui.contract.modules import ModuleFrame, collapse, decode, encode
 
 FUNCTION_GAP = 8  # without module chains: recorded lines of one name this far apart are two functions

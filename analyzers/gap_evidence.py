@@ -22,7 +22,7 @@ import numpy as np
 from analyzers import arrays
 from analyzers.communication import is_comm_op
 from analyzers.links import Links
-from analyzers.model import NONE, Trace, flag_of
+from brrrtui.contract.model import NONE, Trace, flag_of
 
 COVER_SHARE = 0.5  # DATA / H2D need to cover this share of a gap
 

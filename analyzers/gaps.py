@@ -66,9 +66,9 @@ from analyzers.arrays import distinct, lexsort, window_groups
 from analyzers.cpu_waits import Waits
 from analyzers.gap_evidence import COVER_SHARE, GapEvidence
 from analyzers.links import Links, spans_at
-from analyzers.model import NONE, Table, Trace
 from analyzers.results import GAP_CAUSE_CODES, GapCause
 from analyzers.sampled_lines import by_time, lines_sampled_in
+from brrrtui.contract.model import NONE, Table, Trace
 
 SYNC_TOLERANCE_NS = 1_000  # CPU and GPU timestamps are aligned to ~1 us
 

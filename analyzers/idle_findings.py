@@ -16,8 +16,8 @@ from analyzers.finding_context import MIN_SAVING_SHARE, Context, count_lines, wh
 from analyzers.gap_evidence import collective_marks, main_thread
 from analyzers.launch_timing import median_launch_interval_ns
 from analyzers.links import spans_at
-from analyzers.model import NONE, GpuKind, SourceLine
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Finding, FindingKind, GapCause, Regime
+from brrrtui.contract.model import NONE, GpuKind, SourceLine
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_ns, fmt_pct
 
 OVERHEAD_SHARE = 0.20  # report overhead when idle-while-issuing is at least this share of the time

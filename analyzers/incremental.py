@@ -24,8 +24,8 @@ from dataclasses import replace
 import numpy as np
 
 from analyzers.analyze import choose_windows
-from analyzers.model import Trace
 from analyzers.phases import Phase, TracePhases
+from brrrtui.contract.model import Trace
 
 LIVE_WINDOWS = 8  # windows of the phase shown that a live analysis takes while the script runs
 ROW_TABLES = ("gpu", "runtime", "ops", "spans", "line_samples")  # the tables cut by window

@@ -29,10 +29,10 @@ import numpy as np
 from analyzers.arrays import dense_ids, lexsort, per_owner_sums
 from analyzers.attention_cost import is_causal
 from analyzers.links import Calls
-from analyzers.model import NONE, GpuKind, Trace, flag_of
 from analyzers.op_families import Family, base_name
 from analyzers.opcost import OpCost, op_cost, parse_args
 from analyzers.optimizer_cost import optimizer_bytes
+from brrrtui.contract.model import NONE, GpuKind, Trace, flag_of
 
 MAX_DEPTH = 12  # op nesting levels searched above a kernel's launching op
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from analyzers.arrays import unique_inverse
-from analyzers.model import Trace
 from analyzers.results import REGIME_CODES, KernelStat, Regime
 from analyzers.roofline import Roofline
+from brrrtui.contract.model import Trace
 
 _REGIMES = (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD, Regime.COMMUNICATION)
 

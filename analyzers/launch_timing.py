@@ -8,7 +8,7 @@ import numpy as np
 from analyzers import arrays
 from analyzers.arrays import distinct, lexsort, median, window_stream_key
 from analyzers.links import Links
-from analyzers.model import GpuKind, Trace
+from brrrtui.contract.model import GpuKind, Trace
 
 
 def stream_order(trace: Trace, busy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -7,8 +7,8 @@ library, the finding kind and module class it applies to, and says what to set.
 
 from __future__ import annotations
 
-from analyzers.model import SourceLine
 from analyzers.results import FindingKind
+from brrrtui.contract.model import SourceLine
 from brrrtui.contract.userfiles import package_path
 
 # transformers' activation classes that compute the tanh GELU by hand (several pointwise kernels);

@@ -29,8 +29,8 @@ from __future__ import annotations
 import numpy as np
 
 from analyzers.arrays import lexsort, window_groups
-from analyzers.model import Table, Trace
 from analyzers.results import REGIME_CODES, LineStat, Regime
+from brrrtui.contract.model import Table, Trace
 
 _REGIMES = (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD, Regime.COMMUNICATION)
 

@@ -24,8 +24,8 @@ import numpy as np
 from analyzers import arrays
 from analyzers.arrays import distinct, lexsort, window_groups
 from analyzers.compiled import CompiledLines, compiled_lines, fill_op_lines
-from analyzers.model import NONE, Trace
 from analyzers.parallel import concurrently
+from brrrtui.contract.model import NONE, Trace
 from brrrtui.contract.schema import COMPILED_CALL_PREFIX
 
 

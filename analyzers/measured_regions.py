@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.model import Trace, flag_of
+from brrrtui.contract.model import Trace, flag_of
 
 REGIONS = (("Optimizer.step#", "optimizer_ns"), ("Optimizer.zero_grad#", "zero_grad_ns"))
 """The record_function scope that marks a region in a window, and the steps column that times it unprofiled."""

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analyzers.model import SourceLine, Table
 from analyzers.results import REGIME_CODES, Regime
+from brrrtui.contract.model import SourceLine, Table
 from brrrtui.contract.modules import decode, fold_chains
 
 _REGIMES = (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD, Regime.COMMUNICATION)

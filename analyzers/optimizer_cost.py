@@ -31,9 +31,9 @@ import numpy as np
 
 from analyzers.arrays import lexsort, unique_rows
 from analyzers.links import Calls
-from analyzers.model import Trace
 from analyzers.op_families import base_name
 from analyzers.opcost import parse_args
+from brrrtui.contract.model import Trace
 
 ACCUMULATE_GRAD = "torch::autograd::AccumulateGrad"
 MAX_PLAUSIBLE_BW = 10e12  # bytes/s: above any GPU's memory (H200 4.8 TB/s)

@@ -22,12 +22,12 @@ from analyzers.gap_evidence import GapEvidence
 from analyzers.kernel_stats import kernel_stats
 from analyzers.lines import line_stats
 from analyzers.links import Links, link_calls, link_lines
-from analyzers.model import Peaks, Table, Trace, empty_table
 from analyzers.parallel import concurrently
 from analyzers.peaks import resolve_peaks
 from analyzers.results import Breakdown, KernelStat, LineStat
 from analyzers.roofline import Roofline, host_copies, roofline
 from analyzers.unprofiled_replay import unprofiled_gaps
+from brrrtui.contract.model import Peaks, Table, Trace, empty_table
 
 
 class GapsAndWaits(NamedTuple):

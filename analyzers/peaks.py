@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from analyzers.errors import InputError
-from analyzers.model import Peaks, Trace
+from brrrtui.contract.errors import InputError
+from brrrtui.contract.model import Peaks, Trace
 
 MiB = 1 << 20
 # of the datasheet; the H200 recordings under tests/fixtures measured 0.75-0.79 of it (bf16), 0.73-0.75 (fp32)

@@ -30,8 +30,8 @@ from analyzers.communication import (
     merged,
     overlap_ns,
 )
-from analyzers.model import GpuKind, SourceLine, Trace, WindowMode
 from analyzers.results import Finding, FindingKind
+from brrrtui.contract.model import GpuKind, SourceLine, Trace, WindowMode
 from brrrtui.contract.units import fmt_ns
 
 STRAGGLER_MIN_FRACTION = 0.05  # lateness under this share of the median step is noise, not a straggler

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from analyzers.links import Links
-from analyzers.model import Peaks, SourceLine, Table, Trace
 from analyzers.phases import Phase, TracePhases
 from analyzers.rates import Rates, achieved
+from brrrtui.contract.model import Peaks, SourceLine, Table, Trace
 
 if TYPE_CHECKING:
     from analyzers.communication import Communication

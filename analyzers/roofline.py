@@ -60,11 +60,11 @@ import numpy as np
 from analyzers.gemm_shapes import narrow_load_bytes
 from analyzers.kernel_costs import GEMM_NAME, OpCosts, cost_ops, recorded_flops, split_costs
 from analyzers.links import Calls
-from analyzers.model import NONE, GpuKind, Peaks, Trace, flag_of
 from analyzers.op_families import MATMUL_FAMILIES, Family
 from analyzers.peaks import datasheet_spec
 from analyzers.rates import Rates, achieved, roof_fraction
 from analyzers.results import REGIME_CODES, Regime
+from brrrtui.contract.model import NONE, GpuKind, Peaks, Trace, flag_of
 
 SHORT_NS = 5_000  # kernels at most this long ...
 TINY_ROOF_FRACTION = 0.05  # ... reaching under this share of both roofs are launch-bound (OVERHEAD)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.model import NONE, Table
+from brrrtui.contract.model import NONE, Table
 
 
 def sampled_lines(samples: Table, g0: np.ndarray, g1: np.ndarray, wanted: np.ndarray) -> np.ndarray:

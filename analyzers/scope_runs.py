@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.arrays import window_groups
-from analyzers.model import NONE, Trace
 from analyzers.opcost import OpCost
 from analyzers.roofline import Roofline
+from brrrtui.contract.model import NONE, Trace
 
 _P1, _P2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)  # as fusion._signatures
 

@@ -9,9 +9,9 @@ import numpy as np
 
 from analyzers.finding_context import Context, where
 from analyzers.gemm_shapes import Diagnosis, blocks_of, pad_to, padded_work, round_up
-from analyzers.model import SourceLine
 from analyzers.op_families import Family
 from analyzers.results import Finding, FindingKind
+from brrrtui.contract.model import SourceLine
 from brrrtui.contract.units import fmt_flops, fmt_ns, fmt_pct
 
 _SHORT = re.compile(

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.arrays import median as sorted_median
-from analyzers.model import Trace
 from analyzers.phases import TOLERANCE, RunPhases, perturbed_steps
 from analyzers.results import Finding, FindingKind
+from brrrtui.contract.model import Trace
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
 SLOW = 1.0 + TOLERANCE  # a slow step takes longer than this times the median (outside the phases' tolerance)

@@ -30,7 +30,6 @@ from functools import cached_property
 
 import numpy as np
 
-from analyzers.model import NONE, Table, Trace
 from analyzers.results import Analysis
 from analyzers.stream_align import (
     TemplateNames,
@@ -42,6 +41,7 @@ from analyzers.stream_align import (
     step_times,
     template_order,
 )
+from brrrtui.contract.model import NONE, Table, Trace
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from functools import cached_property
 
 import numpy as np
 
-from analyzers.model import NONE
+from brrrtui.contract.model import NONE
 
 _FIRST_BLOCK = 256
 _MAX_BLOCK = 1 << 16

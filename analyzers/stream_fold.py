@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.model import NONE, STREAM_AGG_SCHEMA, STREAM_BUSY_SCHEMA, STREAM_FOLD_SCHEMA, Table
 from analyzers.stream_align import TemplateNames, align_from, idle_before
+from brrrtui.contract.model import NONE, STREAM_AGG_SCHEMA, STREAM_BUSY_SCHEMA, STREAM_FOLD_SCHEMA, Table
 from brrrtui.contract.schema import STREAM_HIST_EDGES_NS
 
 BUCKET_NS = 60_000_000_000

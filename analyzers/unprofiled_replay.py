@@ -45,7 +45,7 @@ from analyzers.cpu_waits import Waits
 from analyzers.gap_evidence import SYNC_RUNTIME, Intervals
 from analyzers.links import Links
 from analyzers.measured_regions import measured_regions
-from analyzers.model import NONE, Table, Trace, flag_of
+from brrrtui.contract.model import NONE, Table, Trace, flag_of
 
 LAUNCH_LATENCY_NS = 4_000  # launch call to kernel start on an idle GPU, where a window shows too few
 MIN_MEDIAN_ROWS = 8  # rows a window needs for its own median launch latency and queued gap

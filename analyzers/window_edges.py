@@ -12,8 +12,8 @@ from dataclasses import replace
 import numpy as np
 
 from analyzers.arrays import window_max
-from analyzers.model import Table, Trace, WindowMode, flag_of
 from analyzers.results import GAP_CAUSE_CODES, GapCause
+from brrrtui.contract.model import Table, Trace, WindowMode, flag_of
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
 

@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 
 from analyzers.incremental import LIVE_WINDOWS, ROW_TABLES
-from analyzers.model import Table, Trace
 from benchmarks import synthetic_run
 from benchmarks.synthetic_run import generate
+from brrrtui.contract.model import Table, Trace
 from brrrtui.record.sink import Sink
 from brrrtui.recording.store import load_recording
 from brrrtui.tui.live import Source, analyse_trace

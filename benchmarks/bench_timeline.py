@@ -21,7 +21,12 @@ import time
 import numpy as np
 
 from analyzers.links import link
-from analyzers.model import (
+from analyzers.results import (
+    Analysis,
+    Breakdown,
+    OverheadCorrection,
+)
+from brrrtui.contract.model import (
     GPU_SCHEMA,
     OP_SCHEMA,
     RUNTIME_SCHEMA,
@@ -35,11 +40,6 @@ from analyzers.model import (
     Table,
     Trace,
     empty_table,
-)
-from analyzers.results import (
-    Analysis,
-    Breakdown,
-    OverheadCorrection,
 )
 from brrrtui.present.lanes import GAP_LABELS, GAP_ROLES, ITEM_ROLES
 from brrrtui.present.timeline import IntervalIndex, bin_index, lane_cells

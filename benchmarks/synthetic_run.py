@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from analyzers.model import (
+from brrrtui.contract.model import (
     GPU_SCHEMA,
     NONE,
     OP_SCHEMA,

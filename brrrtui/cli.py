@@ -340,7 +340,7 @@ def _unknown_command(word: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from analyzers.errors import InputError
+    from brrrtui.contract.errors import InputError
     from brrrtui.numpy_start import import_numpy
 
     args = list(sys.argv[1:] if argv is None else argv)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from tui_fakes import h200_recording
 
-from analyzers.model import NONE, GpuKind, Trace
+from brrrtui.contract.model import NONE, GpuKind, Trace
 from brrrtui.recording.store import RecordingWriter, load_recording
 
 UNKNOWN = "brrrtui_test_kernel_no_window_has_seen_{}"

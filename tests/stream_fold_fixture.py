@@ -12,8 +12,8 @@ import numpy as np
 from stream_fixture import UNKNOWN, copy_rows
 from tui_fakes import h200_recording
 
-from analyzers.model import NONE, GpuKind
 from brrrtui.contract.messages import WindowBatch
+from brrrtui.contract.model import NONE, GpuKind
 from brrrtui.contract.schema import GPU_SCHEMA, RUNTIME_SCHEMA, WINDOW_SCHEMA
 from brrrtui.record.fold import StreamFolder
 from brrrtui.record.sink import Sink

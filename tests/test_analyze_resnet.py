@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from analyzers.analyze import analyze
-from analyzers.model import GpuKind
 from analyzers.results import GAP_CAUSE_CODES, GapCause, Regime
+from brrrtui.contract.model import GpuKind
 from brrrtui.present.report import render_text, to_json
 from brrrtui.recording.load import load_trace
 

@@ -155,7 +155,7 @@ def test_the_empty_tails_of_many_windows_make_one_note(tmp_path):
 
 def test_the_profiler_stop_at_a_windows_end_is_left_out():
     from analyzers.analyze import trim_close_stalls
-    from analyzers.model import WindowMode
+    from brrrtui.contract.model import WindowMode
 
     def build(stall: int, mode=WindowMode.STEPS):
         tb = TraceBuilder()

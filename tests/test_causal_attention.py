@@ -12,10 +12,10 @@ from fixtures.synthetic import BF16, TraceBuilder
 
 from analyzers.attention_cost import CAUSAL_ARG, causal_fraction, is_causal, sdpa_backward_flops, sdpa_flops
 from analyzers.links import link
-from analyzers.model import Table
 from analyzers.opcost import op_cost, parse_args
 from analyzers.peaks import resolve_peaks
 from analyzers.roofline import roofline
+from brrrtui.contract.model import Table
 
 torch = pytest.importorskip("torch")
 from torch.utils.flop_counter import flop_registry  # noqa: E402

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from analyzers.model import Trace
+from brrrtui.contract.model import Trace
 from brrrtui.recording import chrome_fast
 from brrrtui.recording.chrome import load_chrome
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from test_chrome_fast import assert_same, events, write
 
-from analyzers.errors import InputError
+from brrrtui.contract.errors import InputError
 from brrrtui.recording import chrome_fast, chrome_split
 from brrrtui.recording.chrome import load_chrome
 

@@ -13,10 +13,10 @@ from analyzers.gap_evidence import GapEvidence, Intervals
 from analyzers.gaps import GapCause
 from analyzers.kernel_costs import duration_shares
 from analyzers.links import link
-from analyzers.model import flag_of
 from analyzers.pass_groups import gaps_and_waits, launch_timing
 from analyzers.results import GAP_CAUSE_CODES
 from analyzers.roofline import host_copies
+from brrrtui.contract.model import flag_of
 from brrrtui.recording.load import load_trace
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")

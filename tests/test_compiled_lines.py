@@ -12,10 +12,10 @@ from fixtures.recording import record
 from fixtures.synthetic import BF16, TraceBuilder
 
 from analyzers.analyze import analyze
-from analyzers.model import NONE
 from analyzers.opcost import op_cost, parse_args
 from brrrtui.capture.inductor_sources import kernel_name, source_rows
 from brrrtui.capture.lines import LineTable, UserFrames
+from brrrtui.contract.model import NONE
 from brrrtui.recording.load import load_trace
 
 

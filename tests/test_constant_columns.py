@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from analyzers.analyze import analyze
-from analyzers.model import Table
+from brrrtui.contract.model import Table
 from brrrtui.contract.schema import GPU_SCHEMA
 from brrrtui.present.report import to_json
 from brrrtui.recording import codec, columns

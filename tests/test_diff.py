@@ -12,7 +12,7 @@ import time
 import pytest
 
 from analyzers.line_match import LineMatch, align, match_lines, pair_files
-from analyzers.model import Trace
+from brrrtui.contract.model import Trace
 from brrrtui.recording.store import RecordingWriter
 from tests.fixtures.synthetic import BF16, T0, TraceBuilder
 

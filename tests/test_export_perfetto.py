@@ -19,9 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analyzers.analyze import analyze, analyze_with_other_phases
-from analyzers.errors import InputError
-from analyzers.model import SourceLine, Table
 from analyzers.results import REGIMES_BY_CODE, Regime
+from brrrtui.contract.errors import InputError
+from brrrtui.contract.model import SourceLine, Table
 from brrrtui.present.perfetto import REGIME_TID, to_perfetto
 from brrrtui.recording.load import load_trace
 from tests.fixtures.synthetic import phased_trace

@@ -6,7 +6,7 @@ import pytest
 from fixtures.synthetic import BF16, F32, TraceBuilder
 
 from analyzers.analyze import analyze
-from analyzers.model import GpuKind
+from brrrtui.contract.model import GpuKind
 
 N = 1 << 24
 

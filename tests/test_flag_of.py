@@ -1,9 +1,9 @@
-"""analyzers.model.flag_of: per-row flags of string ids, by comparison (a few flagged names) or by one gather."""
+"""brrrtui.contract.model.flag_of: per-row flags of string ids, by comparison (a few flagged names) or by one gather."""
 
 import numpy as np
 import pytest
 
-from analyzers.model import NONE, flag_of
+from brrrtui.contract.model import NONE, flag_of
 
 
 def reference(flags: np.ndarray, ids: np.ndarray) -> np.ndarray:

@@ -8,9 +8,9 @@ from fixtures.synthetic import BF16, H200_BW, TraceBuilder
 from analyzers.analyze import analyze
 from analyzers.fusion import fusion_chains, named_pattern
 from analyzers.links import link
-from analyzers.model import GpuKind
 from analyzers.peaks import resolve_peaks
 from analyzers.roofline import roofline
+from brrrtui.contract.model import GpuKind
 
 N = 1 << 24  # bf16 elements: 32 MiB per tensor
 T = N * 2

@@ -8,10 +8,10 @@ from fixtures.synthetic import BF16, T0, TraceBuilder
 from analyzers import gaps as gp, launch_timing as lt
 from analyzers.analyze import analyze
 from analyzers.links import link
-from analyzers.model import GpuKind
 from analyzers.peaks import resolve_peaks
 from analyzers.results import GAP_CAUSE_CODES, GapCause
 from analyzers.roofline import roofline
+from brrrtui.contract.model import GpuKind
 
 N = 1 << 24
 MUL = dict(shapes=[[N], []], dtypes=[BF16, "Scalar"])
@@ -202,8 +202,8 @@ def test_sync_outside_any_traced_line_stays_unattributed():
 
 
 def test_sampled_lines_pick_the_line_the_cpu_was_executing_in_each_gap():
-    from analyzers.model import LINE_SAMPLE_SCHEMA, table_from_rows
     from analyzers.sampled_lines import sampled_lines
+    from brrrtui.contract.model import LINE_SAMPLE_SCHEMA, table_from_rows
 
     samples = table_from_rows(
         [(0, 7, 100), (0, 9, 150), (0, 9, 160), (0, 7, 170), (0, 9, 180), (0, 3, 400), (0, 5, 900)],
@@ -219,8 +219,8 @@ def test_sampled_lines_pick_the_line_the_cpu_was_executing_in_each_gap():
 def test_sampled_lines_are_each_gaps_most_sampled_line_lowest_id_on_ties() -> None:
     """Against the definition, one gap at a time: random samples (NONE lines among them), gaps that overlap,
     nest and hold none, and ties."""
-    from analyzers.model import LINE_SAMPLE_SCHEMA, Table
     from analyzers.sampled_lines import sampled_lines
+    from brrrtui.contract.model import LINE_SAMPLE_SCHEMA, Table
 
     rng = np.random.default_rng(3)
     n = 4000

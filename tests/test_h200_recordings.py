@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from analyzers.links import link
-from analyzers.model import GpuKind
+from brrrtui.contract.model import GpuKind
 from brrrtui.recording.load import load_trace
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")

@@ -12,8 +12,8 @@ from tui_fakes import analysed, h200_recording, run_async
 
 from analyzers.analyze import analyze, phases_of, select_windows
 from analyzers.incremental import ROW_TABLES, WindowIndex, live_windows
-from analyzers.model import Table, Trace
 from analyzers.phases import Phase
+from brrrtui.contract.model import Table, Trace
 from brrrtui.present.snapshot import build_snapshot
 from brrrtui.record.feed import Exited, Feed, WindowAdded
 from brrrtui.recording.follow import Follower

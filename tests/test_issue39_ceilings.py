@@ -13,10 +13,10 @@ from fixtures.synthetic import F32, TraceBuilder
 from analyzers import peaks as peaks_mod
 from analyzers.analyze import analyze
 from analyzers.links import link
-from analyzers.model import GpuKind, Peaks
 from analyzers.peaks import resolve_peaks
 from analyzers.roofline import roofline
 from brrrtui.capture import calibrate
+from brrrtui.contract.model import GpuKind, Peaks
 
 BW = 4.0e12  # measured DRAM bandwidth of the traces below (an H200: 0.83 of its datasheet 4.8 TB/s)
 MUL = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, MulFunctor>>"

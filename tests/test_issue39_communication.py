@@ -14,8 +14,8 @@ import sys
 from fixtures.synthetic import F32, TraceBuilder
 
 from analyzers.analyze import analyze
-from analyzers.model import GpuKind
 from analyzers.results import FindingKind
+from brrrtui.contract.model import GpuKind
 from brrrtui.recording.store import write_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -112,8 +112,8 @@ def test_report_json_names_communication_for_rank0(tmp_path):
 def test_the_cure_names_the_straggler_the_ranks_comparison_found():
     """With the run's ranks side by side (analyzers.ranks), rank 0's communication finding names what it
     waited for: rank 1, 30 ms per step late on its own slow line."""
-    from analyzers.model import SourceLine
     from analyzers.ranks import RankComparison, Straggler, name_straggler
+    from brrrtui.contract.model import SourceLine
 
     slow_line = SourceLine("train.py", 25, "step")
     straggler = Straggler(rank=1, late_ns=30e6, basis="communication", line=slow_line, line_extra_ns=29e6)

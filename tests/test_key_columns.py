@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from analyzers.analyze import analyze
-from analyzers.model import Table
+from brrrtui.contract.model import Table
 from brrrtui.present.report import to_json
 from brrrtui.recording import codec, columns
 from brrrtui.recording.checks import RecordingError

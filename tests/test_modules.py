@@ -171,8 +171,8 @@ def test_a_tree_of_no_kernels_is_empty():
     import numpy as np
 
     from analyzers.gaps import GAP_SCHEMA
-    from analyzers.model import empty_table
     from analyzers.modules import KernelColumns, module_tree
+    from brrrtui.contract.model import empty_table
 
     none = np.zeros(0, dtype=np.int64)
     columns = KernelColumns(none, none, none, none.astype(np.int8), none * 1.0, none * 1.0, none)

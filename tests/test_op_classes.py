@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from analyzers.model import (
+from brrrtui.contract.model import (
     GPU_SCHEMA,
     OP_SCHEMA,
     RUNTIME_SCHEMA,

@@ -287,7 +287,7 @@ def test_the_live_ui_follows_the_file_being_written_and_it_is_renamed_after_the_
 
 def test_a_launchers_training_script_is_never_a_rank_or_job_file(tmp_path, monkeypatch):
     """torchrun / spawn: the job file and every rank file go through the same policy as `record -o`."""
-    from analyzers.errors import InputError
+    from brrrtui.contract.errors import InputError
     from brrrtui.record.targets import check_out_path
 
     monkeypatch.chdir(tmp_path)
@@ -299,8 +299,8 @@ def test_a_launchers_training_script_is_never_a_rank_or_job_file(tmp_path, monke
 
 
 def test_the_demo_unpacks_only_into_new_files(tmp_path):
-    from analyzers.errors import InputError
     from brrrtui.commands.demo import UNPACKED, demo_recording
+    from brrrtui.contract.errors import InputError
 
     victim = tmp_path / "victim"
     victim.write_text("precious\n")

@@ -20,7 +20,7 @@ import pytest
 from conftest import SCRIPTS, run_brrrtui
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from analyzers.errors import InputError
+from brrrtui.contract.errors import InputError
 from brrrtui.record.sink import Sink
 from brrrtui.recording.outputs import JOURNAL_MAGIC, is_recording_file
 from brrrtui.recording.store import RecordingWriter

@@ -6,8 +6,8 @@ import dataclasses
 import pytest
 from fixtures.synthetic import T0, TraceBuilder
 
-from analyzers.model import LINE_SAMPLE_SCHEMA, WindowMode, table_from_rows
 from analyzers.ranks import compare_ranks, is_comm_kernel, is_comm_op
+from brrrtui.contract.model import LINE_SAMPLE_SCHEMA, WindowMode, table_from_rows
 
 MS = 1_000_000
 STEP = 100 * MS

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from analyzers.errors import InputError
+from brrrtui.contract.errors import InputError
 from brrrtui.contract.ranks import Handshake, parse_plan, rank_of, rank_path, read_plan, write_plan
 from brrrtui.record.ranks import is_distributed, naming_target, torchrun_target
 from brrrtui.recording.load import load_trace

@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT, SCRIPTS, line_of, run_brrrtui
 
 from analyzers.clocks import clock_offsets
-from analyzers.model import Table
+from brrrtui.contract.model import Table
 from brrrtui.recording.load import load_trace
 
 DDP = os.path.join(SCRIPTS, "ddp_train.py")

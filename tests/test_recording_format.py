@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from tui_fakes import h200_recording
 
-from analyzers.model import Trace
+from brrrtui.contract.model import Trace
 from brrrtui.contract.schema import SPAN_SCHEMA, STREAM_SCHEMA
 from brrrtui.recording import codec
 from brrrtui.recording.checks import RecordingError

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from analyzers.model import SourceLine
 from analyzers.results import Breakdown, LineStat, Regime
+from brrrtui.contract.model import SourceLine
 from brrrtui.contract.units import NA, fmt_bytes, fmt_flop_count, fmt_flops, fmt_mem, fmt_ns, fmt_pct
 from brrrtui.present.gutter import gutter_spans, share_bar
 from brrrtui.present.regime_bar import regime_bar, split_cells

@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 from fixtures.synthetic import BF16, F32, H200_BF16, H200_BW, H200_FP32, TraceBuilder
 
-from analyzers.errors import InputError
 from analyzers.kernel_costs import conv_backward_mask
 from analyzers.kernel_stats import kernel_stats
 from analyzers.links import link
-from analyzers.model import GpuKind, Peaks
 from analyzers.op_families import Family
 from analyzers.opcost import op_cost, parse_args
 from analyzers.peaks import datasheet_spec, parse_override, resolve_peaks
 from analyzers.results import REGIME_CODES, Regime
 from analyzers.roofline import roofline
+from brrrtui.contract.errors import InputError
+from brrrtui.contract.model import GpuKind, Peaks
 
 C, M, OV = (REGIME_CODES[r] for r in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD))
 

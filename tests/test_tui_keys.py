@@ -304,7 +304,7 @@ async def test_source_view_shows_a_new_files_line_when_the_layout_comes_late(res
     """Told to show line 300 of a long file while showing a file short enough for no scrollbar, the view has
     the line in view once the app settles, even where its after-refresh retry runs before the layout pass that
     turns scrolling on (as on a loaded CI machine, which caught the view stuck at line 1)."""
-    from analyzers.model import SourceLine
+    from brrrtui.contract.model import SourceLine
 
     (tmp_path / "short.py").write_text("a = 1\n")
     (tmp_path / "long.py").write_text("".join(f"x{k} = {k}\n" for k in range(400)))

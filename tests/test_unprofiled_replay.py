@@ -13,7 +13,6 @@ from analyzers.analyze import analyze
 from analyzers.cpu_waits import main_thread_waits
 from analyzers.gap_evidence import GapEvidence, Intervals
 from analyzers.links import link
-from analyzers.model import NONE
 from analyzers.unprofiled_replay import (
     LAUNCH_LATENCY_NS as LAT,
     _gpu_spacing,
@@ -21,6 +20,7 @@ from analyzers.unprofiled_replay import (
     _prepare,
     _replay,
 )
+from brrrtui.contract.model import NONE
 from brrrtui.recording.load import load_trace
 
 US, MS = 1_000, 1_000_000
@@ -247,7 +247,7 @@ def test_the_replay_keeps_the_gpus_own_gap_between_queued_kernels():
 def _without_cpu_clock(trace):
     import dataclasses
 
-    from analyzers.model import Table
+    from brrrtui.contract.model import Table
 
     cols = dict(trace.line_samples.columns)
     cols["cpu_ns"] = np.full(len(trace.line_samples), NONE, np.int64)

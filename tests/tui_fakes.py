@@ -15,7 +15,6 @@ from fixtures.synthetic import PHASED_STEPS, phased_trace as synthetic_phased_tr
 
 from analyzers.analyze import choose_windows, phases_of, select_windows
 from analyzers.links import link
-from analyzers.model import GpuKind, Peaks, Table, Trace
 from analyzers.phases import Phase
 from analyzers.results import (
     GAP_CAUSE_CODES,
@@ -30,6 +29,7 @@ from analyzers.results import (
     OverheadCorrection,
     Regime,
 )
+from brrrtui.contract.model import GpuKind, Peaks, Table, Trace
 from brrrtui.recording.store import RecordingWriter
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 
 from analyzers.analyze import analyze
-from analyzers.model import Table
+from brrrtui.contract.model import Table
 from brrrtui.present.report import to_json
 from brrrtui.recording.load import load_trace
 

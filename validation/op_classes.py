@@ -247,7 +247,7 @@ def rows_from_trace(trace: Any) -> tuple[list[KernelRow], str]:
     the op's contraction kernels."""
     import numpy as np
 
-    from analyzers.model import GpuKind
+    from brrrtui.contract.model import GpuKind
 
     gpu, ops = trace.gpu, trace.ops
     try:
@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ERROR: {path}: no such file", file=sys.stderr)
         return 1
 
-    from analyzers.errors import InputError
+    from brrrtui.contract.errors import InputError
 
     try:
         rows, source = load_rows(path)

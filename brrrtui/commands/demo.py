@@ -37,7 +37,7 @@ def _data(name: str) -> bytes:
 def _write_new(path: str, data: bytes) -> None:
     """A new file (brrrtui.recording.outputs: made exclusively, no link followed; a file already there, or a
     link, is refused with one line, never replaced)."""
-    from analyzers.errors import InputError
+    from brrrtui.contract.errors import InputError
     from brrrtui.recording.outputs import create_new
 
     try:

@@ -65,7 +65,7 @@ def cmd_export(argv: list[str]) -> int:
     )
     ns = p.parse_args(argv)
     from analyzers.analyze import analyze_with_other_phases
-    from analyzers.errors import InputError
+    from brrrtui.contract.errors import InputError
     from brrrtui.present.perfetto import write_perfetto
     from brrrtui.recording.load import load_trace
     from brrrtui.recording.outputs import Output, Replacement

@@ -7,7 +7,7 @@ from typing import Any
 
 def peaks_analyzer(spec: str | None) -> Any:
     """An `analyze` for make_app that judges against the ceilings `spec` names ("flops=800e12,bw=4.2e12");
-    None without a spec. A spec brrrtui cannot use raises analyzers.errors.InputError (one line) here, before
+    None without a spec. A spec brrrtui cannot use raises brrrtui.contract.errors.InputError (one line) here, before
     any script or UI starts."""
     if not spec:
         return None

@@ -32,7 +32,7 @@ def cmd_view(argv: list[str], tui_available: Callable[[], bool] = on_a_terminal)
     app = make_app(ns.file, feed=None, script=None, analyze=analyze)  # reads it: progress on screen
     app.run()
     if getattr(app, "load_error", None):  # the UI could not read it: one line and exit 2, as for report
-        from analyzers.errors import InputError
+        from brrrtui.contract.errors import InputError
 
         raise InputError(app.load_error)
     return 0

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from analyzers.diff import Change, KernelChange, LineChange, RunDiff, StepTimes
-from analyzers.model import SourceLine
 from analyzers.results import Regime
+from brrrtui.contract.model import SourceLine
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
 SCHEMA = 2

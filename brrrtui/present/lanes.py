@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.arrays import rows_per_window, unique_rows, window_rows
-from analyzers.model import Table, Trace
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Analysis, GapCause, Regime
 from analyzers.stream import Segment, StreamView
+from brrrtui.contract.model import Table, Trace
 from brrrtui.present.selection import Kind
 from brrrtui.present.timeline import IntervalIndex
 

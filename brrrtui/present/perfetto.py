@@ -36,8 +36,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from analyzers.model import Trace
 from analyzers.results import Analysis
+from brrrtui.contract.model import Trace
 from brrrtui.present.perfetto_block import GPU_PID, STEPS_TID, WINDOWS_TID, block, device_props, names
 from brrrtui.present.perfetto_events import (
     REGIME_TID,

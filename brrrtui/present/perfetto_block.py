@@ -9,7 +9,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from analyzers.model import Trace
+from brrrtui.contract.model import Trace
 
 FORMAT = 1  # of the `brrrtui` block
 GPU_PID = 1_000_000_000  # + device: GPU processes, apart from any CPU pid

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.model import NONE, GpuKind, Table, Trace
 from analyzers.results import GAP_CAUSE_CODES, REGIMES_BY_CODE, Analysis, Regime
+from brrrtui.contract.model import NONE, GpuKind, Table, Trace
 from brrrtui.present.perfetto_block import GPU_PID, IDLE_TID, num
 
 CHUNK = 1 << 16  # rows formatted at a time: their column slices as Python values, their events' text

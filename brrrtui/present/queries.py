@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.model import SourceLine, Table
+from brrrtui.contract.model import SourceLine, Table
 from brrrtui.present.lanes import Lane, PageKey
 from brrrtui.present.selection import Kind, Node, Selection
 from brrrtui.present.snapshot import Snapshot

@@ -14,8 +14,8 @@ import os
 from typing import Any
 from urllib.parse import quote
 
-from analyzers.model import SourceLine
 from analyzers.results import Analysis, Finding, FindingKind
+from brrrtui.contract.model import SourceLine
 from brrrtui.contract.units import fmt_ns
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.model import SourceLine
+from brrrtui.contract.model import SourceLine
 from brrrtui.contract.units import fmt_ns
 from brrrtui.present.details import display_path
 from brrrtui.present.snapshot import Snapshot

@@ -30,10 +30,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.model import NONE
 from analyzers.stream_align import TemplateNames, launch_times, segment_template, template_order
 from analyzers.stream_fold import BUCKET_NS, FoldState, fold
 from brrrtui.contract.messages import WindowBatch
+from brrrtui.contract.model import NONE
 from brrrtui.contract.schema import (
     GPU_SCHEMA,
     RUNTIME_SCHEMA,

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from analyzers.errors import InputError
+from brrrtui.contract.errors import InputError
 from brrrtui.contract.protocol import read_frames
 from brrrtui.contract.ranks import DIR_ENV, PYTHONPATH_ENV, SOCKET_NAME, SPAWN_ENV, Handshake, rank_path
 from brrrtui.record.feed import Feed

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import IO, Any
 
-from analyzers.errors import InputError
 from brrrtui import __version__
 from brrrtui.contract.config import WindowConfig
+from brrrtui.contract.errors import InputError
 from brrrtui.contract.messages import (
     Bye,
     CaptureError,

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from analyzers.errors import InputError
+from brrrtui.contract.errors import InputError
 from brrrtui.record.targets import recording_output
 from brrrtui.recording.lock import RecordingBusy, RecordingLock, is_locked, lock_path
 from brrrtui.recording.outputs import (

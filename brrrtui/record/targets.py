@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from importlib.machinery import PathFinder
 
-from analyzers.errors import InputError
+from brrrtui.contract.errors import InputError
 from brrrtui.recording.outputs import SQLITE_SIDECARS, Output, Protected
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.errors import InputError
-from analyzers.model import Device, Peaks, Table
+from brrrtui.contract.errors import InputError
+from brrrtui.contract.model import Device, Peaks, Table
 from brrrtui.contract.schema import GpuKind, WindowMode
 from brrrtui.recording.safe import safe_text
 

@@ -16,7 +16,7 @@ import io
 import json
 from typing import Any
 
-from analyzers.model import Device, Trace, empty_table, table_from_rows
+from brrrtui.contract.model import Device, Trace, empty_table, table_from_rows
 from brrrtui.contract.schema import (
     NONE,
     STEP_SCHEMA,

@@ -39,8 +39,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from analyzers.model import Table, table_from_rows
 from brrrtui.contract.collectives import DTYPE_KEY, NELEMS_KEY
+from brrrtui.contract.model import Table, table_from_rows
 from brrrtui.contract.schema import NONE, GpuKind
 from brrrtui.recording.checks import TIME_LIMIT
 from brrrtui.recording.chrome_rows import (

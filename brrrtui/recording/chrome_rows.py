@@ -12,9 +12,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from analyzers.errors import InputError
-from analyzers.model import SourceLine, StringTable, Table, table_from_rows
 from brrrtui.contract.collectives import DTYPE_KEY, NELEMS_KEY, message_bytes
+from brrrtui.contract.errors import InputError
+from brrrtui.contract.model import SourceLine, StringTable, Table, table_from_rows
 from brrrtui.contract.schema import (
     GPU_SCHEMA,
     NONE,

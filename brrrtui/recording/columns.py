@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.model import Table
+from brrrtui.contract.model import Table
 from brrrtui.recording import codec
 from brrrtui.recording.checks import RecordingError, check_column, check_fits_in_memory
 

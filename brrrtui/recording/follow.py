@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.model import SourceLine, Table, Trace
+from brrrtui.contract.model import SourceLine, Table, Trace
 from brrrtui.recording import columns
 from brrrtui.recording.checks import RecordingError, check_format, check_ids
 from brrrtui.recording.fold_reads import read_whole_folds

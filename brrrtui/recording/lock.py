@@ -18,7 +18,7 @@ import fcntl
 import os
 import stat
 
-from analyzers.errors import InputError
+from brrrtui.contract.errors import InputError
 from brrrtui.recording.outputs import kind_of, peek
 
 OPEN_EXISTING = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from analyzers.model import Table
+from brrrtui.contract.model import Table
 
 _TIME_COLUMNS = {"windows": "end_ns", "steps": "t_ns", "telemetry": "t_ns", "stream": "start_ns"}
 

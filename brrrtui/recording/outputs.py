@@ -31,7 +31,7 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from analyzers.errors import InputError
+from brrrtui.contract.errors import InputError
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")  # the first bytes of an SQLite rollback journal

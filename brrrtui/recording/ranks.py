@@ -13,9 +13,9 @@ import os
 from typing import Any
 
 from analyzers.clocks import ClockOffset, clock_offsets
-from analyzers.errors import InputError
-from analyzers.model import Trace
 from analyzers.ranks import RankComparison, compare_ranks
+from brrrtui.contract.errors import InputError
+from brrrtui.contract.model import Trace
 from brrrtui.recording.notes import load_notes
 from brrrtui.recording.outputs import Replacement
 from brrrtui.recording.store import RecordingWriter, is_recording, load_recording

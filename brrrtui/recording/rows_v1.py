@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.model import Table
+from brrrtui.contract.model import Table
 from brrrtui.recording import columns
 from brrrtui.recording.checks import check_column, column_matrix
 

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.errors import InputError
-from analyzers.model import SourceLine, Table, Trace, empty_table
 from analyzers.parallel import concurrently
+from brrrtui.contract.errors import InputError
 from brrrtui.contract.messages import DeviceFacts, MeasuredPeaks
+from brrrtui.contract.model import SourceLine, Table, Trace, empty_table
 from brrrtui.contract.schema import (
     CAPTURE_COST_SCHEMA,
     GPU_SCHEMA,

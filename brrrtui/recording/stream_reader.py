@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from analyzers.model import STREAM_SCHEMA, Table, empty_table
+from brrrtui.contract.model import STREAM_SCHEMA, Table, empty_table
 from brrrtui.recording.checks import RecordingError
 from brrrtui.recording.fold_reads import FOLDED_TABLES, read_whole_folds
 from brrrtui.recording.safe import safe_text

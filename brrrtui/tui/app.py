@@ -35,8 +35,8 @@ from textual.app import App
 from textual.worker import get_current_worker
 
 from analyzers.allocator import tune_for_analysis
-from analyzers.model import Trace
 from analyzers.phases import Phase
+from brrrtui.contract.model import Trace
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.status import (
     PHASE_NAMES,
@@ -207,7 +207,7 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
         self.run_worker(work, thread=True, group="analysis", exit_on_error=False)
 
     def _analyse(self, phase: Phase | None, trace: Trace | None, look: bool = False) -> None:
-        from analyzers.errors import InputError
+        from brrrtui.contract.errors import InputError
 
         worker = get_current_worker()
         try:

@@ -35,8 +35,8 @@ import numpy as np
 from textual.worker import NoActiveWorker, get_current_worker
 
 from analyzers.incremental import LIVE_WINDOWS, WindowIndex, bounded_note, live_windows
-from analyzers.model import STREAM_SCHEMA, Table, Trace
 from analyzers.phases import Phase, TracePhases
+from brrrtui.contract.model import STREAM_SCHEMA, Table, Trace
 from brrrtui.present.snapshot import Snapshot, build_snapshot, with_stream
 from brrrtui.present.status import Loading
 from brrrtui.recording import store
@@ -110,7 +110,7 @@ def analyse_trace(
 ) -> Snapshot:
     """Analyse the windows of `phase` (None: of the phase the run leads with) and build a snapshot (`analyze`
     replaces analyzers.analyze.analyze in tests). Raises what analysing raises; loading (`load_recording`)
-    raises analyzers.errors.InputError for a file that is not a recording."""
+    raises brrrtui.contract.errors.InputError for a file that is not a recording."""
     from analyzers.analyze import analyze as analyze_trace, phases_of
 
     fn = analyze or analyze_trace

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from analyzers.model import Trace
+from brrrtui.contract.model import Trace
 from brrrtui.present.snapshot import Snapshot
 
 
@@ -29,7 +29,7 @@ class StreamReady(Message):
 
 
 class AnalysisFailed(Message):
-    """`unreadable`: the file itself could not be read (analyzers.errors.InputError)."""
+    """`unreadable`: the file itself could not be read (brrrtui.contract.errors.InputError)."""
 
     def __init__(self, error: str, unreadable: bool = False) -> None:
         super().__init__()

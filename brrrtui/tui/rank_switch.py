@@ -44,7 +44,7 @@ def _picked(app: Any, shown: int | None, rank: int | None) -> None:
 
 
 def _load(app: Any, path: str) -> None:
-    from analyzers.errors import InputError
+    from brrrtui.contract.errors import InputError
     from brrrtui.recording.load import load_trace
 
     try:

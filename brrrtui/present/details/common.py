@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analyzers.model import SourceLine
 from analyzers.results import GAP_CAUSE_CODES, Finding, GapCause
+from brrrtui.contract.model import SourceLine
 from brrrtui.present.paths import Location, location, locations_in
 from brrrtui.present.selection import Kind, Node
 from brrrtui.present.snapshot import Snapshot

@@ -8,7 +8,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, OptionList
 
-from analyzers.model import SourceLine
+from brrrtui.contract.model import SourceLine
 from brrrtui.present import queries
 from brrrtui.present.details import display_path
 from brrrtui.present.selection import SUMMARY, Kind, Node, Selection

@@ -13,9 +13,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, Tree
 from textual.widgets.tree import TreeNode
 
-from analyzers.model import SourceLine
 from analyzers.modules import ModuleNode, ModuleTree
 from analyzers.results import Analysis
+from brrrtui.contract.model import SourceLine
 from brrrtui.contract.units import fmt_ns
 from brrrtui.present.module_report import library_path, node_details, node_label
 from brrrtui.present.paths import Phrase

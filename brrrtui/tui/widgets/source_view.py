@@ -13,8 +13,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.style import Style as TextualStyle
 
-from analyzers.model import SourceLine
 from analyzers.results import LineStat
+from brrrtui.contract.model import SourceLine
 from brrrtui.present.details import display_path
 from brrrtui.present.gutter import gutter_spans
 from brrrtui.present.selection import Kind, Node

@@ -1,4 +1,4 @@
-"""The columnar trace model every analysis pass reads.
+"""The recorded model: the columnar trace that capture, the recording format and every analysis pass share.
 
 One `Trace` holds every captured window of a run (or one foreign torch.profiler trace) as numpy columns with
 interned names, so a million kernels cost a few arrays, not a million Python objects. Loaders
