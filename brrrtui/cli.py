@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 
 from brrrtui import __version__
 from brrrtui.commands import COMMANDS, run_command
-from brrrtui.commands.args import Parser, UsageError
+from brrrtui.commands.args import Parser, UsageError, on_a_terminal as _tui_available  # tests stand in for it
 from brrrtui.commands.report import cmd_report
 from brrrtui.commands.view import cmd_view
 
@@ -235,16 +235,6 @@ def cmd_run(argv: list[str], record: bool) -> int:
             )
         return _run_headless(spec)
     return _run_live(spec, analyze)
-
-
-def _tui_available() -> bool:
-    if not (sys.stdout.isatty() and sys.stdin.isatty()):
-        return False
-    try:
-        import brrrtui.tui.app  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def _run_headless(spec) -> int:  # noqa: ANN001
