@@ -9,7 +9,7 @@ kernels, ~6 events per kernel: 4 steps make a window of ~24 k events, the size b
 into a recording one window at a time through the recorder's Sink, as its writer thread does: before each
 window `--between` small batches of steps and telemetry (the recorder commits them about once a second: 36
 at one window every ~36 s, so 100 windows are an hour), then the window's batch, one transaction each. After
-each window it runs, in this process, what the live TUI's analysis worker runs (brrrtui.tui.live.Source): a
+each window it runs, in this process, what the live TUI's analysis worker runs (brrrtui.session.Source): a
 Follower poll, the analysis of the newest LIVE_WINDOWS windows of the lead phase, cut out by the
 WindowIndex, and the snapshot. The baseline, the whole recording read (`load_recording`) and analysed
 (`analyse_trace`, every window of the lead phase), is timed after the 1st, 10th, 50th and last windows only
@@ -40,7 +40,7 @@ from benchmarks.synthetic_run import generate
 from brrrtui.contract.model import Table, Trace
 from brrrtui.record.sink import Sink
 from brrrtui.recording.store import load_recording
-from brrrtui.tui.live import Source, analyse_trace
+from brrrtui.session import Source, analyse_trace
 
 
 def cpu(fn, *args, **kw):  # noqa: ANN001, ANN201 - a timer

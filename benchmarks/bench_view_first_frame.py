@@ -21,7 +21,7 @@ worktree), interleaved, for a ratio measured in the same run.
 
 For each: the first frame (run_test hands over the app once it is ready, its first screen drawn; what the
 header says then), the first verdicts on screen (a big recording's first look: its newest window analysed
-alone, brrrtui.tui.live.first_look) and the first analysis of the whole phase on screen; with a recording also
+alone, brrrtui.session.first_look) and the first analysis of the whole phase on screen; with a recording also
 the process's peak RSS up to then and its RSS then (/proc/self/status). Ratios are read once / read twice, or baseline / today, both measured in the
 same run. A benchmark, not a test: nothing is asserted.
 """

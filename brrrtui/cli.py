@@ -290,7 +290,7 @@ def _print_output_tail(lines: Iterable[tuple[str, str]], most: int = OUTPUT_LINE
     if not tail:
         return
     print(f"brrrtui: the script's last {len(tail)} output lines:", file=sys.stderr)
-    from brrrtui.recording.safe import terminal_line
+    from brrrtui.contract.safe import terminal_line
 
     for _stream, text in tail:  # in the order printed, both streams on stderr; its control sequences dropped
         print(terminal_line(text), file=sys.stderr)
@@ -353,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         done = _launcher(args, record=False)
         return cmd_run(args, record=False) if done is None else done
     except (UsageError, InputError) as e:  # a path it echoes may hold anything: printed safe, on one line
-        from brrrtui.recording.safe import safe_text
+        from brrrtui.contract.safe import safe_text
 
         print(f"brrrtui: error: {safe_text(e)}", file=sys.stderr)
         return EXIT_USAGE

@@ -21,17 +21,21 @@ LAYERS: dict[str, set[str]] = {
     "brrrtui.recording": {"brrrtui.contract", "analyzers"},
     "brrrtui.record": {"brrrtui.contract", "brrrtui.recording", "analyzers"},
     "brrrtui.present": {"brrrtui.contract", "analyzers"},
-    "brrrtui.tui": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.record", "brrrtui.present"},
+    # the headless core every front end uses: it opens, follows and analyses; it never imports the UI
+    "brrrtui.session": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.present"},
+    # the UI renders what the session hands it and dispatches keys: it reads no file itself (the live feed's
+    # events come from the recorder, brrrtui.record.feed)
+    "brrrtui.tui": {"brrrtui.contract", "analyzers", "brrrtui.record", "brrrtui.present", "brrrtui.session"},
     "brrrtui.cli": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.record", "brrrtui.present",
-                    "brrrtui.tui", "brrrtui.capture", "brrrtui", "brrrtui.commands"},
+                    "brrrtui.session", "brrrtui.tui", "brrrtui.capture", "brrrtui", "brrrtui.commands"},
     "brrrtui.commands": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.record", "brrrtui.present",
-                         "brrrtui.tui", "brrrtui"},  # cli.py dispatches to them
+                         "brrrtui.session", "brrrtui.tui", "brrrtui"},  # cli.py dispatches to them
     "brrrtui.__main__": {"brrrtui.cli"},
     "brrrtui": set(),  # brrrtui/__init__.py (the version, which any layer may read), numpy_start.py (for cli)
 }  # fmt: skip
 UI_PACKAGES = {"textual", "rich"}
 UI_FREE = {"brrrtui.contract", "brrrtui.capture", "analyzers", "brrrtui.recording", "brrrtui.record",
-           "brrrtui.present"}  # fmt: skip
+           "brrrtui.present", "brrrtui.session"}  # fmt: skip
 
 
 def product_modules() -> dict[str, Path]:
@@ -94,7 +98,7 @@ def test_every_layer_exists_and_holds_modules():
 
 def test_analysis_and_present_load_without_ui_or_torch():
     code = (
-        "import sys, analyzers.analyze, brrrtui.present.report, brrrtui.recording.load\n"
+        "import sys, analyzers.analyze, brrrtui.present.report, brrrtui.recording.load, brrrtui.session\n"
         "bad = {'textual', 'rich', 'torch'} & {m.split('.')[0] for m in sys.modules}\n"
         "assert not bad, bad\n"
     )

@@ -13,13 +13,13 @@ from stream_fold_fixture import record
 
 from analyzers.analyze import analyze
 from analyzers.stream import stream_figures
+from brrrtui import session as live
 from brrrtui.present.snapshot import build_snapshot
 from brrrtui.record.fold import StreamFolder
 from brrrtui.recording import store
 from brrrtui.recording.follow import Follower
 from brrrtui.recording.store import load_recording
 from brrrtui.recording.stream_reader import StreamReader
-from brrrtui.tui import live
 
 
 def record_with(tmp_path, at_fold: Callable[[StreamFolder, Any, Callable[[], None]], None]) -> str:

@@ -1,4 +1,4 @@
-"""The live analysis (analyzers/incremental.py, brrrtui.tui.live.Source): a recording written one window at a
+"""The live analysis (analyzers/incremental.py, brrrtui.session.Source): a recording written one window at a
 time and followed, analysed after each window, gives exactly what analyze() gives on the whole recording read
 from scratch: restricted to the newest windows of the lead phase while the script runs, all of them after."""
 
@@ -18,8 +18,8 @@ from brrrtui.present.snapshot import build_snapshot
 from brrrtui.record.feed import Exited, Feed, WindowAdded
 from brrrtui.recording.follow import Follower
 from brrrtui.recording.store import RecordingWriter, load_recording
+from brrrtui.session import Source
 from brrrtui.tui.app import make_app
-from brrrtui.tui.live import Source
 
 MS = 1_000_000
 SKIP_META = {"format", "format_version", "columns", "load_notes"}

@@ -9,8 +9,8 @@ import re
 
 from conftest import SCRIPTS, run_brrrtui
 
+from brrrtui.contract.safe import safe_text
 from brrrtui.recording.load import load_trace
-from brrrtui.recording.safe import safe_text
 from brrrtui.recording.store import RecordingWriter
 
 OSC, CSI, LINK = "\x1b]0;owned\x07", "\x1b[2J", "[link=file:///etc/passwd]x[/link]"

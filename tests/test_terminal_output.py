@@ -1,5 +1,5 @@
 """The terminal is brrrtui's: nothing the script prints, no name or path from a recording, and no path the user
-gave reaches it as control. One sanitiser (brrrtui.recording.safe) does it: unit tests of its three forms,
+gave reaches it as control. One sanitiser (brrrtui.contract.safe) does it: unit tests of its three forms,
 then the live UI's log pane, the header, the source view and the CLI's error line, end to end."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from hypothesis import given, settings, strategies as st
 from textual.content import Content
 from tui_fakes import analysed, fake_analyze, run_async, wait_until, write_recording
 
+from brrrtui.contract.safe import escape_markup, safe_text, terminal_line
 from brrrtui.record.feed import Feed, LogLine
-from brrrtui.recording.safe import escape_markup, safe_text, terminal_line
 from brrrtui.tui.app import make_app
 
 OSC_TITLE = "\x1b]0;owned\x07"

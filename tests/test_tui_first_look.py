@@ -5,10 +5,10 @@ import threading
 from tui_fakes import analysed, run_async, wait_until, write_recording
 
 from analyzers.analyze import analyze as real_analyze
+from brrrtui import session as live
 from brrrtui.present.selection import Kind, Node
 from brrrtui.present.status import status_spans
 from brrrtui.recording.load import load_trace
-from brrrtui.tui import live
 from brrrtui.tui.app import make_app
 
 SIZE = (160, 40)

@@ -7,10 +7,10 @@ import threading
 
 from tui_fakes import analysed, fake_analyze, run_async, wait_until, write_recording
 
+from brrrtui import session as live
 from brrrtui.record.feed import Exited, Feed, LogLine, TelemetrySample
 from brrrtui.record.output import read_lines
 from brrrtui.record.recorder import OUTPUT_TAIL, Recorder, RunSpec
-from brrrtui.tui import live
 from brrrtui.tui.app import make_app
 from brrrtui.tui.widgets.log_pane import BATCH, MAX_CHARS, LogPane
 

@@ -110,7 +110,7 @@ def _live_app(tmp_path, repeats: int):
 async def test_live_stream_is_followed_incrementally_without_reloading(tmp_path, monkeypatch):
     whole = Counter(brrrtui.recording.load.load_trace)
     monkeypatch.setattr(brrrtui.recording.load, "load_trace", whole)
-    loads = Counter(Follower.poll)  # live, a full analysis reads only the batches added (brrrtui.tui.live.Source)
+    loads = Counter(Follower.poll)  # live, a full analysis reads only the batches added (brrrtui.session.Source)
     monkeypatch.setattr(Follower, "poll", lambda self: loads(self))
     polls = Counter(brrrtui.recording.stream_reader.StreamReader.poll)
     monkeypatch.setattr(brrrtui.recording.stream_reader.StreamReader, "poll", lambda self, *a, **kw: polls(self, *a, **kw))

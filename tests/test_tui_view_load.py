@@ -12,13 +12,13 @@ from tui_fakes import FIXTURE, analysed, fake_analyze, run_async, wait_until
 from brrrtui import cli
 from brrrtui.contract.units import fmt_mem
 from brrrtui.recording import load
+from brrrtui.session import events_in
 from brrrtui.tui import app as tui_app
-from brrrtui.tui.live import events_in
 
 
 @pytest.fixture
 def loads(monkeypatch):
-    """Every call of load_trace, the CLI's and the UI's (brrrtui.tui.live looks it up at each call)."""
+    """Every call of load_trace, the CLI's and the UI's (brrrtui.session looks it up at each call)."""
     calls = []
     real = load.load_trace
 

@@ -91,13 +91,12 @@ def _parser() -> Parser:
 
 def compute_diff(before: str, after: str, peaks: str | None = None, before_src: str | None = None) -> RunDiff:
     """Load and analyse both files, read their sources, match their lines and compare them."""
-    from analyzers.analyze import analyze
     from analyzers.diff import diff_runs
     from analyzers.line_match import match_lines
-    from brrrtui.recording.load import load_trace
+    from brrrtui import session
 
-    tb, ta = load_trace(before), load_trace(after)
-    b, a = analyze(tb, peaks_override=peaks), analyze(ta, peaks_override=peaks)
+    tb, ta = session.read(before), session.read(after)
+    b, a = session.analyse(tb, peaks), session.analyse(ta, peaks)
     files_b, files_a = [s.line.file for s in b.lines], [s.line.file for s in a.lines]
     text_b, text_a, notes = _texts(files_b, files_a, tb.meta, before_src)
     d = diff_runs(b, a, match_lines(files_b, files_a, text_b, text_a))

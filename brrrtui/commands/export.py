@@ -64,20 +64,19 @@ def cmd_export(argv: list[str]) -> int:
         help="overwrite OUT even if it is not a trace brrrtui wrote (never the input or the recorded script)",
     )
     ns = p.parse_args(argv)
-    from analyzers.analyze import analyze_with_other_phases
+    from brrrtui import session
     from brrrtui.contract.errors import InputError
     from brrrtui.present.perfetto import write_perfetto
-    from brrrtui.recording.load import load_trace
     from brrrtui.recording.outputs import Output, Replacement
 
     output = Output(
         ns.perfetto, "a trace brrrtui exported", _is_export, "--perfetto", ns.force, inputs=[ns.file]
     )
     output.check()  # before the work: a path that cannot be written is said at once
-    trace = load_trace(ns.file)
+    trace = session.read(ns.file)
     output.protected = _recorded_sources(trace)
     existing = output.check()
-    lead, others = analyze_with_other_phases(trace, ns.peaks)
+    lead, others = session.analyse_phases(trace, ns.peaks)
     analyses = [lead, *others.values()]
     phases = {} if lead.phases is None else {w: p.value for w, p in lead.phases.windows.items()}
     replacement = Replacement(ns.perfetto, existing, "--perfetto", keep_open=True)

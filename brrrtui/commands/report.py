@@ -24,14 +24,13 @@ def _parser() -> Parser:
 
 def cmd_report(argv: list[str]) -> int:
     ns = _parser().parse_args(argv)
-    from brrrtui.recording.load import load_trace
+    from brrrtui import session
 
-    trace = load_trace(ns.file)
-    from analyzers.analyze import analyze_with_other_phases
+    trace = session.read(ns.file)
     from brrrtui.present.report import render_text, to_json
 
-    analysis, others = analyze_with_other_phases(trace, ns.peaks)
-    notes = trace.meta.get("load_notes") or []  # about the file itself: incomplete, no window and why
+    analysis, others = session.analyse_phases(trace, ns.peaks)
+    notes = session.notes_of(trace)  # about the file itself: incomplete, no window and why
     from brrrtui.present.ranks_report import ranks_json, ranks_text
     from brrrtui.recording.ranks import compare_rank_set
 

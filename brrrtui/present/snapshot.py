@@ -49,7 +49,7 @@ class Snapshot:
     stream_names: dict[int, str] = field(default_factory=dict)  # strings newer than the analysed trace's
     stream_lines: dict[int, tuple[int, int]] = field(default_factory=dict)  # line id -> (kernels, GPU ns)
     pages: list[PageKey] = field(default_factory=list)  # windows and stream pages, in time order
-    # a first look (the newest window alone, brrrtui.tui.live.first_look): the phase's windows being analysed
+    # a first look (the newest window alone, brrrtui.session.first_look): the phase's windows being analysed
     first_look: tuple[int, ...] = ()
 
     @property

@@ -21,8 +21,8 @@ import numpy as np
 
 from brrrtui.contract.errors import InputError
 from brrrtui.contract.model import Device, Peaks, Table
+from brrrtui.contract.safe import safe_text
 from brrrtui.contract.schema import GpuKind, WindowMode
-from brrrtui.recording.safe import safe_text
 
 TIME_LIMIT = 2**62
 """Largest time or duration in ns a column may hold (year 2116): sums of two never overflow int64."""

@@ -15,6 +15,7 @@ from typing import Any
 from brrrtui.contract.collectives import DTYPE_KEY, NELEMS_KEY, message_bytes
 from brrrtui.contract.errors import InputError
 from brrrtui.contract.model import SourceLine, StringTable, Table, table_from_rows
+from brrrtui.contract.safe import safe_text
 from brrrtui.contract.schema import (
     GPU_SCHEMA,
     NONE,
@@ -26,7 +27,6 @@ from brrrtui.contract.schema import (
 )
 from brrrtui.contract.userfiles import is_user_file
 from brrrtui.recording.checks import TIME_LIMIT
-from brrrtui.recording.safe import safe_text
 
 Row = tuple[Any, ...]
 _FRAME = re.compile(r"^(?P<file>.*)\((?P<line>\d+)\): (?P<func>.*)$")

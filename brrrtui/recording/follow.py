@@ -8,7 +8,7 @@ returns the whole recording as the Trace `load_recording` would return, at a cos
 added. The stream keeps its newest `stream_tail` rows and none that the recorder has folded into aggregates
 (brrrtui.record.fold; the aggregate tables only grow), as a load does, and a poll that a fold came in the middle
 of reads again (brrrtui.recording.fold_reads). The live TUI reads its recording
-through one (brrrtui.tui.live.Source).
+through one (brrrtui.session.Source).
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from brrrtui.contract.model import SourceLine, Table, Trace
+from brrrtui.contract.safe import safe_text
 from brrrtui.recording import columns
 from brrrtui.recording.checks import RecordingError, check_format, check_ids
 from brrrtui.recording.fold_reads import read_whole_folds
-from brrrtui.recording.safe import safe_text
 from brrrtui.recording.store import (
     FORMAT,
     FORMAT_VERSION,

@@ -33,6 +33,7 @@ from analyzers.parallel import concurrently
 from brrrtui.contract.errors import InputError
 from brrrtui.contract.messages import DeviceFacts, MeasuredPeaks
 from brrrtui.contract.model import SourceLine, Table, Trace, empty_table
+from brrrtui.contract.safe import safe_strings, safe_text, safe_value
 from brrrtui.contract.schema import (
     CAPTURE_COST_SCHEMA,
     GPU_SCHEMA,
@@ -65,7 +66,6 @@ from brrrtui.recording.fold_reads import FOLDED_TABLES, fold_count, read_whole_f
 from brrrtui.recording.lock import is_locked
 from brrrtui.recording.notes import explain_no_window, mark_incomplete
 from brrrtui.recording.outputs import kind_of, lstat_or_none
-from brrrtui.recording.safe import safe_strings, safe_text, safe_value
 
 __all__ = ["RecordingError", "RecordingWriter", "load_recording"]
 
@@ -261,7 +261,7 @@ def _dense(path: str, what: str, rows: list[Any]) -> int:
 
 
 def _read_names(db: sqlite3.Connection, path: str) -> tuple[list[str], list[SourceLine]]:
-    """The string and line tables, every text made safe to print (brrrtui.recording.safe)."""
+    """The string and line tables, every text made safe to print (brrrtui.contract.safe)."""
     strings_rows = db.execute("SELECT id, s FROM strings ORDER BY id").fetchall()
     raw: list[Any] = [""] * _dense(path, "strings", strings_rows)
     for i, s in strings_rows:

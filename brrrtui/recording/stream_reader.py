@@ -6,9 +6,9 @@ from __future__ import annotations
 import sqlite3
 
 from brrrtui.contract.model import STREAM_SCHEMA, Table, empty_table
+from brrrtui.contract.safe import safe_text
 from brrrtui.recording.checks import RecordingError
 from brrrtui.recording.fold_reads import FOLDED_TABLES, read_whole_folds
-from brrrtui.recording.safe import safe_text
 from brrrtui.recording.store import STREAM_TAIL, Tables, folded_stream_rows, open_readonly, read_meta
 
 

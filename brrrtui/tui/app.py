@@ -4,14 +4,14 @@
 
 - View mode (feed None): `path` is a finished recording or a torch.profiler trace; it is loaded once (or given
   as `trace`) and analysed in a thread worker; the header says how far it is from the first frame
-  (live.loading). A big one first shows its newest window analysed alone (live.first_look), then the whole
+  (session.loading). A big one first shows its newest window analysed alone (session.first_look), then the whole
   phase's analysis. A file it cannot read ends the app: `load_error` holds the one line to print.
 - Live mode: a recorder writes the recording at `path` and puts events on `feed`. A timer drains the feed
   every `poll_s`; a WindowAdded reads what the recording gained and analyses it in a thread worker (one at a
-  time; a window that arrives meanwhile triggers one more run; brrrtui.tui.live.Source), and the new
+  time; a window that arrives meanwhile triggers one more run; brrrtui.session.Source), and the new
   snapshot replaces the old one unless the user paused.
 - The kernel stream between windows (StreamAdded, about once a second) is followed without re-reading the
-  recording: at most every `stream_s`, a thread worker asks brrrtui.tui.live for the rows added since (it
+  recording: at most every `stream_s`, a thread worker asks brrrtui.session for the rows added since (it
   re-infers their lines against the analysis it has and rebuilds the stream pages only). A full analysis
   resets the reader to where its load ended; a stream update started before it is dropped (the reader re-reads
   those rows).
@@ -19,7 +19,7 @@
   steady state once it has a window: live, the view moves there by itself), or the one picked with `P`, which
   stays on screen across reloads. `P` re-analyses the trace already loaded, in the same worker.
 
-The loading, analysing and stream merging themselves live in brrrtui.tui.live; what the header says after an
+The loading, analysing and stream merging themselves live in brrrtui.session; what the header says after an
 analysis in brrrtui.present.status.
 """
 
@@ -32,10 +32,11 @@ from collections.abc import Callable
 from typing import Any
 
 from textual.app import App
-from textual.worker import get_current_worker
+from textual.worker import NoActiveWorker, get_current_worker
 
 from analyzers.allocator import tune_for_analysis
 from analyzers.phases import Phase
+from brrrtui import session
 from brrrtui.contract.model import Trace
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.status import (
@@ -47,9 +48,7 @@ from brrrtui.present.status import (
     state_after_analysis,
 )
 from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
-from brrrtui.recording.notes import load_notes
-from brrrtui.recording.stream_reader import StreamReader
-from brrrtui.tui import live
+from brrrtui.session import StreamReader
 from brrrtui.tui.keymap import bindings
 from brrrtui.tui.messages import AnalysisFailed, SnapshotReady, StreamReady
 from brrrtui.tui.phase_choice import PhaseChoice
@@ -60,7 +59,20 @@ from brrrtui.tui.screens.main import MainScreen
 from brrrtui.tui.widgets._roles import THEME_VARIABLES
 from brrrtui.tui.widgets.telemetry import Telemetry
 
-AnalyzeFn = live.AnalyzeFn
+AnalyzeFn = session.AnalyzeFn
+
+
+def _worker_cancelled() -> Callable[[], bool] | None:
+    """The session's cancel probe: inside a Textual thread worker, whether that worker was cancelled (the app is
+    closing, so a long load is abandoned rather than waited for); None outside one."""
+    try:
+        worker = get_current_worker()
+    except NoActiveWorker:
+        return None
+    return lambda: worker.is_cancelled
+
+
+session.cancel_probe = _worker_cancelled
 
 
 class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distributed run
@@ -107,7 +119,7 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
         self.phases = PhaseChoice()
         self._trace: Trace | None = None  # the whole recording the newest analysis came from
         # live: reads what was added
-        self._source = live.Source(path or "", feed is not None, script, analyze)
+        self._source = session.Source(path or "", feed is not None, script, analyze)
         # following the kernel stream (live mode)
         self.stream_s = stream_s
         self.stream_updates = 0  # stream updates applied or pending (tests wait on it)
@@ -134,7 +146,7 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
         self.install_screen(MainScreen(self.state), "main")
         self.push_screen("main")
         if self.live:
-            live.favour_the_ui()
+            session.favour_the_ui()
             self.set_interval(self.poll_s, self.drain_feed)
             self._tick()  # the header shows the elapsed time from the first frame, not after a second
             self.set_interval(1.0, self._tick)
@@ -151,7 +163,7 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
         if self.snapshot is not None or self.load_error is not None:  # the analysis clears the line
             self._loading_timer.stop()
             return
-        self._set_state(loading=live.loading(self.path or "", *self._stage, self.clock() - self.started))
+        self._set_state(loading=session.loading(self.path or "", *self._stage, self.clock() - self.started))
 
     def _tick(self) -> None:
         if self.state.running:
@@ -168,7 +180,7 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
         if self.feed is None or not self.is_screen_installed("main") or not self.main.query("#log"):
             return  # not yet, or the app is closing (its panes gone; a chained drain may come after)
         new_window, main = False, self.main
-        events = self.feed.drain(live.DRAIN_CHUNK)
+        events = self.feed.drain(session.DRAIN_CHUNK)
         logs = [ev for ev in events if type(ev) is LogLine]  # most of a flood: drawn at once, below
         for ev in [ev for ev in events if type(ev) is not LogLine] if len(logs) < len(events) else ():
             if isinstance(ev, WindowAdded):
@@ -186,7 +198,7 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
                 logs.append(LogLine("brrrtui", exit_line(ev.exit_code, ev.summary)))
                 new_window = True  # the recorder's final batch (and calibrated peaks) may have landed
         main.log_pane.take(logs)
-        if len(events) == live.DRAIN_CHUNK:  # more waiting (a flood): drain on, keys in between
+        if len(events) == session.DRAIN_CHUNK:  # more waiting (a flood): drain on, keys in between
             self.call_later(self.drain_feed)
         else:
             main.log_pane.flush(every_s=self.poll_s)  # the rest at a later poll
@@ -213,9 +225,9 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
         try:
             assert self.path is not None
             whole = trace if trace is not None else self._source.read()
-            self._stage = ("analysing", live.events_in(whole))
+            self._stage = ("analysing", session.events_in(whole))
             first = (
-                live.first_look(whole, self.script, self._version + 1, self._analyze, phase) if look else None
+                session.first_look(whole, self.script, self._version + 1, self._analyze, phase) if look else None
             )
             if first is not None and not worker.is_cancelled:
                 self.post_message(SnapshotReady(first, whole))
@@ -240,7 +252,7 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
         self._latest = message.snapshot
         self._trace = message.trace
         if self.live and self.path:
-            self._reader = live.stream_reader(self.path, message.snapshot)
+            self._reader = session.stream_reader(self.path, message.snapshot)
         self._finish_analysis()
         if self.state.paused and not message.picked:
             self.pending = message.snapshot
@@ -282,7 +294,7 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
 
     def _follow_stream(self, base: Snapshot, reader: StreamReader, generation: int) -> None:
         try:
-            snap = live.follow_stream(base, reader)
+            snap = session.follow_stream(base, reader)
         except Exception as e:  # noqa: BLE001 - shown once in the log; the next window's analysis reloads it
             self.post_message(StreamReady(None, generation, f"kernel stream: {type(e).__name__}: {e}"))
             return
@@ -314,7 +326,7 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
         self.main.show_snapshot(snap, follow=self.live and self.phases.picked is None, fresh=moved)
         if old is None or old.first_look:
             # the file's notes once (a first look precedes the whole analysis); not live: still being written
-            file_notes = load_notes(snap.trace.meta) if old is None and not self.live else []
+            file_notes = session.notes_of(snap.trace) if old is None and not self.live else []
             for line in opening_lines(snap, self.path, file_notes):
                 self.main.log_pane.add("brrrtui", line)
             return

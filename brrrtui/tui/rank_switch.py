@@ -44,11 +44,11 @@ def _picked(app: Any, shown: int | None, rank: int | None) -> None:
 
 
 def _load(app: Any, path: str) -> None:
+    from brrrtui import session
     from brrrtui.contract.errors import InputError
-    from brrrtui.recording.load import load_trace
 
     try:
-        trace = load_trace(path)  # the rank's own file: it opens with the same set, itself shown
+        trace = session.read(path)  # the rank's own file: it opens with the same set, itself shown
     except (InputError, OSError) as e:
         app.call_from_thread(app.notify, f"That rank cannot be read: {e}", severity="error", timeout=5)
         return

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from rich.style import Style
 from rich.text import Text
 
-from brrrtui.recording.safe import safe_text
+from brrrtui.contract.safe import safe_text
 
 # Colours of regimes, gap causes and CPU lanes: theme variables from the active theme (which may override
 # them), declared by the app (BrrrApp.get_theme_variable_defaults) for app.tcss
@@ -107,7 +107,7 @@ class RoleStyles:
 
     def spans_text(self, spans: Iterable[tuple[str, str]], end: str = "") -> Text:
         """One line of (text, role) spans; names and paths in them (the script's, the viewed file's) made
-        safe to print (brrrtui.recording.safe)."""
+        safe to print (brrrtui.contract.safe)."""
         text = Text(end=end, no_wrap=True, overflow="ellipsis")
         for chunk, role in spans:
             text.append(safe_text(chunk), self.role_style(role))

@@ -9,7 +9,7 @@ characters. The pane keeps the last `MAX_LINES` lines; the recording keeps the s
 output_tail).
 
 What the script prints is meant for a terminal, and this pane is not one: a line is drawn as
-`brrrtui.recording.safe.terminal_line` makes it (escape sequences such as colours, a window title or a
+`brrrtui.contract.safe.terminal_line` makes it (escape sequences such as colours, a window title or a
 clipboard write dropped, any other control character shown escaped), so nothing the script prints reaches
 the user's terminal as control. brrrtui's own lines, which may quote paths, go through `safe_text`. Lines are
 drawn as `Text`, never parsed as markup."""
@@ -23,8 +23,8 @@ from itertools import repeat
 from rich.text import Text
 from textual.widgets import RichLog
 
+from brrrtui.contract.safe import safe_text, terminal_line
 from brrrtui.record.feed import LogLine
-from brrrtui.recording.safe import safe_text, terminal_line
 from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
 
 MAX_LINES = 5000

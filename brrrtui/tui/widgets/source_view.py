@@ -15,12 +15,12 @@ from textual.style import Style as TextualStyle
 
 from analyzers.results import LineStat
 from brrrtui.contract.model import SourceLine
+from brrrtui.contract.safe import safe_text
 from brrrtui.present.details import display_path
 from brrrtui.present.gutter import gutter_spans
 from brrrtui.present.selection import Kind, Node
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.source import NOT_HERE, read_source
-from brrrtui.recording.safe import safe_text
 from brrrtui.tui.keymap import bindings
 from brrrtui.tui.widgets._roles import ROLE_CLASSES, RoleStyles
 from brrrtui.tui.widgets.drill import Drill

@@ -1,5 +1,7 @@
-"""What the app's thread workers do: load and analyse a recording into a snapshot, and follow the recording's
-kernel stream between analyses. The App only schedules these and shows their results.
+"""The headless core every front end uses: open a recording or trace, choose its phases and windows, analyse
+it, and hand back typed results: `Analysis` objects for the commands (`read` and `analyse_phases`: report,
+export, diff), `Snapshot`s for the UI (view and the live run, from its thread workers: `Source`, `first_look`,
+`follow_stream`). The UI only schedules these and shows their results; it reads no file and runs no analysis.
 
 An analysis covers the windows of one phase: the one `analyze()` leads with (the steady state once the run has
 a window in it), or the phase the user picked with the phase key. A picked phase with no window (the run's
@@ -32,10 +34,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
-from textual.worker import NoActiveWorker, get_current_worker
 
 from analyzers.incremental import LIVE_WINDOWS, WindowIndex, bounded_note, live_windows
 from analyzers.phases import Phase, TracePhases
+from analyzers.results import Analysis
 from brrrtui.contract.model import STREAM_SCHEMA, Table, Trace
 from brrrtui.present.snapshot import Snapshot, build_snapshot, with_stream
 from brrrtui.present.status import Loading
@@ -63,6 +65,35 @@ def load_recording(path: str) -> Trace:
     from brrrtui.recording import load  # looked up at each call: tests count the loads
 
     return _newest_stream_rows(abandonable(load.load_trace, path))
+
+
+def read(path: str) -> Trace:
+    """A recording or a torch.profiler trace, whole (brrrtui.contract.errors.InputError: neither, or damaged)."""
+    from brrrtui.recording import load
+
+    return abandonable(load.load_trace, path)
+
+
+def analyse(trace: Trace, peaks: str | None = None) -> Analysis:
+    """The analysis the run leads with (`--peaks` SPEC applied): what `diff` compares."""
+    from analyzers.analyze import analyze
+
+    return analyze(trace, peaks_override=peaks)
+
+
+def analyse_phases(trace: Trace, peaks: str | None = None) -> tuple[Analysis, dict[Phase, Analysis]]:
+    """The analysis the run leads with and one of each other phase that has windows (`--peaks` SPEC applied):
+    what `report` and `export` show."""
+    from analyzers.analyze import analyze_with_other_phases
+
+    return analyze_with_other_phases(trace, peaks)
+
+
+def notes_of(trace: Trace) -> list[str]:
+    """What the file itself says to its reader (incomplete, no window and why)."""
+    from brrrtui.recording.notes import load_notes
+
+    return load_notes(trace.meta)
 
 
 def events_in(trace: Trace) -> int:
@@ -227,15 +258,23 @@ class Abandoned(Exception):
     """The worker was cancelled (the app is closing) while `abandonable` waited."""
 
 
+def _not_in_a_worker() -> Callable[[], bool] | None:
+    return None
+
+
+# Set by a front end that runs the session's calls in cancellable workers (the TUI: Textual's thread workers):
+# returns, for the calling thread, a function that says whether its worker was cancelled, or None outside one.
+cancel_probe: Callable[[], Callable[[], bool] | None] = _not_in_a_worker
+
+
 def abandonable(fn: Callable[..., T], *args: Any) -> T:
-    """fn(*args) in a daemon thread, waited for here, in a thread worker, unless the worker is cancelled: then
-    it raises Abandoned at once and the thread is left to finish alone. Textual's thread workers run in
-    asyncio's executor, whose threads the interpreter joins at exit, so a `q` during a 20 s load would
-    otherwise hold the process, its terminal already given back, until the load ends. Outside a worker (or in
-    tests): a plain call."""
-    try:
-        worker = get_current_worker()
-    except NoActiveWorker:
+    """fn(*args) in a daemon thread, waited for here, in a cancellable worker (`cancel_probe`), unless the worker
+    is cancelled: then it raises Abandoned at once and the thread is left to finish alone. Textual's thread
+    workers run in asyncio's executor, whose threads the interpreter joins at exit, so a `q` during a 20 s load
+    would otherwise hold the process, its terminal already given back, until the load ends. Outside a worker
+    (or in tests, or headless): a plain call."""
+    cancelled = cancel_probe()
+    if cancelled is None:
         return fn(*args)
     done = threading.Event()
     out: list[Any] = []
@@ -249,7 +288,7 @@ def abandonable(fn: Callable[..., T], *args: Any) -> T:
 
     threading.Thread(target=run, name="brrrtui-abandonable", daemon=True).start()
     while not done.wait(0.1):
-        if worker.is_cancelled:
+        if cancelled():
             raise Abandoned
     ok, value = out[0]
     if not ok:
