@@ -18,9 +18,15 @@ from collections.abc import Iterable, Sequence
 
 from brrrtui import __version__
 from brrrtui.commands import COMMANDS, run_command
-from brrrtui.commands.args import Parser, UsageError, on_a_terminal as _tui_available  # tests stand in for it
+from brrrtui.commands.args import (
+    Parser,
+    UsageError,
+    on_a_terminal as _tui_available,  # tests stand in for it
+    shown_path,
+)
 from brrrtui.commands.report import cmd_report
 from brrrtui.commands.view import cmd_view
+from brrrtui.contract.safe import safe_text
 
 EXIT_USAGE = 2
 SUBCOMMANDS = ("record", *COMMANDS)
@@ -243,7 +249,7 @@ def _run_headless(spec) -> int:  # noqa: ANN001
     recorder = make_recorder(spec, progress=_stderr_progress)
     with recorder.passing_signals():  # from before the start: a Ctrl-C then reaches the script too
         recorder.start()
-        _stderr_progress(f"recording {' '.join(spec.target)} -> {spec.out_path}")
+        _stderr_progress(f"recording {safe_text(' '.join(spec.target))} -> {shown_path(spec.out_path)}")
         code = recorder.wait()
     exit_code = recorder.exit_code or 0
     exit_text = (
@@ -251,7 +257,7 @@ def _run_headless(spec) -> int:  # noqa: ANN001
         if exit_code >= 0
         else (f"was killed by {signal.Signals(-exit_code).name}")
     )
-    out = recorder.sink.path  # out_path, or the sibling the recording moved to when out_path failed
+    out = shown_path(recorder.sink.path)  # out_path, or the sibling the recording moved to when out_path failed
     _stderr_progress(
         f"script {exit_text}; {recorder.windows} windows, {recorder.steps} steps, "
         f"{recorder.kernels:,} kernels -> {out} (brrrtui view {shlex.quote(out)})"
@@ -277,9 +283,9 @@ def _run_live(spec, analyze=None) -> int:  # noqa: ANN001
         finally:
             code = recorder.finish()
     _print_output_tail(recorder.output_tail)
-    out = recorder.sink.path
+    out = shown_path(recorder.sink.path)
     if recorder.replaced:
-        print(f"brrrtui: replaced the earlier file {spec.out_path}", file=sys.stderr)
+        print(f"brrrtui: replaced the earlier file {shown_path(spec.out_path)}", file=sys.stderr)
     print(f"brrrtui: recording kept in {out} (brrrtui view {shlex.quote(out)})", file=sys.stderr)
     return code
 

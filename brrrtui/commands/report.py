@@ -35,6 +35,12 @@ def cmd_report(argv: list[str]) -> int:
     from brrrtui.recording.ranks import compare_rank_set
 
     ranks = compare_rank_set(trace)  # a distributed run: every rank side by side (None otherwise)
+    if ranks:  # a wait inside a collective: its cure names the rank this one waited for
+        import dataclasses
+
+        from analyzers.ranks import name_straggler
+
+        analysis = dataclasses.replace(analysis, findings=name_straggler(analysis.findings, ranks[0], ranks[1]))
     if ns.json or ns.sarif:
         if ns.sarif:
             from brrrtui.present.sarif import to_sarif
