@@ -88,7 +88,7 @@ def parse_meta(path: str, rows: list[tuple[Any, Any]]) -> dict[str, Any]:
             meta[key] = json.loads(text)
         except (TypeError, ValueError, RecursionError):
             raise RecordingError(f"{path} is damaged: its meta value {key!r:.40} is not JSON") from None
-        if not _shallow(meta[key]):  # the readers walk meta values recursively (recording.safe.safe_value)
+        if not _shallow(meta[key]):  # the readers walk meta values recursively (contract.safe.safe_value)
             raise RecordingError(
                 f"{path} is damaged: its meta value {key!r:.40} nests deeper than {_META_DEPTH}"
             )
