@@ -77,6 +77,9 @@ class RecordingLock:
             os.close(fd)
         raise RecordingBusy(f"{self.path}: could not lock {name}; choose another path with -o")
 
+    def _unusable(self, name: str, e: OSError) -> InputError:
+        return InputError(f"cannot write {self.path}: {name}: {e.strerror}; choose another path with -o")
+
     def _open(self, name: str) -> int | None:
         """A descriptor of the lock file: a new one, or one brrrtui left; None when it vanished meanwhile."""
         try:
@@ -94,9 +97,7 @@ class RecordingLock:
         except FileNotFoundError:
             return None
         except OSError as e:
-            raise InputError(
-                f"cannot write {self.path}: {name}: {e.strerror}; choose another path with -o"
-            ) from None
+            raise self._unusable(name, e) from None
         kind = kind_of(st.st_mode)
         data = peek(name, LOCK_BYTES) if kind is None else None
         if data is None or not is_lock_file_content(data):
@@ -110,9 +111,7 @@ class RecordingLock:
         except FileNotFoundError:
             return None
         except OSError as e:
-            raise InputError(
-                f"cannot write {self.path}: {name}: {e.strerror}; choose another path with -o"
-            ) from None
+            raise self._unusable(name, e) from None
         if not stat.S_ISREG(os.fstat(fd).st_mode) or os.fstat(fd).st_ino != st.st_ino:
             os.close(fd)
             return None  # replaced between the look and the open: look again
