@@ -42,21 +42,30 @@ def _snapshots_without_links(request, monkeypatch):
 
 
 # The quick lane, `python -m pytest -m "not slow"`, leaves out the tests marked `slow` here: whole files that
-# drive the Textual UI or run real scripts under capture (a Python, a torch import and a recording each), every
-# SVG snapshot, and the tests of other files that took a second or more in a full run (pytest --durations=0;
+# drive the Textual UI or run real scripts under capture (a Python, a torch import and a recording each), the
+# property-based harnesses (fuzz, signal timing), every SVG snapshot, and the tests of other files that took a second or more in a full run (pytest --durations=0;
 # `*[ID]` names every test of a file run with that parameter, e.g. a fixture's). Plain `python -m pytest`
 # (.ci/run) runs everything.
 SLOW_FILES = {
     "test_capture_cpu.py",
     "test_compile_capture.py",
     "test_compiled_lines.py",
+    "test_cpu_mode.py",
     "test_crash_safety.py",
+    "test_foreign_traces.py",
+    "test_fuzz_chrome.py",
+    "test_live_lifecycle.py",
+    "test_output_policy.py",
+    "test_output_policy_fuzz.py",
     "test_ranks_e2e.py",
     "test_ranks_multinode.py",
     "test_ranks_spawn.py",
     "test_stream_e2e.py",
     "test_stream_fold_e2e.py",
     "test_stream_fold_tui.py",
+    "test_signals.py",
+    "test_signals_timing.py",
+    "test_untrusted_fuzz.py",
 }  # and every tests/test_tui_*.py
 SLOW_TESTS = {
     "test_allocator.py::test_loading_a_trace_tunes_the_allocator_and_importing_the_capture_does_not",
