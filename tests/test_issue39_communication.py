@@ -7,10 +7,8 @@ sync ("keep the value on the GPU"). Hand-built rank-0 trace with exact times; en
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
+from conftest import run_brrrtui
 from fixtures.synthetic import F32, TraceBuilder
 
 from analyzers.analyze import analyze
@@ -18,7 +16,6 @@ from analyzers.results import FindingKind
 from brrrtui.contract.model import GpuKind
 from brrrtui.recording.store import write_trace
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MS = 1_000_000
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64"
 
@@ -98,11 +95,7 @@ def test_a_real_item_sync_outside_the_collective_stays_a_sync():
 def test_report_json_names_communication_for_rank0(tmp_path):
     path = tmp_path / "rank0.brrr.gz"
     write_trace(gloo_rank0(), str(path))
-    env = {**os.environ, "PYTHONPATH": ROOT}
-    proc = subprocess.run(
-        [sys.executable, "-m", "brrrtui", "report", str(path), "--json"],
-        capture_output=True, text=True, timeout=120, env=env, cwd=ROOT,
-    )  # fmt: skip
+    proc = run_brrrtui("report", str(path), "--json")
     assert proc.returncode == 0, proc.stderr
     findings = json.loads(proc.stdout)["findings"]
     assert findings[0]["kind"] == "communication" and "gloo:all_reduce" in findings[0]["message"]

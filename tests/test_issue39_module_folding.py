@@ -7,16 +7,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
+from conftest import ROOT, run_brrrtui
 from fixtures.synthetic import BF16, TraceBuilder
 
 from analyzers.analyze import analyze
 from brrrtui.contract.modules import ModuleFrame
 from brrrtui.recording.store import write_trace
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _layered_trace(names: list[str], container: str = "encoder"):
@@ -91,11 +88,7 @@ def test_leaves_and_stages_that_differ_below_stay_apart():
 def test_report_json_lists_one_row_for_named_layers(tmp_path):
     path = tmp_path / "named.brrr.gz"
     write_trace(_layered_trace([f"encoder_layer_{i}" for i in range(4)]), str(path))
-    env = {**os.environ, "PYTHONPATH": ROOT}
-    proc = subprocess.run(
-        [sys.executable, "-m", "brrrtui", "report", str(path), "--json"],
-        capture_output=True, text=True, timeout=120, env=env, cwd=ROOT,
-    )  # fmt: skip
+    proc = run_brrrtui("report", str(path), "--json")
     assert proc.returncode == 0, proc.stderr
     nodes = json.loads(proc.stdout)["modules"]["nodes"]
     blocks = [n for n in nodes if n["class"] == "Layer"]
