@@ -60,18 +60,16 @@ def favour_the_ui(interval_s: float = 0.001) -> None:
     sys.setswitchinterval(min(sys.getswitchinterval(), interval_s))
 
 
-def load_recording(path: str) -> Trace:
-    """The whole recording (every phase's windows, the newest `STREAM_TAIL` streamed rows)."""
-    from brrrtui.recording import load  # looked up at each call: tests count the loads
-
-    return _newest_stream_rows(abandonable(load.load_trace, path))
-
-
 def read(path: str) -> Trace:
     """A recording or a torch.profiler trace, whole (brrrtui.contract.errors.InputError: neither, or damaged)."""
-    from brrrtui.recording import load
+    from brrrtui.recording import load  # looked up at each call: tests count the loads
 
     return abandonable(load.load_trace, path)
+
+
+def load_recording(path: str) -> Trace:
+    """What the UI shows of a file: `read`, with the newest `STREAM_TAIL` streamed rows."""
+    return _newest_stream_rows(read(path))
 
 
 def analyse(trace: Trace, peaks: str | None = None) -> Analysis:
