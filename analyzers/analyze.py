@@ -20,22 +20,22 @@ from typing import Any
 
 import numpy as np
 
-from analyzers import breakdown as bd, communication as cm, launch_timing as lt
-from analyzers.allocator import tune_for_analysis
 from analyzers.arrays import window_rows
-from analyzers.compile_findings import graph_break_findings
-from analyzers.compiled import kernel_line_shares
-from analyzers.finding_context import Context
-from analyzers.finding_places import place_findings
-from analyzers.findings import all_findings
-from analyzers.fusion import FusionChain, fusion_chains
-from analyzers.lines import gpu_run, line_stats, unprofiled_idle_scale
-from analyzers.links import Links
-from analyzers.modules import KernelColumns, ModuleTree, module_tree
-from analyzers.parallel import concurrently
+from analyzers.comm import collectives as cm
+from analyzers.cost.peaks import resolve_peaks
+from analyzers.cost.roofline import Roofline
+from analyzers.findings.compile import graph_break_findings
+from analyzers.findings.context import Context
+from analyzers.findings.finders import all_findings
+from analyzers.findings.places import place_findings
+from analyzers.fusion.chains import FusionChain, fusion_chains
+from analyzers.idle import launch_timing as lt
+from analyzers.link.compiled import kernel_line_shares
+from analyzers.link.links import Links
 from analyzers.pass_groups import idle_passes, links_roofline_gaps
-from analyzers.peaks import resolve_peaks
-from analyzers.phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
+from analyzers.phases.run_phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
+from analyzers.phases.slow_steps import slow_steps, slow_steps_finding
+from analyzers.phases.window_edges import tail_notes, trim_close_stalls
 from analyzers.results import (
     Analysis,
     Breakdown,
@@ -43,10 +43,12 @@ from analyzers.results import (
     LineStat,
     OverheadCorrection,
 )
-from analyzers.roofline import Roofline
-from analyzers.slow_steps import slow_steps, slow_steps_finding
-from analyzers.window_edges import tail_notes, trim_close_stalls
+from analyzers.totals import breakdown as bd
+from analyzers.totals.lines import gpu_run, line_stats, unprofiled_idle_scale
+from analyzers.totals.modules import KernelColumns, ModuleTree, module_tree
 from brrrtui.contract.model import Peaks, Table, Trace
+from brrrtui.runtime.allocator import tune_for_analysis
+from brrrtui.runtime.parallel import concurrently
 
 NO_GPU_NOTE = (
     "no GPU activity in this recording: no GPU verdicts or advice; each line shows its CPU-side time (the main "
@@ -98,7 +100,7 @@ def analyze(
     lead, chosen = choose_windows(phases, windows, phase)
     run_found = _run_findings(trace, phases, lead)
     trace, trim_notes = trim_close_stalls(select_windows(trace, chosen))
-    # the passes in one concurrently(...) need only what came before it (analyzers.parallel)
+    # the passes in one concurrently(...) need only what came before it (brrrtui.runtime.parallel)
     links, peaks, roof, gw = links_roofline_gaps(trace, peaks_override)
     g = idle_passes(trace, links, roof, gw)
     total = bd.total(g.per_window)

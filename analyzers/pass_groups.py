@@ -1,4 +1,4 @@
-"""The analysis's passes in the groups that run at the same time (analyzers.parallel): each group needs only
+"""The analysis's passes in the groups that run at the same time (brrrtui.runtime.parallel): each group needs only
 what the groups before it produced.
 
     link_calls (the op nesting ‖ each op's span)
@@ -15,19 +15,21 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from analyzers import breakdown as bd, communication as cm, gaps as gp, launch_timing as lt
-from analyzers.cpu_waits import Waits, main_thread_waits
-from analyzers.fusion import FusablePairs, fusable_pairs
-from analyzers.gap_evidence import GapEvidence
-from analyzers.kernel_stats import kernel_stats
-from analyzers.lines import line_stats
-from analyzers.links import Links, link_calls, link_lines
-from analyzers.parallel import concurrently
-from analyzers.peaks import resolve_peaks
+from analyzers.comm import collectives as cm
+from analyzers.cost.peaks import resolve_peaks
+from analyzers.cost.roofline import Roofline, host_copies, roofline
+from analyzers.fusion.chains import FusablePairs, fusable_pairs
+from analyzers.idle import gaps as gp, launch_timing as lt
+from analyzers.idle.cpu_waits import Waits, main_thread_waits
+from analyzers.idle.gap_evidence import GapEvidence
+from analyzers.idle.unprofiled_replay import unprofiled_gaps
+from analyzers.link.links import Links, link_calls, link_lines
 from analyzers.results import Breakdown, KernelStat, LineStat
-from analyzers.roofline import Roofline, host_copies, roofline
-from analyzers.unprofiled_replay import unprofiled_gaps
+from analyzers.totals import breakdown as bd
+from analyzers.totals.kernel_stats import kernel_stats
+from analyzers.totals.lines import line_stats
 from brrrtui.contract.model import Peaks, Table, Trace, empty_table
+from brrrtui.runtime.parallel import concurrently
 
 
 class GapsAndWaits(NamedTuple):

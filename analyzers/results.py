@@ -12,21 +12,21 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from analyzers.links import Links
-from analyzers.phases import Phase, TracePhases
-from analyzers.rates import Rates, achieved
+from analyzers.cost.rates import Rates, achieved
+from analyzers.link.links import Links
+from analyzers.phases.run_phases import Phase, TracePhases
 from brrrtui.contract.model import Peaks, SourceLine, Table, Trace
 
 if TYPE_CHECKING:
-    from analyzers.communication import Communication
-    from analyzers.modules import ModuleTree
+    from analyzers.comm.collectives import Communication
+    from analyzers.totals.modules import ModuleTree
 
 
 class Regime(Enum):
     COMPUTE = "compute"
     MEMORY = "memory"
     OVERHEAD = "overhead"
-    COMMUNICATION = "communication"  # NCCL kernels: no roofline verdict (analyzers.communication)
+    COMMUNICATION = "communication"  # NCCL kernels: no roofline verdict (analyzers.comm.collectives)
 
 
 REGIME_CODES = {Regime.COMPUTE: 0, Regime.MEMORY: 1, Regime.OVERHEAD: 2, Regime.COMMUNICATION: 3}
@@ -140,9 +140,9 @@ class FindingKind(str, Enum):
     CONV_LAYOUT = "conv_layout"
     GRAPH_BREAK = "graph_break"
     RECOMPILE = "recompile"
-    COMMUNICATION = "communication"  # exposed collectives (analyzers.communication)
+    COMMUNICATION = "communication"  # exposed collectives (analyzers.comm.collectives)
     CPU_WAIT = "cpu_wait"  # the training thread waits off the CPU (a sleep, I/O) while the GPU idles
-    SLOW_STEPS = "slow_steps"  # steady steps far slower than the median (analyzers.slow_steps)
+    SLOW_STEPS = "slow_steps"  # steady steps far slower than the median (analyzers.phases.slow_steps)
 
     def __str__(self) -> str:
         return str(self.value)
@@ -153,7 +153,7 @@ class FindingKind(str, Enum):
 
 @dataclass(frozen=True)
 class Place:
-    """Where in the model a finding's kernels run (analyzers.finding_places): the module and library line the
+    """Where in the model a finding's kernels run (analyzers.findings.places): the module and library line the
     user reads, and the library's own setting that fixes it, if it has one."""
 
     module: str  # collapsed module path (`transformer.h.*.mlp.act`), or the root's class
@@ -217,7 +217,7 @@ class Analysis:
 
     def kernel_rates(self, rows: np.ndarray | slice = slice(None)) -> Rates | None:
         """Achieved FLOP/s, bytes/s and roof fraction of gpu `rows` (default: all), as the roofline worked
-        them out (analyzers.rates); None without the per-row FLOP roofs."""
+        them out (analyzers.cost.rates); None without the per-row FLOP roofs."""
         if self.kernel_unit_peak_flops_per_s is None:
             return None
         bw = np.nan if self.peaks.bytes_per_s is None else self.peaks.bytes_per_s

@@ -44,7 +44,7 @@ def run(cmd: list[str], env: dict[str, str]) -> tuple[dict[str, Any] | None, flo
 
 def aligned(run_file: str) -> tuple[list[int], bool]:
     from brrrtui.recording.load import load_trace
-    from brrrtui.recording.ranks import compare_rank_set
+    from brrrtui.session import compare_rank_set
 
     got = compare_rank_set(load_trace(run_file))
     if got is None:

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.incremental import LIVE_WINDOWS, ROW_TABLES
+from analyzers.phases.live_windows import LIVE_WINDOWS, ROW_TABLES
 from benchmarks import synthetic_run
 from benchmarks.synthetic_run import generate
 from brrrtui.contract.model import Table, Trace
@@ -138,7 +138,9 @@ def main() -> int:
 
 
 def report(rows: list[dict[str, float]], sampled: list[int]) -> None:
-    print(f"live windows analysed: the newest {LIVE_WINDOWS} of the lead phase (analyzers.incremental)")
+    print(
+        f"live windows analysed: the newest {LIVE_WINDOWS} of the lead phase (analyzers.phases.live_windows)"
+    )
     head = ("window", "kernels", "analysed", "write ms", "read ms", "analyse ms", "live ms", "baseline ms")
     print(" ".join(f"{h:>11}" for h in head))
     for k in sampled:

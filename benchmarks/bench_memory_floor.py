@@ -37,9 +37,9 @@ def _peak() -> int:
 
 def child(path: str) -> None:
     """In a fresh interpreter whose import path is the checkout under test: the figures, as one JSON line."""
-    from analyzers.allocator import tune_for_analysis
     from analyzers.analyze import analyze_with_other_phases
     from brrrtui.recording.load import load_trace
+    from brrrtui.runtime.allocator import tune_for_analysis
 
     tune_for_analysis()  # as `report` does, before it loads
     imported = _rss()

@@ -30,9 +30,9 @@ from typing import Any
 
 import analyzers.analyze as analyze_module
 import analyzers.pass_groups as pass_groups
-from analyzers import parallel
 from benchmarks.synthetic_run import generate, write_recording
 from brrrtui.recording.load import load_trace
+from brrrtui.runtime import parallel
 
 # (module, pass) of the functions analyze() calls by name; with the passes one by one (THREADS = 1), each
 # pass's process CPU time and tracemalloc's figures are its own

@@ -4,8 +4,8 @@ loads the recording and analyses it (`analyze`, the phase the run leads with), w
     python -m benchmarks.bench_rss_timeline run.brrr [--threads 1]
 
 tracemalloc (benchmarks/bench_passes.py) counts what the passes hold; RSS is what the machine gives the
-process: the high-water mark of a heap that keeps what it freed for the next pass (analyzers/allocator.py),
-and passes that run together on threads (analyzers/parallel.py) hold their temporaries at the same time.
+process: the high-water mark of a heap that keeps what it freed for the next pass (brrrtui/runtime/allocator.py),
+and passes that run together on threads (brrrtui/runtime/parallel.py) hold their temporaries at the same time.
 `--threads 1` runs the passes one by one. Prints the highest RSS, then per pass (in the order they started)
 its start and end (s from the start) and the RSS when it started, its highest during it and at its end. A
 benchmark, not a test: nothing is asserted.
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import analyzers.analyze as analyze_module
-import analyzers.parallel as parallel
+import brrrtui.runtime.parallel as parallel
 from benchmarks.bench_passes import PASSES  # (module, pass) of what analyze() calls by name
 from brrrtui.recording.load import load_trace
 

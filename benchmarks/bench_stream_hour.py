@@ -52,7 +52,7 @@ def simulate(path: str, fold: bool, minutes: float, rate: float, window_every: f
     from brrrtui.recording.load import load_gzipped_recording
 
     # the demo read as a recording, not through load_trace, which tunes the allocator for an analysis
-    # (analyzers.allocator): this process stands for the recorder, which keeps glibc's defaults
+    # (brrrtui.runtime.allocator): this process stands for the recorder, which keeps glibc's defaults
     demo = load_gzipped_recording(DEMO)
     win = int(demo.windows.window.max())
     sel = {t: np.nonzero(getattr(demo, t).window == win)[0] for t in ("gpu", "runtime", "ops", "spans")}
@@ -219,9 +219,21 @@ def launch(argv: list[str], env: dict[str, str] | None = None) -> tuple[int, flo
 def run_mode(mode: str, ns: argparse.Namespace, folder: str) -> dict[str, Any]:
     path = os.path.join(folder, f"{mode}.brrr")
     result = os.path.join(folder, f"{mode}.json")
-    argv = [sys.executable, "-m", "benchmarks.bench_stream_hour", "--child", mode, "--file", path, "--result", result]
+    argv = [
+        sys.executable,
+        "-m",
+        "benchmarks.bench_stream_hour",
+        "--child",
+        mode,
+        "--file",
+        path,
+        "--result",
+        result,
+    ]
     argv += ["--minutes", str(ns.minutes), "--rate", str(ns.rate), "--window-every", str(ns.window_every)]
-    code, wall, peak = launch(argv, dict(os.environ, PYTHONPATH=ROOT))  # this checkout's benchmarks and brrrtui
+    code, wall, peak = launch(
+        argv, dict(os.environ, PYTHONPATH=ROOT)
+    )  # this checkout's benchmarks and brrrtui
     if code:
         raise SystemExit(f"bench_stream_hour: the {mode} run failed (exit {code})")
     with open(result) as f:

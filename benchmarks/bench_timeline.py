@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from analyzers.links import link
+from analyzers.link.links import link
 from analyzers.results import (
     Analysis,
     Breakdown,

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from analyzers.analyze import phases_of
-from analyzers.phases import Phase
+from analyzers.phases.run_phases import Phase
 from brrrtui.contract.model import STEP_SCHEMA, Table, Trace
 from brrrtui.recording.load import load_trace
 from brrrtui.recording.store import write_trace

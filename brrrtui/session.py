@@ -10,7 +10,7 @@ trace already loaded instead of re-reading the recording.
 
 Live (`Source` with `follow`), a new window costs the same whether it is the 10th or the 100th: the recording
 is read by a `Follower` (only the batches committed since the last read), and while the script runs an
-analysis takes the newest `LIVE_WINDOWS` windows of the phase shown (analyzers/incremental.py), so its figures
+analysis takes the newest `LIVE_WINDOWS` windows of the phase shown (analyzers/phases/live_windows.py), so its figures
 are those of `analyze(trace, windows=...)` on those windows, and it says so in its notes; once the script has
 ended it takes every window of the phase, as `brrrtui report` does.
 
@@ -35,14 +35,17 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from analyzers.incremental import LIVE_WINDOWS, WindowIndex, bounded_note, live_windows
-from analyzers.phases import Phase, TracePhases
+from analyzers.comm.clocks import ClockOffset, clock_offsets
+from analyzers.comm.ranks import RankComparison, compare_ranks
+from analyzers.phases.live_windows import LIVE_WINDOWS, WindowIndex, bounded_note, live_windows
+from analyzers.phases.run_phases import Phase, TracePhases
 from analyzers.results import Analysis
 from brrrtui.contract.model import STREAM_SCHEMA, Table, Trace
 from brrrtui.present.snapshot import Snapshot, build_snapshot, with_stream
 from brrrtui.present.status import Loading
 from brrrtui.recording import store
 from brrrtui.recording.follow import Follower
+from brrrtui.recording.ranks import rank_traces
 from brrrtui.recording.stream_reader import StreamReader
 
 AnalyzeFn = Callable[..., Any]
@@ -92,6 +95,19 @@ def notes_of(trace: Trace) -> list[str]:
     from brrrtui.recording.notes import load_notes
 
     return load_notes(trace.meta)
+
+
+def compare_rank_set(
+    trace: Trace,
+) -> tuple[RankComparison, int, list[str], dict[int, ClockOffset]] | None:
+    """The ranks of the run `trace` belongs to, side by side: (comparison, the rank shown, notes, every
+    rank's clock against the lowest rank's); None for a single-process recording. A rank whose file is
+    missing or unreadable is left out, with a note."""
+    found = rank_traces(trace)
+    if found is None:
+        return None
+    shown, traces, notes = found
+    return compare_ranks(traces), shown, notes, clock_offsets(traces)
 
 
 def events_in(trace: Trace) -> int:
@@ -201,7 +217,7 @@ class Source:
     (`load_recording`, `analyse_trace`). Live mode (`follow`): a `Follower` that reads only the batches committed
     since its last read, and an analysis of the newest `LIVE_WINDOWS` windows of the phase shown while the
     script runs (all of them once it has ended), their rows cut out by a `WindowIndex` fed each read
-    (analyzers/incremental.py): a new window costs the same whether it is the 10th or the 100th. Used by one
+    (analyzers/phases/live_windows.py): a new window costs the same whether it is the 10th or the 100th. Used by one
     thread worker at a time."""
 
     def __init__(

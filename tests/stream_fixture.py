@@ -21,7 +21,7 @@ CORRELATION_BASE = 10_000_000
 
 
 def window_rows(trace: Trace, window: int) -> np.ndarray:
-    """Window `window`'s gpu rows in launch order (as analyzers.stream orders its template)."""
+    """Window `window`'s gpu rows in launch order (as analyzers.stream.lines orders its template)."""
     rows = np.nonzero(trace.gpu.window == window)[0]
     return rows[np.argsort(trace.gpu.correlation[rows], kind="stable")]
 

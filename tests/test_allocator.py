@@ -1,4 +1,4 @@
-"""analyzers.allocator: the processes that analyse tune the allocator; the user's script and the recorder do not."""
+"""brrrtui.runtime.allocator: the processes that analyse tune the allocator; the user's script and the recorder do not."""
 
 import os
 import subprocess
@@ -10,7 +10,7 @@ PROBE = """
 import importlib, pkgutil, sys
 import numpy as np
 import brrrtui.capture, brrrtui.record
-from analyzers import allocator
+from brrrtui.runtime import allocator
 for pkg in (brrrtui.capture, brrrtui.record):  # every module the script's process and the recorder load
     for m in pkgutil.iter_modules(pkg.__path__):
         importlib.import_module(pkg.__name__ + "." + m.name)
@@ -34,7 +34,7 @@ def test_loading_a_trace_tunes_the_allocator_and_importing_the_capture_does_not(
 VIEW_PROBE = """
 import sys, threading
 import brrrtui.cli as cli
-from analyzers import allocator
+from brrrtui.runtime import allocator
 from brrrtui.tui.app import BrrrApp
 
 seen = []

@@ -15,27 +15,30 @@ ROOT = Path(__file__).resolve().parent.parent
 # Each layer and the layers it may import (besides itself). A module's layer is the first of these prefixes
 # that its dotted name starts with; every product module must have one.
 LAYERS: dict[str, set[str]] = {
-    "brrrtui.contract": set(),
-    "brrrtui.capture": {"brrrtui.contract"},
-    "analyzers": {"brrrtui.contract"},
-    "brrrtui.recording": {"brrrtui.contract", "analyzers"},
-    "brrrtui.record": {"brrrtui.contract", "brrrtui.recording", "analyzers"},
-    "brrrtui.present": {"brrrtui.contract", "analyzers"},
+    "brrrtui.runtime": set(),  # process settings any layer may use: the allocator, threads for numpy passes
+    "brrrtui.contract": {"brrrtui.runtime"},
+    "brrrtui.capture": {"brrrtui.contract", "brrrtui.runtime"},
+    "analyzers": {"brrrtui.contract", "brrrtui.runtime"},
+    "brrrtui.recording": {"brrrtui.contract", "brrrtui.runtime"},
+    "brrrtui.record": {"brrrtui.contract", "brrrtui.recording", "brrrtui.runtime"},
+    "brrrtui.present": {"brrrtui.contract", "analyzers", "brrrtui.runtime"},
     # the headless core every front end uses: it opens, follows and analyses; it never imports the UI
-    "brrrtui.session": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.present"},
+    "brrrtui.session": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.present", "brrrtui.runtime"},
     # the UI renders what the session hands it and dispatches keys: it reads no file itself (the live feed's
     # events come from the recorder, brrrtui.record.feed)
-    "brrrtui.tui": {"brrrtui.contract", "analyzers", "brrrtui.record", "brrrtui.present", "brrrtui.session"},
+    "brrrtui.tui": {"brrrtui.contract", "analyzers", "brrrtui.record", "brrrtui.present", "brrrtui.session",
+                    "brrrtui.runtime"},
     "brrrtui.cli": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.record", "brrrtui.present",
-                    "brrrtui.session", "brrrtui.tui", "brrrtui.capture", "brrrtui", "brrrtui.commands"},
+                    "brrrtui.session", "brrrtui.tui", "brrrtui.capture", "brrrtui", "brrrtui.commands",
+                    "brrrtui.runtime"},
     "brrrtui.commands": {"brrrtui.contract", "analyzers", "brrrtui.recording", "brrrtui.record", "brrrtui.present",
-                         "brrrtui.session", "brrrtui.tui", "brrrtui"},  # cli.py dispatches to them
+                         "brrrtui.session", "brrrtui.tui", "brrrtui", "brrrtui.runtime"},  # cli.py dispatches to them
     "brrrtui.__main__": {"brrrtui.cli"},
     "brrrtui": set(),  # brrrtui/__init__.py (the version, which any layer may read), numpy_start.py (for cli)
 }  # fmt: skip
 UI_PACKAGES = {"textual", "rich"}
 UI_FREE = {"brrrtui.contract", "brrrtui.capture", "analyzers", "brrrtui.recording", "brrrtui.record",
-           "brrrtui.present", "brrrtui.session"}  # fmt: skip
+           "brrrtui.present", "brrrtui.session", "brrrtui.runtime"}  # fmt: skip
 
 
 def product_modules() -> dict[str, Path]:

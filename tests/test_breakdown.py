@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from fixtures.synthetic import BF16, TraceBuilder
 
-from analyzers import breakdown as bd
 from analyzers.analyze import analyze
 from analyzers.results import REGIME_CODES, Breakdown, Regime
+from analyzers.totals import breakdown as bd
 
 C, M, OV = (REGIME_CODES[r] for r in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD))
 MS = 1_000_000
@@ -124,7 +124,7 @@ def test_the_replayed_idle_is_a_floor_of_the_corrected_share():
 
 def test_the_closing_stalls_of_many_windows_make_one_note():
     from analyzers.analyze import trim_close_stalls
-    from analyzers.window_edges import window_ids_text
+    from analyzers.phases.window_edges import window_ids_text
 
     tb = TraceBuilder()
     for w, tail in ((0, 50_000), (1, 50_000), (2, 80_000), (4, 50_000)):  # window 3 was not recorded

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import SCRIPTS, line_of, run_brrrtui
 
-from analyzers.links import link
+from analyzers.link.links import link
 from brrrtui.recording.load import load_trace
 
 TRAIN = os.path.join(SCRIPTS, "train_lines.py")
@@ -198,7 +198,9 @@ def test_a_line_that_calls_no_torch_is_sampled_and_charged_with_the_idle_it_caus
     report = _json.loads(run_brrrtui("report", "--json", out).stdout)
     top = report["lines"][0]
     assert (os.path.basename(top["file"]), top["line"]) == ("sleepy.py", sleep_line)
-    assert top["idle_ns"] == 0 and top["host_ns"] == top["sampled_ns"] > 0 and top["kernels"] == 0  # no GPU: no idle
+    assert (
+        top["idle_ns"] == 0 and top["host_ns"] == top["sampled_ns"] > 0 and top["kernels"] == 0
+    )  # no GPU: no idle
 
 
 def test_without_a_gpu_the_report_gives_cpu_time_per_line_and_no_gpu_advice(tmp_path):

@@ -1,4 +1,4 @@
-"""Causal attention's FLOPs (analyzers/attention_cost.py): the share of (query, key) pairs the mask keeps,
+"""Causal attention's FLOPs (analyzers/cost/attention_cost.py): the share of (query, key) pairs the mask keeps,
 applied when the recording holds the op's `Concrete Inputs`; the argument positions against torch's schemas."""
 
 from __future__ import annotations
@@ -10,11 +10,17 @@ import numpy as np
 import pytest
 from fixtures.synthetic import BF16, TraceBuilder
 
-from analyzers.attention_cost import CAUSAL_ARG, causal_fraction, is_causal, sdpa_backward_flops, sdpa_flops
-from analyzers.links import link
-from analyzers.opcost import op_cost, parse_args
-from analyzers.peaks import resolve_peaks
-from analyzers.roofline import roofline
+from analyzers.cost.attention_cost import (
+    CAUSAL_ARG,
+    causal_fraction,
+    is_causal,
+    sdpa_backward_flops,
+    sdpa_flops,
+)
+from analyzers.cost.opcost import op_cost, parse_args
+from analyzers.cost.peaks import resolve_peaks
+from analyzers.cost.roofline import roofline
+from analyzers.link.links import link
 from brrrtui.contract.model import Table
 
 torch = pytest.importorskip("torch")

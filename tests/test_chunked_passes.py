@@ -7,15 +7,16 @@ import os
 import numpy as np
 import pytest
 
-from analyzers import arrays, cpu_waits
+from analyzers import arrays
 from analyzers.analyze import select_windows
-from analyzers.gap_evidence import GapEvidence, Intervals
-from analyzers.gaps import GapCause
-from analyzers.kernel_costs import duration_shares
-from analyzers.links import link
+from analyzers.cost.kernel_costs import duration_shares
+from analyzers.cost.roofline import host_copies
+from analyzers.idle import cpu_waits
+from analyzers.idle.gap_evidence import GapEvidence, Intervals
+from analyzers.idle.gaps import GapCause
+from analyzers.link.links import link
 from analyzers.pass_groups import gaps_and_waits, launch_timing
 from analyzers.results import GAP_CAUSE_CODES
-from analyzers.roofline import host_copies
 from brrrtui.contract.model import flag_of
 from brrrtui.recording.load import load_trace
 

@@ -1,4 +1,4 @@
-"""Clock offsets between ranks recovered from the collectives they share (analyzers.clocks): two simulated
+"""Clock offsets between ranks recovered from the collectives they share (analyzers.comm.clocks): two simulated
 nodes whose clocks differ, on hand-built traces with NCCL-like end jitter. The real gloo run, one rank's clock
 shifted: tests/test_ranks_e2e.py."""
 
@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 from fixtures.synthetic import T0, TraceBuilder
 
-from analyzers.clocks import clock_offsets, collective_ends
+from analyzers.comm.clocks import clock_offsets, collective_ends
 
 US = 1_000
 MS = 1_000_000

@@ -1,4 +1,4 @@
-"""Communication as the fourth component of the breakdown (analyzers.communication), on hand-built traces whose
+"""Communication as the fourth component of the breakdown (analyzers.comm.collectives), on hand-built traces whose
 arithmetic is exact: which kernels are collectives, exposed and hidden time over overlapping intervals, bytes
 from the collective's op or the row itself, bus bandwidth, the finding and its cure."""
 
@@ -8,7 +8,7 @@ import pytest
 from fixtures.synthetic import BF16, F32, TraceBuilder
 
 from analyzers.analyze import analyze
-from analyzers.communication import DDP_ACTION, FSDP_ACTION, bus_factor, collective_kind
+from analyzers.comm.collectives import DDP_ACTION, FSDP_ACTION, bus_factor, collective_kind
 from analyzers.results import REGIME_CODES, FindingKind, Regime
 
 MS = 1_000_000

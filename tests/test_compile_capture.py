@@ -102,7 +102,7 @@ def test_a_compiled_scripts_eager_lines_keep_their_spans(tmp_path, head):
     assert eager <= tagged and not tagged & ({17, 27, 28, 29} - eager), tagged
     # the compiled call's own ops (aot_eager: every op; Inductor would place its kernels' ops itself) take
     # the line that made the call: `step_fn(x)` (45), or `self.head(h)` (29)
-    from analyzers.links import link
+    from analyzers.link.links import link
     from brrrtui.contract.model import flag_of
 
     links = link(trace)

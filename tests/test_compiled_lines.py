@@ -12,7 +12,7 @@ from fixtures.recording import record
 from fixtures.synthetic import BF16, TraceBuilder
 
 from analyzers.analyze import analyze
-from analyzers.opcost import op_cost, parse_args
+from analyzers.cost.opcost import op_cost, parse_args
 from brrrtui.capture.inductor_sources import kernel_name, source_rows
 from brrrtui.capture.lines import LineTable, UserFrames
 from brrrtui.contract.model import NONE

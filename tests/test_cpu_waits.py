@@ -1,4 +1,4 @@
-"""The main thread's waits off the CPU (analyzers/cpu_waits.py): hand-built samples with exact arithmetic, and
+"""The main thread's waits off the CPU (analyzers/idle/cpu_waits.py): hand-built samples with exact arithmetic, and
 the H200 recording of a 20 ms `time.sleep` a step."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import os
 import numpy as np
 from fixtures.synthetic import TraceBuilder
 
-from analyzers.cpu_waits import is_wait, main_thread_waits
-from analyzers.gap_evidence import GapEvidence
-from analyzers.links import link
+from analyzers.idle.cpu_waits import is_wait, main_thread_waits
+from analyzers.idle.gap_evidence import GapEvidence
+from analyzers.link.links import link
 from brrrtui.recording.load import load_trace
 
 MS = 1_000_000

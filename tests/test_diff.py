@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from analyzers.line_match import LineMatch, align, match_lines, pair_files
+from analyzers.diff.line_match import LineMatch, align, match_lines, pair_files
 from brrrtui.contract.model import Trace
 from brrrtui.recording.store import RecordingWriter
 from tests.fixtures.synthetic import BF16, T0, TraceBuilder
@@ -157,7 +157,7 @@ def test_the_fusion_fix_shows_its_saving_per_line_and_kernel(runs):
     # the GEMM line moved from 3 to 5 (two lines inserted) and is matched by its text: no change
     gemm = lines[("train.py", 3, 5)]
     # its GPU time is the same; its idle moves by microseconds (each run's window is replayed at its own
-    # unprofiled speed: analyzers/unprofiled_replay.py)
+    # unprofiled speed: analyzers/idle/unprofiled_replay.py)
     assert gemm["matched_by"] == "text" and gemm["gpu_ns"]["before"] == gemm["gpu_ns"]["after"]
     assert abs(gemm["change_ns"]) < 5 * US and gemm["beyond_noise"] is False
     # the three pointwise lines are gone (3 ms per step); the fused line is new (1 ms)
@@ -293,8 +293,13 @@ def test_two_cpu_recordings_compare_cpu_time_per_line(cpu_runs):
     assert d["before"]["steps"] > 50 and d["after"]["steps"] > 50 and d["noise_ns"] > 0
     lines = {x["before"]["line"]: x for x in d["lines"] if x["before"] and x["after"]}
     matmul = lines[15]  # `y = x @ w`: the same file in both runs, matched by number
-    assert matmul["matched_by"] == "line" and matmul["host_ns"]["before"] > 0 and matmul["host_ns"]["after"] > 0
+    assert (
+        matmul["matched_by"] == "line" and matmul["host_ns"]["before"] > 0 and matmul["host_ns"]["after"] > 0
+    )
     assert matmul["beyond_noise"] is None and matmul["regime"] == {"before": None, "after": None}
     assert any("no GPU activity" in n for n in d["notes"])
     text = diff(a, b).stdout
-    assert "lines (CPU-side time: sampled, or in torch calls where more, per step" in text and "kernels (" not in text
+    assert (
+        "lines (CPU-side time: sampled, or in torch calls where more, per step" in text
+        and "kernels (" not in text
+    )

@@ -8,10 +8,10 @@ import pytest
 from fixtures.synthetic import BF16, F32, H200_BF16, TraceBuilder
 
 from analyzers.analyze import analyze
-from analyzers.efficiency_findings import BELOW_ROOF, DEFAULT_TARGET, reference_fraction
-from analyzers.gemm_shapes import diagnose, gemm_dims, padded_work
-from analyzers.op_families import Family
-from analyzers.tensor_args import TensorArg
+from analyzers.cost.gemm_shapes import diagnose, gemm_dims, padded_work
+from analyzers.cost.op_families import Family
+from analyzers.cost.tensor_args import TensorArg
+from analyzers.findings.efficiency import BELOW_ROOF, DEFAULT_TARGET, reference_fraction
 from brrrtui.recording.load import load_trace
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from analyzers.op_families import Family
-from analyzers.opcost import op_cost, parse_args
+from analyzers.cost.op_families import Family
+from analyzers.cost.opcost import op_cost, parse_args
 
 torch = pytest.importorskip("torch")
 from torch.utils.flop_counter import flop_registry  # noqa: E402

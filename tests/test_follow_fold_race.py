@@ -12,7 +12,7 @@ import pytest
 from stream_fold_fixture import record
 
 from analyzers.analyze import analyze
-from analyzers.stream import stream_figures
+from analyzers.stream.lines import stream_figures
 from brrrtui import session as live
 from brrrtui.present.snapshot import build_snapshot
 from brrrtui.record.fold import StreamFolder

@@ -6,10 +6,10 @@ import pytest
 from fixtures.synthetic import BF16, H200_BW, TraceBuilder
 
 from analyzers.analyze import analyze
-from analyzers.fusion import fusion_chains, named_pattern
-from analyzers.links import link
-from analyzers.peaks import resolve_peaks
-from analyzers.roofline import roofline
+from analyzers.cost.peaks import resolve_peaks
+from analyzers.cost.roofline import roofline
+from analyzers.fusion.chains import fusion_chains, named_pattern
+from analyzers.link.links import link
 from brrrtui.contract.model import GpuKind
 
 N = 1 << 24  # bf16 elements: 32 MiB per tensor

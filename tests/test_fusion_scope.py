@@ -1,4 +1,4 @@
-"""What compiling a function fuses (analyzers/fusion_scope.py): every run of fusable kernels in its scope, on
+"""What compiling a function fuses (analyzers/fusion/scope.py): every run of fusable kernels in its scope, on
 hand-built traces whose bytes and savings are exact."""
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from fixtures.synthetic import BF16, F32, H200_BW, TraceBuilder
 
-from analyzers import arrays, fusion_scope, scope_runs
+from analyzers import arrays
 from analyzers.analyze import analyze
-from analyzers.fusion import fusion_chains
-from analyzers.links import link
-from analyzers.peaks import resolve_peaks
-from analyzers.roofline import roofline
+from analyzers.cost.peaks import resolve_peaks
+from analyzers.cost.roofline import roofline
+from analyzers.fusion import scope as fusion_scope, scope_runs
+from analyzers.fusion.chains import fusion_chains
+from analyzers.link.links import link
 from brrrtui.recording.load import load_trace
 
 N = 1 << 24  # elements: 32 MiB per bf16 tensor, 64 MiB per fp32 one

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.gap_evidence import Intervals, _touching
+from analyzers.idle.gap_evidence import Intervals, _touching
 
 
 def test_the_calls_overlapping_the_gaps_cover_them_as_all_calls_do() -> None:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 from fixtures.synthetic import BF16, T0, TraceBuilder
 
-from analyzers import gaps as gp, launch_timing as lt
 from analyzers.analyze import analyze
-from analyzers.links import link
-from analyzers.peaks import resolve_peaks
+from analyzers.cost.peaks import resolve_peaks
+from analyzers.cost.roofline import roofline
+from analyzers.idle import gaps as gp, launch_timing as lt
+from analyzers.link.links import link
 from analyzers.results import GAP_CAUSE_CODES, GapCause
-from analyzers.roofline import roofline
 from brrrtui.contract.model import GpuKind
 
 N = 1 << 24
@@ -202,7 +202,7 @@ def test_sync_outside_any_traced_line_stays_unattributed():
 
 
 def test_sampled_lines_pick_the_line_the_cpu_was_executing_in_each_gap():
-    from analyzers.sampled_lines import sampled_lines
+    from analyzers.link.sampled_lines import sampled_lines
     from brrrtui.contract.model import LINE_SAMPLE_SCHEMA, table_from_rows
 
     samples = table_from_rows(
@@ -219,7 +219,7 @@ def test_sampled_lines_pick_the_line_the_cpu_was_executing_in_each_gap():
 def test_sampled_lines_are_each_gaps_most_sampled_line_lowest_id_on_ties() -> None:
     """Against the definition, one gap at a time: random samples (NONE lines among them), gaps that overlap,
     nest and hold none, and ties."""
-    from analyzers.sampled_lines import sampled_lines
+    from analyzers.link.sampled_lines import sampled_lines
     from brrrtui.contract.model import LINE_SAMPLE_SCHEMA, Table
 
     rng = np.random.default_rng(3)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from analyzers.analyze import analyze
-from analyzers.compiled import kernel_line_shares
+from analyzers.link.compiled import kernel_line_shares
 from tests.test_h200_recordings import open_fixture
 
 

@@ -17,7 +17,7 @@ import shutil
 import numpy as np
 import pytest
 
-from analyzers.links import link
+from analyzers.link.links import link
 from brrrtui.contract.model import GpuKind
 from brrrtui.recording.load import load_trace
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from analyzers.analyze import analyze
-from analyzers.gemm_shapes import narrow_load_bytes
+from analyzers.cost.gemm_shapes import narrow_load_bytes
 from analyzers.results import Regime
 from brrrtui.recording.load import load_trace
 

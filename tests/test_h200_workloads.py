@@ -10,7 +10,7 @@ import os
 import pytest
 
 from analyzers.analyze import analyze_with_other_phases
-from analyzers.phases import Phase
+from analyzers.phases.run_phases import Phase
 from analyzers.results import Regime
 from brrrtui.recording.load import load_trace
 
@@ -28,10 +28,16 @@ def test_the_report_leads_with_the_steady_state_and_sets_construction_apart(run)
     assert a.phase is Phase.STEADY and a.windows == (1,)
     assert a.phases is not None and a.phases.run.steady_from_step == 3 and a.phases.run.steps == 120
     top = a.lines[0]
-    assert (os.path.basename(top.line.file), top.line.line) == ("hf_gpt2.py", 32)  # the model call in the step
+    assert (os.path.basename(top.line.file), top.line.line) == (
+        "hf_gpt2.py",
+        32,
+    )  # the model call in the step
     assert list(others) == [Phase.SETUP]
     setup_top = others[Phase.SETUP].lines[0]
-    assert (os.path.basename(setup_top.line.file), setup_top.line.line) == ("hf_gpt2.py", 26)  # GPT2LMHeadModel(...)
+    assert (os.path.basename(setup_top.line.file), setup_top.line.line) == (
+        "hf_gpt2.py",
+        26,
+    )  # GPT2LMHeadModel(...)
     assert all(s.line.line != 26 for s in a.lines)
 
 

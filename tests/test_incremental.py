@@ -1,4 +1,4 @@
-"""The live analysis (analyzers/incremental.py, brrrtui.session.Source): a recording written one window at a
+"""The live analysis (analyzers/phases/live_windows.py, brrrtui.session.Source): a recording written one window at a
 time and followed, analysed after each window, gives exactly what analyze() gives on the whole recording read
 from scratch: restricted to the newest windows of the lead phase while the script runs, all of them after."""
 
@@ -11,8 +11,8 @@ from fixtures.synthetic import BF16, TraceBuilder
 from tui_fakes import analysed, h200_recording, run_async
 
 from analyzers.analyze import analyze, phases_of, select_windows
-from analyzers.incremental import ROW_TABLES, WindowIndex, live_windows
-from analyzers.phases import Phase
+from analyzers.phases.live_windows import ROW_TABLES, WindowIndex, live_windows
+from analyzers.phases.run_phases import Phase
 from brrrtui.contract.model import Table, Trace
 from brrrtui.present.snapshot import build_snapshot
 from brrrtui.record.feed import Exited, Feed, WindowAdded

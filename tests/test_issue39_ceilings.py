@@ -10,11 +10,11 @@ import math
 import pytest
 from fixtures.synthetic import F32, TraceBuilder
 
-from analyzers import peaks as peaks_mod
 from analyzers.analyze import analyze
-from analyzers.links import link
-from analyzers.peaks import resolve_peaks
-from analyzers.roofline import roofline
+from analyzers.cost import peaks as peaks_mod
+from analyzers.cost.peaks import resolve_peaks
+from analyzers.cost.roofline import roofline
+from analyzers.link.links import link
 from brrrtui.capture import calibrate
 from brrrtui.contract.model import GpuKind, Peaks
 
@@ -62,7 +62,7 @@ def test_no_roof_column_above_100_percent():
 
 
 def test_each_capped_row_says_why_and_a_host_copy_has_no_hbm_roof():
-    from analyzers.roofline import L2, NO_ROOF, OVER_L2, OVER_PEAK, WITHIN
+    from analyzers.cost.roofline import L2, NO_ROOF, OVER_L2, OVER_PEAK, WITHIN
 
     trace, (l2, over, within, copy) = memory_trace()
     roof = a_roof(trace)

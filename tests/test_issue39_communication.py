@@ -103,9 +103,9 @@ def test_report_json_names_communication_for_rank0(tmp_path):
 
 
 def test_the_cure_names_the_straggler_the_ranks_comparison_found():
-    """With the run's ranks side by side (analyzers.ranks), rank 0's communication finding names what it
+    """With the run's ranks side by side (analyzers.comm.ranks), rank 0's communication finding names what it
     waited for: rank 1, 30 ms per step late on its own slow line."""
-    from analyzers.ranks import RankComparison, Straggler, name_straggler
+    from analyzers.comm.ranks import RankComparison, Straggler, name_straggler
     from brrrtui.contract.model import SourceLine
 
     slow_line = SourceLine("train.py", 25, "step")

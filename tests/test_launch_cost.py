@@ -1,4 +1,4 @@
-"""What one more kernel launch costs in unprofiled steps (analyzers/launch_timing.py): the fusion estimator's
+"""What one more kernel launch costs in unprofiled steps (analyzers/idle/launch_timing.py): the fusion estimator's
 per-launch saving. Hand-built gaps, exact arithmetic."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from fixtures.synthetic import TraceBuilder
 
-from analyzers.launch_timing import per_launch_ns, same_stream_gaps, unprofiled_launch_ns
+from analyzers.idle.launch_timing import per_launch_ns, same_stream_gaps, unprofiled_launch_ns
 
 US = 1_000
 

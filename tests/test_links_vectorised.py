@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from analyzers.links import NONE, nesting
+from analyzers.link.links import NONE, nesting
 
 
 def stack_walk(start, end, tid):
@@ -49,7 +49,7 @@ def test_long_flat_and_deep_sequences():
 def test_backward_node_takes_the_line_of_its_creator_the_last_op_with_its_sequence_number():
     from fixtures.synthetic import TraceBuilder
 
-    from analyzers.links import link
+    from analyzers.link.links import link
 
     b = TraceBuilder()
     l79, l86, l88 = b.line("k.py", 79), b.line("k.py", 86), b.line("k.py", 88)
@@ -82,7 +82,7 @@ def enclosing_walk(start, end, tid, q_time, q_tid):
 
 
 def test_innermost_enclosing_matches_the_walk_per_point():
-    from analyzers.links import innermost_enclosing
+    from analyzers.link.links import innermost_enclosing
 
     rng = np.random.default_rng(4)
     for _ in range(200):
@@ -96,7 +96,7 @@ def test_innermost_enclosing_matches_the_walk_per_point():
 
 
 def test_from_nearest_ancestor_matches_a_walk_up_the_parents():
-    from analyzers.links import _from_nearest_ancestor
+    from analyzers.link.links import _from_nearest_ancestor
 
     rng = np.random.default_rng(6)
     for _ in range(200):
@@ -119,7 +119,7 @@ def test_kernels_of_a_compiled_call_and_of_its_backward_take_the_calls_line_when
     backward node created by eager code keeps its creator's span."""
     from fixtures.synthetic import TraceBuilder
 
-    from analyzers.links import link
+    from analyzers.link.links import link
 
     b = TraceBuilder()
     l35, l40 = b.line("hf_gpt2.py", 35), b.line("hf_gpt2.py", 40)
@@ -143,7 +143,7 @@ def test_kernels_of_a_compiled_call_and_of_its_backward_take_the_calls_line_when
 def test_without_a_compiled_call_op_unplaced_ops_keep_no_line():
     from fixtures.synthetic import TraceBuilder
 
-    from analyzers.links import link
+    from analyzers.link.links import link
 
     b = TraceBuilder()
     b.line("hf_gpt2.py", 35)

@@ -170,8 +170,8 @@ def test_resnet50_conv_layout_gets_channels_last_from_torchvision(hf_gpt2):
 def test_a_tree_of_no_kernels_is_empty():
     import numpy as np
 
-    from analyzers.gaps import GAP_SCHEMA
-    from analyzers.modules import KernelColumns, module_tree
+    from analyzers.idle.gaps import GAP_SCHEMA
+    from analyzers.totals.modules import KernelColumns, module_tree
     from brrrtui.contract.model import empty_table
 
     none = np.zeros(0, dtype=np.int64)

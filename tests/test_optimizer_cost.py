@@ -1,4 +1,4 @@
-"""Bytes of fused and foreach optimizer ops (analyzers/optimizer_cost.py), from the parameters the backward
+"""Bytes of fused and foreach optimizer ops (analyzers/cost/optimizer_cost.py), from the parameters the backward
 before them accumulated; hand-built traces with exact arithmetic."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import math
 import pytest
 from fixtures.synthetic import F32, TraceBuilder
 
-from analyzers.links import link
-from analyzers.optimizer_cost import list_accesses
-from analyzers.peaks import resolve_peaks
-from analyzers.roofline import roofline
+from analyzers.cost.optimizer_cost import list_accesses
+from analyzers.cost.peaks import resolve_peaks
+from analyzers.cost.roofline import roofline
+from analyzers.link.links import link
 
 ADAMW_TYPES = ["TensorList"] * 6 + ["Scalar"] * 7 + ["", ""]
 W, B = (768, 3072), (3072,)  # a weight and a bias, fp32

@@ -1,4 +1,4 @@
-"""analyzers.parallel: passes on threads give the results, the errors and the report of passes run one by one."""
+"""brrrtui.runtime.parallel: passes on threads give the results, the errors and the report of passes run one by one."""
 
 import json
 import threading
@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from analyzers import parallel
 from analyzers.analyze import analyze
 from brrrtui.present.report import to_json
+from brrrtui.runtime import parallel
 from tests.test_h200_recordings import open_fixture
 
 

@@ -10,7 +10,7 @@ import sys
 from tui_fakes import analysed, run_async
 
 import brrrtui.cli as cli
-from analyzers.phases import Phase
+from analyzers.phases.run_phases import Phase
 from brrrtui.commands.peaks import peaks_analyzer
 from brrrtui.recording.load import load_trace
 from brrrtui.tui import app as tui_app

@@ -3,7 +3,7 @@ runs (GPT-2 small eager and Hugging Face GPT-2, plain and recorded, validation/w
 
 import numpy as np
 
-from analyzers.phases import Phase, detect_phases, perturbed_steps, window_phases
+from analyzers.phases.run_phases import Phase, detect_phases, perturbed_steps, window_phases
 from brrrtui.contract.schema import NONE
 
 MS = 1_000_000
@@ -25,7 +25,12 @@ def test_steps_that_still_settle_are_warm_up():
     ends = ends_from([1527.8, 27.6, 39.7, 58.1, 58.3, 57.9, 58.2, 59.0, 57.3, 58.1, 58.2, 74.5] + [58.0] * 40)
     p = detect_phases(ends)
     assert p.steady_from_step == 3
-    assert [p.phase_of_step(s) for s in (0, 2, 3, 40)] == [Phase.WARMUP, Phase.WARMUP, Phase.STEADY, Phase.STEADY]
+    assert [p.phase_of_step(s) for s in (0, 2, 3, 40)] == [
+        Phase.WARMUP,
+        Phase.WARMUP,
+        Phase.STEADY,
+        Phase.STEADY,
+    ]
 
 
 def test_steps_inside_a_window_do_not_hold_back_the_steady_state():
@@ -38,7 +43,10 @@ def test_steps_inside_a_window_do_not_hold_back_the_steady_state():
     p = detect_phases(ends, hit)
     assert p.steady_from_step == 4 and abs(p.steady_step_ns - 44 * MS) < 0.2 * MS
     assert window_phases(p, np.array([1, 20, NONE]), np.array([window[0], ends[19], ends[0] - 5])) == [
-        Phase.WARMUP, Phase.STEADY, Phase.SETUP]
+        Phase.WARMUP,
+        Phase.STEADY,
+        Phase.SETUP,
+    ]
 
 
 def test_a_run_that_never_settles_says_so():

@@ -1,4 +1,4 @@
-"""The ranks of a distributed run side by side (analyzers.ranks), on hand-built traces whose figures are exact:
+"""The ranks of a distributed run side by side (analyzers.comm.ranks), on hand-built traces whose figures are exact:
 time in collectives per step, the straggler and its line, windows some rank lacks."""
 
 import dataclasses
@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 from fixtures.synthetic import T0, TraceBuilder
 
-from analyzers.ranks import compare_ranks, is_comm_kernel, is_comm_op
+from analyzers.comm.ranks import compare_ranks, is_comm_kernel, is_comm_op
 from brrrtui.contract.model import LINE_SAMPLE_SCHEMA, WindowMode, table_from_rows
 
 MS = 1_000_000
@@ -118,7 +118,7 @@ def test_time_windows_and_a_single_rank():
 
 
 def test_the_ranks_text_names_the_straggler_its_line_and_another_host_clock():
-    from analyzers.clocks import clock_offsets
+    from analyzers.comm.clocks import clock_offsets
     from brrrtui.present.ranks_report import ranks_json, ranks_text
 
     traces = {
@@ -188,6 +188,8 @@ def test_the_header_names_the_rank_on_screen():
     files = {0: "run.rank0.brrr", 1: "run.rank1.brrr"}
     assert rank_label({"rank_set": {"run": "run.brrr", "files": files, "shown": 1}}) == "rank 1 of 2"
     assert rank_label({}) is None and rank_label({"rank_set": {"files": files}}) is None
-    text = "".join(t for t, _ in status_spans(RunState(name="run.rank1.brrr", live=False, rank="rank 1 of 2")))
+    text = "".join(
+        t for t, _ in status_spans(RunState(name="run.rank1.brrr", live=False, rank="rank 1 of 2"))
+    )
     assert "run.rank1.brrr  rank 1 of 2" in text
     assert "rank" not in "".join(t for t, _ in status_spans(RunState(name="x.brrr", live=False)))

@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 from conftest import ROOT, SCRIPTS, line_of, run_brrrtui
 
-from analyzers.clocks import clock_offsets
+from analyzers.comm.clocks import clock_offsets
 from brrrtui.contract.model import Table
 from brrrtui.recording.load import load_trace
 

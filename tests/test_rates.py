@@ -1,4 +1,4 @@
-"""Achieved rates worked out where they are read (analyzers/rates.py): the frugal roof fraction is the full
+"""Achieved rates worked out where they are read (analyzers/cost/rates.py): the frugal roof fraction is the full
 computation's, bit for bit, and the analysis gives the roofline's figures."""
 
 import os
@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from analyzers.analyze import analyze
-from analyzers.rates import achieved, roof_fraction
+from analyzers.cost.rates import achieved, roof_fraction
 from brrrtui.recording.load import load_trace
 
 

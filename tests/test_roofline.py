@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from fixtures.synthetic import BF16, F32, H200_BF16, H200_BW, H200_FP32, TraceBuilder
 
-from analyzers.kernel_costs import conv_backward_mask
-from analyzers.kernel_stats import kernel_stats
-from analyzers.links import link
-from analyzers.op_families import Family
-from analyzers.opcost import op_cost, parse_args
-from analyzers.peaks import datasheet_spec, parse_override, resolve_peaks
+from analyzers.cost.kernel_costs import conv_backward_mask
+from analyzers.cost.op_families import Family
+from analyzers.cost.opcost import op_cost, parse_args
+from analyzers.cost.peaks import datasheet_spec, parse_override, resolve_peaks
+from analyzers.cost.roofline import roofline
+from analyzers.link.links import link
 from analyzers.results import REGIME_CODES, Regime
-from analyzers.roofline import roofline
+from analyzers.totals.kernel_stats import kernel_stats
 from brrrtui.contract.errors import InputError
 from brrrtui.contract.model import GpuKind, Peaks
 
@@ -68,7 +68,7 @@ def test_unaligned_cutlass_gemm_is_memory_bound_on_chip(align, regime):
 
 
 def test_narrow_load_bytes_reads_the_alignment_and_dtype_from_the_name():
-    from analyzers.gemm_shapes import narrow_load_bytes
+    from analyzers.cost.gemm_shapes import narrow_load_bytes
 
     assert narrow_load_bytes(UNALIGNED.format(a=1)) == 2
     assert narrow_load_bytes("cutlass_80_tensorop_bf16_s16816gemm_bf16_256x128_64x3_nn_align2") == 4

@@ -7,12 +7,12 @@ import os
 import numpy as np
 import pytest
 
-import analyzers.links as links_module
+import analyzers.link.links as links_module
 from analyzers import arrays
 from analyzers.analyze import analyze
 from analyzers.arrays import rows_per_window, window_groups
-from analyzers.breakdown import span_breakdown
-from analyzers.links import link
+from analyzers.link.links import link
+from analyzers.totals.breakdown import span_breakdown
 from brrrtui.present.report import to_json
 from brrrtui.recording.load import load_trace
 

@@ -11,9 +11,9 @@ import pytest
 from fixtures.synthetic import TraceBuilder, phased_trace
 
 from analyzers.analyze import analyze, phases_of
-from analyzers.phases import Phase
+from analyzers.phases.run_phases import Phase
+from analyzers.phases.slow_steps import slow_steps, slow_steps_finding
 from analyzers.results import FindingKind
-from analyzers.slow_steps import slow_steps, slow_steps_finding
 from brrrtui.contract.model import Table
 from brrrtui.contract.schema import CAPTURE_COST_SCHEMA
 from brrrtui.recording.load import load_trace

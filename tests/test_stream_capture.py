@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from analyzers.analyze import analyze
-from analyzers.stream import stream_view
+from analyzers.stream.lines import stream_view
 from brrrtui.capture.convert import Interner
 from brrrtui.capture.stream import KernelStream, clock_offset, demangle
 from brrrtui.contract import cupti_records as records

@@ -7,8 +7,8 @@ import pytest
 from stream_fold_fixture import record
 
 from analyzers.analyze import analyze
-from analyzers.stream import stream_figures, stream_view, templates
-from analyzers.stream_align import TemplateNames, align, align_from
+from analyzers.stream.lines import stream_figures, stream_view, templates
+from brrrtui.contract.stream_align import TemplateNames, align, align_from
 from brrrtui.present.report import render_text, to_json
 from brrrtui.present.snapshot import build_snapshot
 from brrrtui.record.fold import StreamFolder

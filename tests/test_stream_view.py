@@ -6,7 +6,7 @@ import pytest
 from stream_fixture import UNKNOWN, make_stream_recording, window_rows
 
 from analyzers.analyze import analyze
-from analyzers.stream import stream_view
+from analyzers.stream.lines import stream_view
 from brrrtui.present.details import Node, describe
 from brrrtui.present.lanes import INFERRED, STREAMED, PageKey
 from brrrtui.present.report import render_text, to_json

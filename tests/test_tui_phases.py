@@ -12,7 +12,7 @@ from tui_fakes import (
     write_phased_recording,
 )
 
-from analyzers.phases import Phase
+from analyzers.phases.run_phases import Phase
 from brrrtui.present.selection import SUMMARY
 from brrrtui.present.status import PhaseView, phase_hint, phase_text, status_spans
 from brrrtui.record.feed import Feed, WindowAdded

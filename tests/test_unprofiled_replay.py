@@ -1,4 +1,4 @@
-"""The window replayed at unprofiled speed (analyzers/unprofiled_replay.py): which idle an unprofiled step keeps,
+"""The window replayed at unprofiled speed (analyzers/idle/unprofiled_replay.py): which idle an unprofiled step keeps,
 gap by gap. Hand-built runs, exact arithmetic."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ import pytest
 from fixtures.synthetic import TraceBuilder
 
 from analyzers.analyze import analyze
-from analyzers.cpu_waits import main_thread_waits
-from analyzers.gap_evidence import GapEvidence, Intervals
-from analyzers.links import link
-from analyzers.unprofiled_replay import (
+from analyzers.idle.cpu_waits import main_thread_waits
+from analyzers.idle.gap_evidence import GapEvidence, Intervals
+from analyzers.idle.unprofiled_replay import (
     LAUNCH_LATENCY_NS as LAT,
     _gpu_spacing,
     _idle_before,
     _prepare,
     _replay,
 )
+from analyzers.link.links import link
 from brrrtui.contract.model import NONE
 from brrrtui.recording.load import load_trace
 
@@ -291,7 +291,7 @@ def optimizer_run(unprofiled_optimizer_ns: int) -> TraceBuilder:
 
 def test_the_optimizers_step_is_replayed_at_its_measured_ratio():
     # step() lasts 0.799 ms unprofiled, 7.99 ms profiled: its CPU time replays at 0.1, the rest at f
-    from analyzers.measured_regions import measured_regions
+    from analyzers.idle.measured_regions import measured_regions
 
     trace = optimizer_run(799 * US).build()
     (region,) = measured_regions(trace)
@@ -311,7 +311,7 @@ def test_the_optimizers_step_is_replayed_at_its_measured_ratio():
 
 
 def test_a_run_without_optimizer_timings_replays_every_cpu_nanosecond_at_f():
-    from analyzers.measured_regions import measured_regions
+    from analyzers.idle.measured_regions import measured_regions
 
     assert measured_regions(optimizer_run(NONE).build()) == []
 
@@ -319,7 +319,7 @@ def test_a_run_without_optimizer_timings_replays_every_cpu_nanosecond_at_f():
 def test_the_run_level_corrected_share_is_at_least_the_replays_on_a_gpu_bound_h200_run():
     # HF GPT-2 (vocab 50257) on the H200: unprofiled step 57.86 ms, 56.39 ms of GPU a step in the windows; the
     # subtraction leaves 2.55 %, the replay keeps the launch latency and queued kernels' spacing: ~3.0 %
-    from analyzers import breakdown as bd
+    from analyzers.totals import breakdown as bd
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     a = analyze(load_trace(os.path.join(root, "tests", "fixtures", "h200_hf_gpt2_vocab50257.brrr.gz")))

@@ -14,8 +14,8 @@ import numpy as np
 from fixtures.synthetic import PHASED_STEPS, phased_trace as synthetic_phased_trace
 
 from analyzers.analyze import choose_windows, phases_of, select_windows
-from analyzers.links import link
-from analyzers.phases import Phase
+from analyzers.link.links import link
+from analyzers.phases.run_phases import Phase
 from analyzers.results import (
     GAP_CAUSE_CODES,
     REGIME_CODES,

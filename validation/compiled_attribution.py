@@ -19,7 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from analyzers.analyze import analyze  # noqa: E402
-from analyzers.compiled import kernel_line_shares  # noqa: E402
+from analyzers.link.compiled import kernel_line_shares  # noqa: E402
 from brrrtui.contract.userfiles import is_user_file  # noqa: E402
 from brrrtui.recording.load import load_trace  # noqa: E402
 

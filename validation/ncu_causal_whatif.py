@@ -15,8 +15,8 @@ import sys
 import numpy as np
 
 from analyzers.analyze import analyze
-from analyzers.attention_cost import CAUSAL_ARG
-from analyzers.op_families import base_name
+from analyzers.cost.attention_cost import CAUSAL_ARG
+from analyzers.cost.op_families import base_name
 from brrrtui.contract.model import Table
 from brrrtui.present.report import to_json
 from brrrtui.recording.load import load_trace

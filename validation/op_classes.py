@@ -260,7 +260,7 @@ def rows_from_trace(trace: Any) -> tuple[list[KernelRow], str]:
             "analyzers.analyze",
         )
     except ImportError:
-        from analyzers.links import link
+        from analyzers.link.links import link
 
         links, flops, source = link(trace), None, "torch.profiler's op FLOPs (no analyzers.analyze)"
 

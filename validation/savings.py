@@ -14,7 +14,7 @@ The cases (the unfixed run is each workload's default; the fix is one opt-in fla
                  train_gpt.py with the fix patched in): --compile-block. brrrtui's `fusion` finding on the lines
                  of Block.forward, whose advice is "torch.compile the function `forward`": each Block's forward
                  is compiled, as advised. Its saving is estimated over the block's whole scope (its own lines
-                 and, with module chains recorded, its attention and MLP; analyzers/fusion_scope.py).
+                 and, with module chains recorded, its attention and MLP; analyzers/fusion/scope.py).
   cross_entropy  GPT-2 eager: --compile-loss. brrrtui's `fusion` finding on the cross-entropy line of
                  GPT.forward (_log_softmax, copy_, nll_loss_forward and their backward; the scope of a root
                  model's forward is its own lines, so also the embedding and final norm's kernels on lines 98

@@ -1,9 +1,9 @@
 """Per-line overhead without the profiler: brrrtui's estimate against the kernel stream's measurement.
 
 brrrtui's verdicts come from short profiler windows, whose steps run slower on the CPU; per line, the idle
-left at unprofiled speed comes from each window replayed with a faster CPU (analyzers/unprofiled_replay.py).
+left at unprofiled speed comes from each window replayed with a faster CPU (analyzers/idle/unprofiled_replay.py).
 A recording made with `--stream` also holds every kernel of the unprofiled steps between windows, each with
-the line the windows taught (`analyzers.stream`). From those, the GPU idle of unprofiled steps is measured directly: each
+the line the windows taught (`analyzers.stream.lines`). From those, the GPU idle of unprofiled steps is measured directly: each
 device-wide idle gap is charged to the line of the kernel that ends it (the launch the GPU waited for).
 
     python validation/unprofiled_lines.py run.brrr [--top 10] [--min-ms 0.1] [--json out.json]
@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from analyzers.analyze import analyze  # noqa: E402
 from analyzers.results import Analysis  # noqa: E402
-from analyzers.stream import stream_view  # noqa: E402
+from analyzers.stream.lines import stream_view  # noqa: E402
 from brrrtui.recording.load import load_trace  # noqa: E402
 
 

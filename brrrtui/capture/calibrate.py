@@ -7,7 +7,7 @@ Random data, CUDA events around each timed call, the median of REPEATS calls.
 Each measurement first runs its call for WARMUP_MS of GPU time: an idle GPU starts at low clocks and takes
 tens of milliseconds of load to reach its boost clock, and one call of warm-up left two calibrations on one
 H100 at 33.7 and 51 TFLOP/s fp32. The median then ignores the odd slow call (another process, a clock dip).
-analyzers/peaks.py still checks each figure against the device's datasheet.
+analyzers/cost/peaks.py still checks each figure against the device's datasheet.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from 1 frame compiled and 0 graph breaks to 53 frames, 2 graphs and 8 graph brea
 RecordFunctionFast) when windows pushed the tagger around it. So the agent's hook on torch.compile wraps what
 it returns (`untagged`): each call of the compiled function or module takes the tagger off the stack and puts
 it back after, and the script's eager code around it (the loss, `backward()`, the optimizer step, gradient
-clipping) keeps its exact lines. Compiled kernels get theirs from Inductor (analyzers.compiled); inside a
+clipping) keeps its exact lines. Compiled kernels get theirs from Inductor (analyzers.link.compiled); inside a
 window, the wrapper also opens a profiler scope around the call named by the line that made it
 (`compiled_call_name`), whose line goes to the kernels Inductor cannot place (a library model's). Code that
 Dynamo traces without going through that wrapper still meets a plain pass-through handler
@@ -108,7 +108,7 @@ class LineSampler:
     Spans say which line issued each torch call; they cannot say what the CPU did between calls
     (`time.sleep`, a Python loop, a data transform), yet that is what leaves the GPU idle. Samples can. The
     on-CPU time tells a sleep or a wait (which the profiler does not slow) from Python work (which it does):
-    the unprofiled replay speeds up only the latter (analyzers/unprofiled_replay.py).
+    the unprofiled replay speeds up only the latter (analyzers/idle/unprofiled_replay.py).
     Reading another thread's frame needs the GIL, so this runs at most a few hundred times a second and only
     inside windows."""
 

@@ -2,7 +2,7 @@
 
 Inside a profiler window both take far longer than the work they do (foreach ops over every parameter, a
 record_function scope, the profiler's own bookkeeping): on GPT-2 eager on an H200, AdamW.step() 14 ms and
-zero_grad() 6 ms of a 45 ms step, while the GPU waits. The unprofiled replay (analyzers/unprofiled_replay.py)
+zero_grad() 6 ms of a 45 ms step, while the GPU waits. The unprofiled replay (analyzers/idle/unprofiled_replay.py)
 replays the CPU time inside each at the ratio of its unprofiled to its profiled duration, measured here,
 instead of the one factor it fits for the rest of the step.
 

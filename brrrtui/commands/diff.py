@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Iterable
 
-from analyzers.diff import Change, RunDiff
+from analyzers.diff.compare import Change, RunDiff
 from brrrtui.commands.args import Parser, UsageError, on_a_terminal, shown_path
 
 EXIT_SLOWER = 1
@@ -91,8 +91,8 @@ def _parser() -> Parser:
 
 def compute_diff(before: str, after: str, peaks: str | None = None, before_src: str | None = None) -> RunDiff:
     """Load and analyse both files, read their sources, match their lines and compare them."""
-    from analyzers.diff import diff_runs
-    from analyzers.line_match import match_lines
+    from analyzers.diff.compare import diff_runs
+    from analyzers.diff.line_match import match_lines
     from brrrtui import session
 
     tb, ta = session.read(before), session.read(after)

@@ -1,6 +1,6 @@
 """`brrrtui merge -o all.brrr node0/run.brrr node1/run.brrr`: the run files of a job's hosts (one `brrrtui
 torchrun` per host) as one run, which `view` and `report` open like a one-host run: every rank side by side,
-the ranks' clocks against rank 0's from the collectives they share (analyzers.clocks). The rank recordings
+the ranks' clocks against rank 0's from the collectives they share (analyzers.comm.clocks). The rank recordings
 stay where they are; the merged file names them relative to itself. It is written under brrrtui's output
 policy (brrrtui.recording.outputs): a new file, or an earlier recording replaced; never one of its inputs."""
 

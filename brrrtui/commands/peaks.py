@@ -12,7 +12,7 @@ def peaks_analyzer(spec: str | None) -> Any:
     if not spec:
         return None
     from analyzers.analyze import analyze
-    from analyzers.peaks import parse_override
+    from analyzers.cost.peaks import parse_override
 
     parse_override(spec)
 

@@ -13,7 +13,9 @@ def _parser() -> Parser:
     p = Parser(prog="brrrtui report", description="Print the verdicts of a recording or trace.")
     p.add_argument("file", help="a .brrr recording or a torch.profiler .json / .json.gz trace")
     form = p.add_mutually_exclusive_group()
-    form.add_argument("--json", action="store_true", help="print one JSON object (schema in docs/reference.md)")
+    form.add_argument(
+        "--json", action="store_true", help="print one JSON object (schema in docs/reference.md)"
+    )
     form.add_argument("--sarif", action="store_true", help="print the findings as SARIF 2.1.0 (editors, CI)")
     p.add_argument("--top", type=int, default=15, metavar="N", help="lines and kernels to list (default 15)")
     p.add_argument(
@@ -32,15 +34,16 @@ def cmd_report(argv: list[str]) -> int:
     analysis, others = session.analyse_phases(trace, ns.peaks)
     notes = session.notes_of(trace)  # about the file itself: incomplete, no window and why
     from brrrtui.present.ranks_report import ranks_json, ranks_text
-    from brrrtui.recording.ranks import compare_rank_set
 
-    ranks = compare_rank_set(trace)  # a distributed run: every rank side by side (None otherwise)
+    ranks = session.compare_rank_set(trace)  # a distributed run: every rank side by side (None otherwise)
     if ranks:  # a wait inside a collective: its cure names the rank this one waited for
         import dataclasses
 
-        from analyzers.ranks import name_straggler
+        from analyzers.comm.ranks import name_straggler
 
-        analysis = dataclasses.replace(analysis, findings=name_straggler(analysis.findings, ranks[0], ranks[1]))
+        analysis = dataclasses.replace(
+            analysis, findings=name_straggler(analysis.findings, ranks[0], ranks[1])
+        )
     if ns.json or ns.sarif:
         if ns.sarif:
             from brrrtui.present.sarif import to_sarif

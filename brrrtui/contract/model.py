@@ -2,7 +2,7 @@
 
 One `Trace` holds every captured window of a run (or one foreign torch.profiler trace) as numpy columns with
 interned names, so a million kernels cost a few arrays, not a million Python objects. Loaders
-(`brrrtui.recording.store`, `brrrtui.recording.chrome`) build it; `analyzers.links` joins kernel -> launch -> op -> line.
+(`brrrtui.recording.store`, `brrrtui.recording.chrome`) build it; `analyzers.link.links` joins kernel -> launch -> op -> line.
 
 Conventions: times are integer nanoseconds on the capture's wall clock (Unix epoch); "unknown" is -1 in
 integer columns and NaN in float columns, never 0; names and shapes are indices into `Trace.strings`.
@@ -157,7 +157,7 @@ class Trace:
     line_samples: Table = field(default_factory=lambda: empty_table(LINE_SAMPLE_SCHEMA))
     stream: Table = field(default_factory=lambda: empty_table(STREAM_SCHEMA))
     stream_total: int = 0  # rows of the stream in the recording (`stream` may hold only the newest of them)
-    # the stream's older rows folded into aggregates by the recorder (analyzers.stream), and the templates
+    # the stream's older rows folded into aggregates by the recorder (analyzers.stream.lines), and the templates
     stream_agg: Table = field(default_factory=lambda: empty_table(STREAM_AGG_SCHEMA))
     stream_folds: Table = field(default_factory=lambda: empty_table(STREAM_FOLD_SCHEMA))
     stream_busy: Table = field(default_factory=lambda: empty_table(STREAM_BUSY_SCHEMA))

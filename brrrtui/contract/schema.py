@@ -84,7 +84,7 @@ NONE when the user's own file is the innermost."""
 
 COMPILED_CALL_PREFIX = "brrr.compiled:"
 """The name of the op the capture puts around each call of torch.compile'd code in a window, followed by the
-line id of the user's line that made the call (`brrr.compiled:12`): analyzers.links gives that line to the
+line id of the user's line that made the call (`brrr.compiled:12`): analyzers.link.links gives that line to the
 kernels inside the call, and to those of its backward, that Inductor's provenance does not place."""
 
 WINDOW_SCHEMA = {
@@ -176,7 +176,7 @@ STREAM_BUSY_SCHEMA = {
 by default): rows starting in it, their summed duration, and the device-wide idle before them."""
 
 STREAM_TEMPLATE_SCHEMA = {"window": i32, "pos": i32, "name": i32, "correlation": i64}
-"""The template each window gives the stream: the kernels of its last step in launch order (analyzers.stream)."""
+"""The template each window gives the stream: the kernels of its last step in launch order (analyzers.stream.lines)."""
 
 STEP_SCHEMA = {"step": i64, "t_ns": i64, "optimizer_ns": i64, "zero_grad_ns": i64}
 """One row per optimizer step of the whole run (profiled or not): the time the step finished, how long the

@@ -1,4 +1,4 @@
-"""The run's collectives (analyzers.communication) as report text and as the JSON member `communication`.
+"""The run's collectives (analyzers.comm.collectives) as report text and as the JSON member `communication`.
 
     communication (collectives, per step; 2 ranks)
       exposed 30 ms (30% of the time) · hidden under compute or memory 22 ms
@@ -6,7 +6,7 @@
       all_reduce      gpu       1  50 ms     28 ms     2.1 MB      41.9 MB/s    41.9 MB/s
 
 `side`: gpu for NCCL kernels, cpu for the CPU-side collectives (gloo's ops, which span the whole collective,
-waiting included). Bandwidths follow nccl-tests' convention (analyzers.communication); a time that includes
+waiting included). Bandwidths follow nccl-tests' convention (analyzers.comm.collectives); a time that includes
 waiting for a later rank lowers them.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from analyzers.communication import CollectiveStat, Communication
+from analyzers.comm.collectives import CollectiveStat, Communication
 from analyzers.results import Analysis
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_ns, fmt_pct
 

@@ -1,4 +1,4 @@
-"""`brrrtui diff` as text and as one JSON object (analyzers.diff computes it).
+"""`brrrtui diff` as text and as one JSON object (analyzers.diff.compare computes it).
 
 JSON (schema 2; times in ns per `unit`, "step" or "s"; unknown numbers null)::
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from analyzers.diff import Change, KernelChange, LineChange, RunDiff, StepTimes
+from analyzers.diff.compare import Change, KernelChange, LineChange, RunDiff, StepTimes
 from analyzers.results import Regime
 from brrrtui.contract.model import SourceLine
 from brrrtui.contract.units import fmt_ns, fmt_pct

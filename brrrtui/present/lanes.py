@@ -8,7 +8,7 @@ A window page has one lane per GPU stream and one per CPU thread. GPU lanes hold
 classed by regime, over the GPU-idle gaps classed by cause. CPU lanes hold each thread's top-level operators;
 an operator that waited for the GPU (a synchronising runtime call somewhere inside it: `.item()`, `.cpu()`,
 `cudaStreamSynchronize`) is classed apart. A stream page has GPU lanes only, no gaps: each streamed kernel is
-classed by the regime inferred for it (analyzers.stream), or as "streamed" when no window has seen it.
+classed by the regime inferred for it (analyzers.stream.lines), or as "streamed" when no window has seen it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 
 from analyzers.arrays import rows_per_window, unique_rows, window_rows
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Analysis, GapCause, Regime
-from analyzers.stream import Segment, StreamView
+from analyzers.stream.lines import Segment, StreamView
 from brrrtui.contract.model import Table, Trace
 from brrrtui.present.selection import Kind
 from brrrtui.present.timeline import IntervalIndex

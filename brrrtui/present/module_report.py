@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from analyzers.modules import ModuleNode, ModuleTree
 from analyzers.results import Analysis, Finding, Place
+from analyzers.totals.modules import ModuleNode, ModuleTree
 from brrrtui.contract.model import SourceLine
 from brrrtui.contract.units import fmt_ns, fmt_pct
 from brrrtui.present.paths import Phrase, readable_path

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from analyzers.phases import Phase
+from analyzers.phases.run_phases import Phase
 from analyzers.results import Analysis, LineStat, Regime
 from brrrtui.contract.units import fmt_ns, fmt_pct
 

@@ -1,13 +1,13 @@
 """The ranks of a distributed run side by side in the report (text and the JSON member "ranks"): per-rank step
-times, time in collectives, the straggler and its line (analyzers.ranks)."""
+times, time in collectives, the straggler and its line (analyzers.comm.ranks)."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from analyzers.clocks import ClockOffset
-from analyzers.ranks import RankComparison, Straggler
+from analyzers.comm.clocks import ClockOffset
+from analyzers.comm.ranks import RankComparison, Straggler
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
 CLOCK_SHOWN_NS = 10_000_000  # offsets below this are the noise of one host's collectives, not two clocks

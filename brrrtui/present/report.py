@@ -38,7 +38,7 @@ JSON schema 4 (`brrrtui report --json`; docs/reference.md documents it, with wha
     }
 
 `cpu_ns`: time in the line's torch calls; `sampled_ns`: the main thread's time on the line, sampled (a sleep, a
-Python loop included); `host_ns`: the line's CPU-side time, the larger of the two (analyzers.lines).
+Python loop included); `host_ns`: the line's CPU-side time, the larger of the two (analyzers.totals.lines).
 
 Without GPU activity in the analysed windows there are no regimes: `breakdown_ns` and `overhead` are null,
 every line's `regime` is null and its `idle_ns` 0, the lines are sorted by `host_ns`, and "other_phases" holds
@@ -48,7 +48,7 @@ for each phase its windows, span_ns, breakdown_ns (null) and its lines as "lines
 findings by saving_ns, all descending; `top` truncates lines and kernels (findings are never truncated).
 
 "stream" describes the GPU activity recorded continuously between the windows (kernels, copies, memsets with
-no CPU side), whose lines and regimes are inferred from the windows (analyzers.stream): `records` rows in the
+no CPU side), whose lines and regimes are inferred from the windows (analyzers.stream.lines): `records` rows in the
 recording, of which `rows_analysed` were analysed (every row when the recorder folded the older ones into
 aggregates, `folded` of them; else the newest); `gpu_ns`: their summed GPU time, `idle_ns` the GPU idle
 between them; `matched_fraction` of those matched a kernel of a window's step, `confirmed_fraction` of those
@@ -63,9 +63,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from analyzers.lines import by_host_time
-from analyzers.phases import Phase
+from analyzers.phases.run_phases import Phase
 from analyzers.results import GAP_CAUSE_CODES, Analysis, Finding, GapCause, KernelStat, LineStat, Regime
+from analyzers.totals.lines import by_host_time
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.comm_report import comm_json, comm_text
 from brrrtui.present.module_report import (

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analyzers.lines import by_host_time
 from analyzers.results import Analysis, Finding, KernelStat, LineStat
-from analyzers.stream import StreamView, stream_figures, stream_view
+from analyzers.stream.lines import StreamView, stream_figures, stream_view
+from analyzers.totals.lines import by_host_time
 from brrrtui.contract.model import SourceLine, Table, Trace
 from brrrtui.contract.schema import COMPILED_CALL_PREFIX
 from brrrtui.present.lanes import PageKey, WindowLanes, build_stream_lanes, window_ids

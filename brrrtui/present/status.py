@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.phases import Phase
+from analyzers.phases.run_phases import Phase
 from analyzers.results import Analysis
 from brrrtui.contract.units import NA, fmt_mem, fmt_ns
 from brrrtui.present.snapshot import Snapshot

@@ -1,7 +1,7 @@
 """The report's kernel-stream section, as text and as the JSON member "stream" (brrrtui.present.report).
 
 Figures are the stream of the whole run as far as the recording holds it: the raw rows a load keeps plus the
-rows the recorder folded into aggregates (analyzers.stream.stream_figures); a recording from before folding
+rows the recorder folded into aggregates (analyzers.stream.lines.stream_figures); a recording from before folding
 keeps every row raw and a load analyses the newest of them (`rows_analysed` < `records`).
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from analyzers.results import Analysis
-from analyzers.stream import StreamFigures, stream_figures, stream_view
+from analyzers.stream.lines import StreamFigures, stream_figures, stream_view
 from brrrtui.contract.units import fmt_ns, fmt_pct
 
 

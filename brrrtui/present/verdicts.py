@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, TypeGuard
 
-from analyzers.gemm_shapes import narrow_load_bytes
+from analyzers.cost.gemm_shapes import narrow_load_bytes
 from analyzers.results import GapCause, LineStat, Regime
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flops, fmt_ns, fmt_pct
 

@@ -5,7 +5,7 @@ nothing). Once more than `keep_rows + chunk_rows` rows are raw, the oldest whole
 `chunk_rows` rows, leaving at least `keep_rows`) are folded, in one transaction:
 
     read their rows back -> align each segment to its window's template, measure the idle before each row
-    -> stream_agg (analyzers.stream_fold) + stream_folds (where each segment's alignment and idle continue)
+    -> stream_agg (brrrtui.contract.stream_fold) + stream_folds (where each segment's alignment and idle continue)
        + stream_busy (their time profile, for the timeline)
     -> the folded batches keep their row count and lose their values (NULL columns), so row numbers stay
        put for readers following the file; SQLite reuses the freed pages
@@ -30,8 +30,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.stream_align import TemplateNames, launch_times, segment_template, template_order
-from analyzers.stream_fold import BUCKET_NS, FoldState, fold
 from brrrtui.contract.messages import WindowBatch
 from brrrtui.contract.model import NONE
 from brrrtui.contract.schema import (
@@ -44,6 +42,8 @@ from brrrtui.contract.schema import (
     STREAM_TEMPLATE_SCHEMA,
     WINDOW_SCHEMA,
 )
+from brrrtui.contract.stream_align import TemplateNames, launch_times, segment_template, template_order
+from brrrtui.contract.stream_fold import BUCKET_NS, FoldState, fold
 from brrrtui.recording import columns
 from brrrtui.recording.store import RecordingWriter
 

@@ -19,12 +19,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from analyzers.allocator import tune_for_analysis
 from brrrtui.contract.errors import InputError
 from brrrtui.contract.model import Table, Trace
 from brrrtui.recording.checks import RecordingError
 from brrrtui.recording.ranks import open_as_one
 from brrrtui.recording.store import TABLES, is_recording, load_recording
+from brrrtui.runtime.allocator import tune_for_analysis
 
 
 def load_trace(path: str) -> Trace:

@@ -3,7 +3,7 @@
 
 Opening any file of the set gives one rank's trace for the UI and the report (rank 0 from `run.brrr`, or the
 rank whose file it is), with `meta["rank_set"]` naming every rank's file, so the report can set the ranks
-side by side (analyzers.ranks). Rank files are found from `run.brrr`'s list, beside it.
+side by side (analyzers.comm.ranks). Rank files are found from `run.brrr`'s list, beside it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,6 @@ import dataclasses
 import os
 from typing import Any
 
-from analyzers.clocks import ClockOffset, clock_offsets
-from analyzers.ranks import RankComparison, compare_ranks
 from brrrtui.contract.errors import InputError
 from brrrtui.contract.model import Trace
 from brrrtui.recording.notes import load_notes
@@ -109,12 +107,9 @@ def _with_set(trace: Trace, run: str, files: dict[int, str], shown: int, text: s
     return _note(trace, text)
 
 
-def compare_rank_set(
-    trace: Trace,
-) -> tuple[RankComparison, int, list[str], dict[int, ClockOffset]] | None:
-    """The ranks of the run `trace` belongs to, side by side: (comparison, the rank shown, notes, every
-    rank's clock against the lowest rank's); None for a single-process recording. A rank whose file is
-    missing or unreadable is left out, with a note."""
+def rank_traces(trace: Trace) -> tuple[int, dict[int, Trace], list[str]] | None:
+    """Every rank's trace of the run `trace` belongs to: (the rank shown, rank -> trace, notes); None for a
+    single-process recording. A rank whose file is missing or unreadable is left out, with a note."""
     rank_set = trace.meta.get("rank_set")
     if not isinstance(rank_set, dict):
         return None
@@ -127,7 +122,7 @@ def compare_rank_set(
             traces[rank] = load_recording(path)
         except (InputError, OSError) as e:
             notes.append(f"rank {rank} is left out: {e}")
-    return compare_ranks(traces), shown, notes, clock_offsets(traces)
+    return shown, traces, notes
 
 
 def merge_runs(out_path: str, runs: list[str], replacing: os.stat_result | None = None) -> dict[str, Any]:

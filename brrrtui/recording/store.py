@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from analyzers.parallel import concurrently
 from brrrtui.contract.errors import InputError
 from brrrtui.contract.messages import DeviceFacts, MeasuredPeaks
 from brrrtui.contract.model import SourceLine, Table, Trace, empty_table
@@ -66,6 +65,7 @@ from brrrtui.recording.fold_reads import FOLDED_TABLES, fold_count, read_whole_f
 from brrrtui.recording.lock import is_locked
 from brrrtui.recording.notes import explain_no_window, mark_incomplete
 from brrrtui.recording.outputs import kind_of, lstat_or_none
+from brrrtui.runtime.parallel import concurrently
 
 __all__ = ["RecordingError", "RecordingWriter", "load_recording"]
 
@@ -111,7 +111,9 @@ class RecordingWriter:
         self.path = path
         existing = lstat_or_none(path)
         if existing is not None and (kind := kind_of(existing.st_mode)) is not None:
-            raise InputError(f"cannot write {path}: it is {kind}; a recording is written only to a regular file")
+            raise InputError(
+                f"cannot write {path}: it is {kind}; a recording is written only to a regular file"
+            )
         # isolation_level=None: we issue BEGIN/COMMIT ourselves, one per batch
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=DELETE")

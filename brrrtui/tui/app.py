@@ -34,8 +34,7 @@ from typing import Any
 from textual.app import App
 from textual.worker import NoActiveWorker, get_current_worker
 
-from analyzers.allocator import tune_for_analysis
-from analyzers.phases import Phase
+from analyzers.phases.run_phases import Phase
 from brrrtui import session
 from brrrtui.contract.model import Trace
 from brrrtui.present.snapshot import Snapshot
@@ -48,6 +47,7 @@ from brrrtui.present.status import (
     state_after_analysis,
 )
 from brrrtui.record.feed import Exited, Feed, LogLine, StepsAdded, StreamAdded, TelemetrySample, WindowAdded
+from brrrtui.runtime.allocator import tune_for_analysis
 from brrrtui.session import StreamReader
 from brrrtui.tui.keymap import bindings
 from brrrtui.tui.messages import AnalysisFailed, SnapshotReady, StreamReady
@@ -227,7 +227,9 @@ class BrrrApp(RankSwitch, App):  # RankSwitch: `r`, another rank of a distribute
             whole = trace if trace is not None else self._source.read()
             self._stage = ("analysing", session.events_in(whole))
             first = (
-                session.first_look(whole, self.script, self._version + 1, self._analyze, phase) if look else None
+                session.first_look(whole, self.script, self._version + 1, self._analyze, phase)
+                if look
+                else None
             )
             if first is not None and not worker.is_cancelled:
                 self.post_message(SnapshotReady(first, whole))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from analyzers.phases import Phase
+from analyzers.phases.run_phases import Phase
 from analyzers.results import Analysis
 from brrrtui.present.status import (
     PHASE_KEY,

@@ -13,8 +13,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, Tree
 from textual.widgets.tree import TreeNode
 
-from analyzers.modules import ModuleNode, ModuleTree
 from analyzers.results import Analysis
+from analyzers.totals.modules import ModuleNode, ModuleTree
 from brrrtui.contract.model import SourceLine
 from brrrtui.contract.units import fmt_ns
 from brrrtui.present.module_report import library_path, node_details, node_label

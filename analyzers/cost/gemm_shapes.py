@@ -1,0 +1,209 @@
+"""Why a matmul or convolution kernel runs below its roof, read from its op's shapes and dtypes and from the
+kernel's name and launch. One `Diagnosis` per kernel; findings/efficiency.py groups them into findings.
+
+Causes, strongest first (a kernel gets the first that applies)::
+
+    align     a GEMM dimension (M, N or K; a convolution's C_in or C_out) not a multiple of 16 bytes of its
+              dtype (8 for bf16/fp16, 4 for fp32, 16 for fp8). Strides are not recorded, so any of M, N, K
+              may be a leading dimension (a transposed view's); cuBLAS then runs a slower unaligned kernel
+              (cutlass `align1` / `align2`), on Hopper often a pre-Hopper one (`cutlass_75_`, `cutlass_80_`).
+    tiny      M or N under TINY_DIM: one tile row or column, too little work per tile.
+    grid      fewer blocks than SMs (only when the launch's grid was recorded).
+    split_k   the kernel name says split-K (cuBLAS splits a long K over blocks for a small M x N).
+    tile      a dimension of TILE..TILE_RANGE not a multiple of TILE, its last tile >= TILE_WASTE empty.
+    fallback  a pre-Hopper kernel on an sm90 GPU with none of the above: the library had no Hopper kernel
+              for this shape or layout (contiguity, a leading dimension the shapes do not show).
+    narrow    none of the above, yet the kernel's name says it loads its operands under 16 bytes at a time
+              (`_align2`: narrow_load_bytes) though the shapes are aligned: a stride or a start that is not,
+              from a view (a slice, a narrow()/chunk() of a wider tensor, a transposed non-contiguous operand).
+
+With none of them, the finding says "cause unknown" and what was checked (findings/efficiency.py).
+
+`narrow_load_bytes` reads a CUTLASS tensor-core GEMM's name for its operand alignment (`_align2`: two
+elements): under 16 bytes, every global load is a narrow one and the kernel is limited by the L1/shared-memory
+load path, not by the tensor cores nor by DRAM. Nsight Compute agrees on the H200: such kernels (GPT-2's and
+BERT's unpadded vocabulary GEMMs) show 69-97 % memory throughput (L1/shared), 19-42 % tensor pipe and
+0.2-0.8 TB/s of DRAM (docs/validation.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import prod
+from typing import Protocol
+
+from analyzers.cost.op_families import Family, base_name
+
+ALIGN_BYTES = 16  # tensor-core operands want 16-byte aligned leading dimensions
+TILE = 64  # a dimension that is a multiple of this fills whole tiles (128 and 256 tiles are multiples)
+TILE_RANGE = 2048  # above this a partial last tile wastes little
+TILE_WASTE = 0.10
+TINY_DIM = 64
+
+_FALLBACK = re.compile(r"cutlass_7\d_|cutlass_80_|cutlass_86_|sm7\d_xmma|sm80_xmma|sm86_xmma|ampere_|turing_")
+_SPLIT_K = re.compile(r"splitk", re.I)
+_TENSOROP_GEMM_ALIGN = re.compile(r"tensorop_(\w*?)gemm\w*?_align(\d+)\b")
+_ONE_BYTE = re.compile(r"e4m3|e5m2|_s8|i8")
+_TWO_BYTES = re.compile(r"bf16|f16|h1688|h16816|h884")
+_ADD_FIRST = {"addmm", "baddbmm", "addbmm", "_addmm_activation", "addmv"}
+
+
+def narrow_load_bytes(kernel_name: str) -> int | None:
+    """Bytes per operand load of a CUTLASS tensor-core GEMM whose name says its operands are aligned to fewer
+    than ALIGN_BYTES (`..._bf16_128x128_tn_align1` -> 2); None for any other kernel."""
+    m = _TENSOROP_GEMM_ALIGN.search(kernel_name)
+    if m is None:
+        return None
+    kind = kernel_name[: m.end()]
+    elem = 1 if _ONE_BYTE.search(kind) else 2 if _TWO_BYTES.search(kind) else 4
+    loaded = int(m.group(2)) * elem
+    return loaded if loaded < ALIGN_BYTES else None
+
+
+class TensorArg(Protocol):
+    """What is read of an op's recorded tensor argument (opcost's TensorArg has it)."""
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+    @property
+    def numel(self) -> int: ...
+
+
+Inputs = Sequence["TensorArg | None"]
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    cause: str  # align, tiny, grid, split_k, tile, fallback, narrow
+    dims: tuple[int, ...]  # the offending values (dimensions, or (blocks, SMs) for grid)
+    shape: str  # "M=8192 N=50257 K=768" or "C_in=3 C_out=64"
+    align: int = 8  # elements per 16 bytes of the operands' dtype
+    fallback: bool = False  # also a pre-Hopper kernel on a Hopper GPU
+
+
+def gemm_dims(op_name: str, inputs: Inputs) -> tuple[int, int, int] | None:
+    """(M, N, K) of a matmul-family op from its recorded operand shapes; None when they do not say."""
+    b = base_name(op_name)
+    ts = [t for t in inputs if t is not None]
+    if b in _ADD_FIRST:
+        ts = ts[1:]
+    if len(ts) < 2:
+        return None
+    a, w = ts[0].shape, ts[1].shape
+    if len(a) < 2 or len(w) < 1:
+        return None
+    if b == "linear":  # weight [out, in]
+        return prod(a[:-1]), w[0], a[-1]
+    if len(w) < 2:
+        return None
+    m = prod(a[:-1]) if len(w) == 2 else a[-2]
+    return m, w[-1], a[-1]
+
+
+def conv_channels(family: int, inputs: Inputs) -> tuple[int, int] | None:
+    """(C_in per group, C_out) of a convolution (forward: input, weight; backward: grad_out, input, weight)."""
+    ts = [t for t in inputs if t is not None]
+    w = ts[1] if family == Family.CONV and len(ts) >= 2 else ts[2] if len(ts) >= 3 else None
+    if w is None or len(w.shape) < 3:
+        return None
+    return w.shape[1], w.shape[0]
+
+
+def _align_elems(inputs: Inputs) -> int:
+    t = next((t for t in inputs if t is not None and t.numel > 0), None)
+    size = t.nbytes // t.numel if t is not None else 2
+    return max(1, ALIGN_BYTES // size)
+
+
+def _tile_waste(d: int) -> float:
+    return (-(-d // TILE) * TILE) / d - 1.0
+
+
+def diagnose(
+    op_name: str,
+    family: int,
+    inputs: Inputs,
+    kernel: str,
+    blocks: int | None,
+    sms: int | None,
+    hopper: bool,
+) -> Diagnosis | None:
+    """The cause of a slow matmul/conv kernel (module doc), or None when the recording shows none."""
+    fallback = hopper and bool(_FALLBACK.search(kernel))
+    align = _align_elems(inputs)
+    if family in (Family.CONV, Family.CONV_BACKWARD):
+        ch = conv_channels(family, inputs)
+        if ch is None:
+            return Diagnosis("fallback", (), "", align, True) if fallback else None
+        shape = f"C_in={ch[0]} C_out={ch[1]}"
+        bad = tuple(sorted({c for c in ch if c % align}))
+        if bad:
+            return Diagnosis("align", bad, shape, align, fallback)
+        dims: tuple[int, ...] = ch
+        mnk = None
+    else:
+        mnk = gemm_dims(op_name, inputs)
+        if mnk is None:
+            return Diagnosis("fallback", (), "", align, True) if fallback else None
+        shape = "M={} N={} K={}".format(*mnk)
+        bad = tuple(sorted({d for d in mnk if d % align}))
+        if bad:
+            return Diagnosis("align", bad, shape, align, fallback)
+        dims = mnk
+    if mnk is not None and min(mnk[0], mnk[1]) < TINY_DIM:
+        return Diagnosis("tiny", (min(mnk[0], mnk[1]),), shape, align, fallback)
+    if blocks is not None and sms and blocks < sms:
+        return Diagnosis("grid", (blocks, sms), shape, align, fallback)
+    if _SPLIT_K.search(kernel):
+        return Diagnosis("split_k", (dims[-1],), shape, align, fallback)
+    wasted = tuple(sorted({d for d in dims if TILE <= d < TILE_RANGE and _tile_waste(d) >= TILE_WASTE}))
+    if wasted:
+        return Diagnosis("tile", wasted, shape, align, fallback)
+    if fallback:
+        return Diagnosis("fallback", (), shape, align, True)
+    narrow = narrow_load_bytes(kernel)
+    if narrow is not None:
+        return Diagnosis("narrow", (narrow,), shape, align)
+    return None
+
+
+def shape_text(op_name: str, family: int, inputs: Inputs) -> str:
+    """ "M=8192 N=50257 K=768" or "C_in=3 C_out=64"; "" when the recorded shapes do not say."""
+    if family in (Family.CONV, Family.CONV_BACKWARD):
+        ch = conv_channels(family, inputs)
+        return "" if ch is None else f"C_in={ch[0]} C_out={ch[1]}"
+    mnk = gemm_dims(op_name, inputs)
+    return "" if mnk is None else "M={} N={} K={}".format(*mnk)
+
+
+def blocks_of(grid: str) -> int | None:
+    """Blocks of a recorded "x,y,z" grid; None when unknown."""
+    try:
+        parts = [int(p) for p in grid.split(",") if p.strip()]
+    except ValueError:
+        return None
+    return prod(parts) if parts and all(p > 0 for p in parts) else None
+
+
+def round_up(d: int, to: int = TILE) -> int:
+    return -(-d // to) * to
+
+
+def pad_to(d: Diagnosis, conv: bool) -> int:
+    """The multiple the action pads to: 8 for a convolution's channels, else 64."""
+    return 8 if conv and d.cause == "align" else TILE
+
+
+def padded_work(d: Diagnosis | None, conv: bool) -> float:
+    """Work after the action's padding / work now (1 for causes fixed without padding): the padded
+    dimensions' ratio, so padding 3 channels to 8 costs 8/3 of the FLOPs."""
+    if d is None or d.cause not in ("align", "tile"):
+        return 1.0
+    to = pad_to(d, conv)
+    return float(prod(round_up(v, to) / v for v in d.dims))

@@ -1,0 +1,341 @@
+"""FLOPs, bytes and the roofline verdict of every GPU row.
+
+Where a kernel's cost comes from::
+
+    op   aten::conv2d                 (profiler-recorded flops, when `with_flops`)
+    op     aten::cudnn_convolution    <- nearest op with a cost: shapes + dtypes -> FLOPs, bytes (cost/opcost.py)
+    launch   cudaLaunchKernel ...
+    GPU            [init_workspace][ sm90_xmma_fprop .............. ]   <- the op's cost split by duration
+
+A kernel takes the cost of the nearest op at or above its launching op that has one (so the bias `add_` inside
+`linear` costs its own bytes, not the matmul's). When that op launched several kernels, its FLOPs and bytes are
+split among them in proportion to duration: the op's intensity is shared by all of them, and helper kernels
+(workspace init, split-K reduce) get a small share because they are short. cuDNN's layout conversions
+(`nchwToNhwcKernel`) take no FLOPs, only the bytes they move (kernel_costs.split_costs). A profiler-recorded
+`flops` on the op itself, or on an ancestor of the same family (`aten::conv2d` above `cudnn_convolution`, which
+knows stride and padding), wins over our formula. Memcpy/memset rows use their own `bytes` (device-to-device
+copies count read + write).
+
+Which roof applies (tensor cores or not) is not recorded; the rule, per kernel:
+
+- matmul-family op (mm, conv, attention) with bf16/fp16/fp8 operands: tensor cores (bf16 roof);
+- fp32 operands: TF32 tensor cores (half the bf16 roof) when the kernel name says so (`tf32`, `s1688`, `s16816`,
+  `wgmma`, `hmma`, `tensorop`, `nvjet`, `bf16`/`f16`), otherwise the SIMT fp32 roof (`sgemm`, `f32f32_f32f32`);
+- no linked op: the same name hints; pointwise/reduction kernels use the SIMT fp32 roof.
+
+The verdict, per kernel (the article's three regimes)::
+
+    dur <= 5 us and achieved < 5 % of both roofs (or unknown)       -> OVERHEAD (launch-bound: the GPU finishes
+                                                                        before the CPU can issue the next one)
+    FLOPs/byte >= ridge = unit peak FLOP/s / peak bytes/s             -> COMPUTE
+    FLOPs/byte <  ridge                                               -> MEMORY
+    intensity unknown: matmul/conv/attention op or GEMM-like name     -> COMPUTE, else MEMORY
+    CUTLASS tensor-core GEMM with operands aligned under 16 bytes     -> MEMORY (on chip: narrow loads
+        (`_align1`, `_align2`: gemm_shapes.narrow_load_bytes)             through L1/shared bound it, whatever
+                                                                        its FLOPs/byte; fusion does not help)
+    host<->device memcpy (PCIe, not HBM)                              -> OVERHEAD
+
+`roof_fraction` = max(achieved FLOP/s / unit peak, achieved bytes/s / peak bandwidth), which equals achieved /
+min(peak, intensity x bandwidth), the roof at the kernel's intensity.
+
+**Ceilings that hold.** A roof fraction never reads above 100 % without a reason on the row (`over_roof`):
+
+- bytes come from the level that served them (`bytes_level`). A kernel whose whole working set fits in L2
+  (`fits_in_l2`) and that moved its bytes faster than DRAM can was served from L2 (its inputs were written or
+  read just before and re-read): its bytes are measured against the L2 bandwidth where the datasheet table
+  has one (peaks.DeviceSpec.l2_bytes_per_s), else its fraction is capped at 100 % (OVER_L2). Host<->device
+  copies cross PCIe, not HBM: no bandwidth roof, the fraction is unknown;
+- any other rate above its roof (a DRAM-sized working set above the bandwidth, FLOP/s above the unit's peak)
+  says the roof is below what the GPU reached: a calibration is a median, a datasheet can be conservative.
+  The fraction is capped at 100 % and the row marked OVER_PEAK.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from analyzers.cost.gemm_shapes import narrow_load_bytes
+from analyzers.cost.kernel_costs import GEMM_NAME, OpCosts, cost_ops, recorded_flops, split_costs
+from analyzers.cost.op_families import MATMUL_FAMILIES, Family
+from analyzers.cost.peaks import datasheet_spec
+from analyzers.cost.rates import Rates, achieved, roof_fraction
+from analyzers.link.links import Calls
+from analyzers.results import REGIME_CODES, Regime
+from brrrtui.contract.model import NONE, GpuKind, Peaks, Trace, flag_of
+
+SHORT_NS = 5_000  # kernels at most this long ...
+TINY_ROOF_FRACTION = 0.05  # ... reaching under this share of both roofs are launch-bound (OVERHEAD)
+TF32_OVER_BF16 = 0.5  # TF32 dense rate / bf16 dense rate (A100, H100, Ada)
+
+COMPUTE, MEMORY, OVERHEAD = (REGIME_CODES[r] for r in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD))
+DRAM, L2, NO_ROOF = 0, 1, 2  # bytes_level: the bandwidth a row's bytes are measured against
+WITHIN, OVER_L2, OVER_PEAK = (
+    0,
+    1,
+    2,
+)  # over_roof: why a row's fraction was capped at 100 % (WITHIN: it was not)
+
+_TC_NAME = re.compile(
+    r"tf32|s1688|s16816|s884|wgmma|hmma|tensorop|nvjet|bf16|f16|h1688|h16816|h884|e4m3|e5m2|fp8"
+)
+_SIMT_NAME = re.compile(r"sgemm|f32f32_f32f32|dgemm")
+_LOW_PRECISION_NAME = re.compile(r"bf16|f16|e4m3|e5m2|fp8|h1688|h16816|h884|hmma")
+_HOST_COPY = ("HtoD", "DtoH", "HtoH", "Pageable", "Pinned")
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """Per gpu row columns (float64 NaN / int8 -1 where unknown)."""
+
+    flops: np.ndarray
+    bytes: np.ndarray
+    regime: np.ndarray  # int8 REGIME_CODES
+    tensor_cores: np.ndarray  # int8: 1 tensor cores, 0 SIMT, -1 unknown
+    unit_peak_flops_per_s: np.ndarray  # the FLOP roof that applies (NaN unknown)
+    dur_ns: np.ndarray  # the trace's gpu.dur_ns (the rates come from it: rates())
+    peak_bytes_per_s: float  # NaN unknown
+    fits_in_l2: np.ndarray  # int8: 1/0/-1
+    family: np.ndarray  # int8 op_families.Family of the costed op (-1: none)
+    cost_op: np.ndarray  # op row whose cost was split onto the row (NONE)
+    host_copy: np.ndarray  # bool: memcpy to or from the host
+    op_costs: OpCosts
+    # int8 per row: DRAM, L2 or NO_ROOF, the level its bytes are measured against (module doc); empty: DRAM
+    bytes_level: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int8))
+    over_roof: np.ndarray = field(
+        default_factory=lambda: np.zeros(0, np.int8)
+    )  # int8 WITHIN/OVER_L2/OVER_PEAK
+    l2_bytes_per_s: float = np.nan  # the L2 roof (NaN unknown)
+
+    def rates(self, rows: np.ndarray | slice = slice(None)) -> Rates:
+        """Achieved FLOP/s, bytes/s and roof fraction of `rows` (default: every row), worked out now; the
+        fraction capped at 100 % (`over_roof` says why a row was)."""
+        flops, nbytes, dur, peak = (
+            self.flops[rows],
+            self.bytes[rows],
+            self.dur_ns[rows],
+            self.unit_peak_flops_per_s[rows],
+        )
+        r = achieved(flops, nbytes, dur, peak, self.peak_bytes_per_s)
+        frac = r.roof_fraction if self._all_dram(rows) else self.roof_fraction(rows)
+        return Rates(r.flops_per_s, r.bytes_per_s, np.minimum(frac, 1.0))
+
+    def roof_fraction(self, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """rates(rows).roof_fraction, with fewer temporaries."""
+        nbytes = self.bytes[rows]
+        level = None if self._all_dram(rows) else self.bytes_level[rows]
+        if level is not None and np.isfinite(self.l2_bytes_per_s):  # L2 bytes against L2: scaled by DRAM / L2
+            nbytes = nbytes * np.where(level == L2, self.peak_bytes_per_s / self.l2_bytes_per_s, 1.0)
+        frac: np.ndarray = roof_fraction(
+            self.flops[rows],
+            nbytes,
+            self.dur_ns[rows],
+            self.unit_peak_flops_per_s[rows],
+            self.peak_bytes_per_s,
+        )
+        if level is not None:
+            frac[level == NO_ROOF] = np.nan  # a host copy: PCIe, no roof here
+        np.minimum(frac, 1.0, out=frac)
+        return frac
+
+    def _all_dram(self, rows: np.ndarray | slice) -> bool:
+        return not len(self.bytes_level) or not bool((self.bytes_level[rows] != DRAM).any())
+
+
+@dataclass(frozen=True)
+class _RowCosts:
+    """Per gpu row: the cost of its op(s), before memcpy/memset rows take their own bytes."""
+
+    flops: np.ndarray  # the row's share of its flops op's FLOPs
+    bytes: np.ndarray  # the row's share of its bytes op's bytes
+    op_bytes: np.ndarray  # the whole bytes op's bytes (its working set)
+    family: np.ndarray  # int8 Family of the flops op, else of the bytes op
+    low: np.ndarray  # int8 low-precision operands: 1 yes, 0 no, -1 unknown
+
+
+def _lower_flags(trace: Trace, pattern: re.Pattern[str]) -> np.ndarray:
+    return trace.string_flags(lambda s: pattern.search(s.lower()))
+
+
+def _row_costs(
+    trace: Trace, links: Calls, op_costs: OpCosts, flops_op: np.ndarray, bytes_op: np.ndarray
+) -> _RowCosts:
+    """Each row's FLOPs and bytes: its op's cost (a profiler-recorded FLOP count wins) split by duration."""
+    gpu, ops = trace.gpu, trace.ops
+    costs, index = op_costs.costs, op_costs.index
+    c_flops = np.array([np.nan if c.flops is None else c.flops for c in costs] + [np.nan])
+    c_bytes = np.array([np.nan if c.bytes is None else c.bytes for c in costs] + [np.nan])
+    c_fam = np.array([int(c.family) for c in costs] + [-1], dtype=np.int8)
+    c_low = np.array([-1 if c.low_precision is None else int(c.low_precision) for c in costs] + [-1], np.int8)
+
+    def slot(op: np.ndarray) -> np.ndarray:
+        """Each op's place in the tables above (the last, unknown, for NONE and the ops not costed)."""
+        ci = np.where(op >= 0, index[np.maximum(op, 0)], NONE) if len(index) else np.full(len(op), NONE)
+        return np.where(ci >= 0, ci, len(costs))
+
+    flops_slot, bytes_slot = slot(flops_op), slot(bytes_op)
+
+    op_fam_all = np.full(len(ops), -1, dtype=np.int8)
+    has = index >= 0
+    op_fam_all[has] = c_fam[index[has]]
+    op_flops = recorded_flops(trace, links, flops_op, op_fam_all) if len(ops) else np.full(len(gpu), np.nan)
+    # no recorded count: the formula's, in place (a second column of every row is 8 MB at 1 M kernels)
+    np.copyto(op_flops, c_flops[flops_slot], where=~np.isfinite(op_flops))
+    op_bytes = c_bytes[bytes_slot]
+    row_flops, row_bytes = split_costs(trace, op_flops, op_bytes, flops_op, bytes_op)
+    return _RowCosts(
+        flops=row_flops,
+        bytes=row_bytes,
+        op_bytes=op_bytes,
+        family=np.where(flops_op >= 0, c_fam[flops_slot], c_fam[bytes_slot]),
+        low=c_low[np.where(flops_op >= 0, flops_slot, bytes_slot)],
+    )
+
+
+def host_copies(trace: Trace) -> np.ndarray:
+    """Per GPU row: a copy between host and device (overhead, not GPU work: the gaps need only this of the
+    roofline, so they need not wait for it)."""
+    host_flag = trace.string_flags(lambda s: any(h in s for h in _HOST_COPY))
+    host_copy: np.ndarray = (trace.gpu.kind == GpuKind.MEMCPY) & flag_of(host_flag, trace.gpu.name)
+    return host_copy
+
+
+def _take_copy_bytes(trace: Trace, rc: _RowCosts) -> np.ndarray:
+    """Memcpy / memset rows take their own byte counts (device-to-device copies read and write) and no FLOPs;
+    updates `rc` in place and returns the host<->device copy mask."""
+    gpu, kind = trace.gpu, trace.gpu.kind
+    is_copy = kind == GpuKind.MEMCPY
+    host_copy = host_copies(trace)
+    mem_rows = (kind != GpuKind.KERNEL) & (gpu.bytes >= 0)
+    factor = np.where(is_copy & ~host_copy, 2.0, 1.0)
+    rc.bytes[mem_rows] = gpu.bytes[mem_rows] * factor[mem_rows]
+    rc.flops[kind != GpuKind.KERNEL] = 0.0
+    rc.family[kind != GpuKind.KERNEL] = Family.COPY
+    return host_copy
+
+
+def _fits_in_l2(trace: Trace, rc: _RowCosts, peaks: Peaks) -> np.ndarray:
+    """int8 per row: the working set of the whole op (a copy's own bytes) fits in L2 (1/0, -1 unknown)."""
+    fits = np.full(len(trace.gpu), -1, dtype=np.int8)
+    if peaks.l2_bytes:
+        work = np.where(trace.gpu.kind == GpuKind.KERNEL, rc.op_bytes, rc.bytes)
+        ok = np.isfinite(work)
+        fits[ok] = (work[ok] <= peaks.l2_bytes).astype(np.int8)
+    return fits
+
+
+def _tensor_cores(trace: Trace, rc: _RowCosts, is_mm: np.ndarray, k_gemm: np.ndarray) -> np.ndarray:
+    """int8 per row: 1 on tensor cores, 0 on the SIMT units, -1 unknown (the rules in the module doc)."""
+    gpu, kind, family, low = trace.gpu, trace.gpu.kind, rc.family, rc.low
+    k_tc = flag_of(_lower_flags(trace, _TC_NAME), gpu.name)
+    k_simt = flag_of(_lower_flags(trace, _SIMT_NAME), gpu.name)
+    tensor_cores = np.full(len(gpu), -1, dtype=np.int8)
+    tensor_cores[~is_mm & (family >= 0)] = 0
+    tensor_cores[kind != GpuKind.KERNEL] = 0
+    tensor_cores[is_mm & (low == 1)] = 1
+    fp32_mm = is_mm & (low == 0)
+    tensor_cores[fp32_mm] = (k_tc[fp32_mm] & ~k_simt[fp32_mm]).astype(np.int8)
+    unknown = (tensor_cores < 0) & k_gemm
+    tensor_cores[unknown] = (k_tc[unknown] & ~k_simt[unknown]).astype(np.int8)
+    tensor_cores[(tensor_cores < 0) & ~k_gemm & (kind == GpuKind.KERNEL)] = 0
+    return tensor_cores
+
+
+def _unit_peak(trace: Trace, rc: _RowCosts, tensor_cores: np.ndarray, peaks: Peaks) -> np.ndarray:
+    """The FLOP roof of each row's unit: bf16 tensor cores, TF32 tensor cores (fp32 operands, or a kernel
+    name without a low-precision tag) at TF32_OVER_BF16 of it, or the SIMT fp32 rate."""
+    k_low = flag_of(_lower_flags(trace, _LOW_PRECISION_NAME), trace.gpu.name)
+    low = rc.low
+    tf32 = (tensor_cores == 1) & (low != 1) & ~((low == -1) & k_low)
+    tensor_peak = np.nan if peaks.tensor_flops_per_s is None else peaks.tensor_flops_per_s
+    fp32_peak = np.nan if peaks.fp32_flops_per_s is None else peaks.fp32_flops_per_s
+    unit_peak: np.ndarray = np.where(
+        tensor_cores == 1, tensor_peak * np.where(tf32, TF32_OVER_BF16, 1.0), fp32_peak
+    )
+    return unit_peak
+
+
+def roofline(trace: Trace, links: Calls, peaks: Peaks) -> Roofline:
+    gpu = trace.gpu
+    kind = gpu.kind
+    op_costs, flops_op, bytes_op = cost_ops(trace, links)
+    rc = _row_costs(trace, links, op_costs, flops_op, bytes_op)
+    host_copy = _take_copy_bytes(trace, rc)
+    flops, nbytes = rc.flops, rc.bytes
+    is_mm = np.isin(rc.family, [int(f) for f in MATMUL_FAMILIES])
+    k_gemm = flag_of(trace.string_flags(GEMM_NAME.search), gpu.name)
+    tensor_cores = _tensor_cores(trace, rc, is_mm, k_gemm)
+    unit_peak = _unit_peak(trace, rc, tensor_cores, peaks)
+    bw = np.nan if peaks.bytes_per_s is None else peaks.bytes_per_s
+
+    frac = roof_fraction(flops, nbytes, gpu.dur_ns, unit_peak, bw)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        intensity = flops / nbytes
+        ridge = unit_peak / bw
+
+    regime = np.full(len(gpu), MEMORY, dtype=np.int8)
+    by_ai = np.isfinite(intensity) & np.isfinite(ridge)
+    regime[by_ai & (intensity >= ridge)] = COMPUTE
+    guess = ~by_ai & (is_mm | k_gemm) & (kind == GpuKind.KERNEL)
+    regime[guess] = COMPUTE
+    narrow = flag_of(trace.string_flags(lambda s: narrow_load_bytes(s) is not None), gpu.name)
+    regime[narrow & (kind == GpuKind.KERNEL)] = MEMORY
+    short = (gpu.dur_ns <= SHORT_NS) & ~(frac >= TINY_ROOF_FRACTION)
+    regime[short] = OVERHEAD
+    regime[host_copy] = OVERHEAD
+
+    fits = _fits_in_l2(trace, rc, peaks)
+    spec = datasheet_spec(trace.device.name)
+    l2_bw = np.nan if spec is None or spec.l2_bytes_per_s is None else spec.l2_bytes_per_s
+    level, over = _levels(flops, nbytes, gpu.dur_ns, unit_peak, bw, l2_bw, fits, host_copy, frac)
+    return Roofline(
+        flops=flops,
+        bytes=nbytes,
+        regime=regime,
+        tensor_cores=tensor_cores,
+        unit_peak_flops_per_s=unit_peak,
+        dur_ns=gpu.dur_ns,
+        peak_bytes_per_s=bw,
+        fits_in_l2=fits,
+        family=rc.family,
+        cost_op=np.where(flops_op >= 0, flops_op, bytes_op).astype(links.op_parent.dtype),
+        host_copy=host_copy,
+        op_costs=op_costs,
+        bytes_level=level,
+        over_roof=over,
+        l2_bytes_per_s=l2_bw,
+    )
+
+
+def _levels(
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    dur_ns: np.ndarray,
+    unit_peak: np.ndarray,
+    bw: float,
+    l2_bw: float,
+    fits: np.ndarray,
+    host_copy: np.ndarray,
+    frac: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(bytes_level, over_roof) per row, from the fractions against DRAM `frac` (the module doc's rules)."""
+    level = np.zeros(len(frac), dtype=np.int8)
+    level[host_copy] = NO_ROOF
+    over = np.zeros(len(frac), dtype=np.int8)
+    above = np.flatnonzero((frac > 1.0) & ~host_copy)
+    if not len(above):
+        return level, over
+    with np.errstate(divide="ignore", invalid="ignore"):
+        secs = dur_ns[above].astype(np.float64) * 1e-9
+        by_bytes = nbytes[above] / secs / bw
+        by_flops = flops[above] / secs / unit_peak[above]
+    from_l2 = (fits[above] == 1) & (by_bytes > 1.0)
+    level[above[from_l2]] = L2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        l2_frac = by_bytes * bw / l2_bw  # NaN without an L2 roof
+    over[above[from_l2 & ~(l2_frac <= 1.0)]] = OVER_L2  # no L2 roof, or above it
+    over[above[~from_l2]] = OVER_PEAK
+    over[above[from_l2 & (by_flops > 1.0)]] = OVER_PEAK
+    return level, over

@@ -1,0 +1,83 @@
+"""What every finder reads (`Context`) and the helpers that word a finding's place and size."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from analyzers.cost.roofline import Roofline
+from analyzers.link.links import Links
+from analyzers.results import Breakdown, OverheadCorrection
+from brrrtui.contract.model import Peaks, SourceLine, Table, Trace
+from brrrtui.contract.units import fmt_lines, fmt_ns
+
+MIN_SAVING_SHARE = 0.005  # drop findings saving less than this share of a step (or window)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every finder needs; `per` divides run totals into per-step (or per-window) figures."""
+
+    trace: Trace
+    links: Links
+    roof: Roofline
+    peaks: Peaks
+    gaps: Table
+    breakdown: Breakdown
+    overhead: OverheadCorrection
+    steps: int
+    per_launch_ns: float | None
+    launch_bound: np.ndarray
+
+    @property
+    def per(self) -> int:
+        return self.steps if self.steps > 0 else max(1, len(self.trace.windows))
+
+    @property
+    def unit(self) -> str:
+        return "step" if self.steps > 0 else "window"
+
+    @property
+    def step_ns(self) -> float:
+        return self.breakdown.span_ns / self.per if self.per else float(self.breakdown.span_ns)
+
+    @property
+    def idle_scale(self) -> float:
+        """Profiled idle -> idle in unprofiled steps. The profiler slows the CPU, so idle measured inside
+        windows overstates what the user's run loses; when unprofiled step times are known, idle-based
+        savings are scaled by (corrected overhead per step) / (raw overhead per step)."""
+        o, b = self.overhead, self.breakdown
+        if o.corrected_overhead_fraction is None or not o.unprofiled_step_ns or not b.overhead_ns:
+            return 1.0
+        raw_per_step = b.overhead_ns / self.per
+        return min(1.0, o.corrected_overhead_fraction * o.unprofiled_step_ns / raw_per_step)
+
+    def unprofiled(self, ns: float) -> str:
+        """ " (~X per step without the profiler)" when the scale is known and matters, else ""."""
+        scale = self.idle_scale
+        return "" if scale >= 0.95 else f" (~{fmt_ns(ns * scale)} per {self.unit} without the profiler)"
+
+    def source_lines(self, ids: list[int]) -> tuple[SourceLine, ...]:
+        return tuple(self.trace.lines[i] for i in dict.fromkeys(ids) if 0 <= i < len(self.trace.lines))
+
+
+def where(lines: tuple[SourceLine, ...]) -> str:
+    """ "lines 41–44 of train.py", "train.py:41", or "train.py:41, model.py:7"."""
+    if not lines:
+        return "code outside any traced line"
+    files = list(dict.fromkeys(ln.file for ln in lines))
+    if len(files) == 1:
+        nums = [ln.line for ln in lines]
+        if len(set(nums)) == 1:
+            return f"{files[0]}:{nums[0]}"
+        return f"lines {fmt_lines(nums)} of {files[0]}"
+    return ", ".join(str(ln) for ln in lines[:4]) + (" ..." if len(lines) > 4 else "")
+
+
+def count_lines(lines: np.ndarray, k: int = 3) -> list[int]:
+    ok = lines >= 0
+    if not ok.any():
+        return []
+    counts = np.bincount(lines[ok])
+    return [int(i) for i in np.argsort(-counts)[:k] if counts[i] > 0]
