@@ -8,7 +8,7 @@ Writes the synthetic run of benchmarks/synthetic_run.py as the Chrome JSON torch
 kernel: 6 events), optionally gzipped (--gzip), then runs each reader in a fresh process, measured from
 outside through bench_analyze's launcher (wall time of the whole process, peak RSS by os.wait4):
 
-- bulk:      today's load_chrome (msgspec, brrrtui/recording/chrome_fast.py) + analyze
+- bulk:      today's load_chrome (msgspec, brrrtui/recording/chrome/bulk.py) + analyze
 - bulk-load: the same load_chrome alone (the reader's own time and memory)
 - json path: today's load_chrome(fast=False): json.load + the event-by-event reader + analyze
 - baseline:  the --baseline checkout's load_chrome + analyze (the reader before, in the same run)
@@ -60,7 +60,7 @@ def child(mode: str, path: str) -> None:
         print(json.dumps({"load_s": t1 - t0, "analyze_s": time.perf_counter() - t1}), file=sys.stderr)
         return
     from analyzers.analyze import analyze
-    from brrrtui.recording.chrome import load_chrome
+    from brrrtui.recording.chrome.load import load_chrome
 
     t0 = time.perf_counter()  # after the imports (the wall time has them)
     trace = load_chrome(path, fast=False) if mode == "json path" else load_chrome(path)

@@ -285,10 +285,10 @@ def worker(msgspec: bool) -> None:
     if not msgspec:
         sys.modules["msgspec"] = None  # type: ignore[assignment]
     from brrrtui.cli import main
-    from brrrtui.recording import chrome
+    from brrrtui.recording.chrome import load as chrome
 
     if msgspec:
-        from brrrtui.recording import chrome_fast
+        from brrrtui.recording.chrome import bulk as chrome_fast
 
         chrome_fast.MAX_STRETCH = MAX_STRETCH
     chrome.json_text_limit = lambda: JSON_LIMIT  # type: ignore[assignment]

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from brrrtui.contract.model import Trace
-from brrrtui.recording import chrome_fast
-from brrrtui.recording.chrome import load_chrome
+from brrrtui.recording.chrome import bulk as chrome_fast
+from brrrtui.recording.chrome.load import load_chrome
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
 STRING_COLUMNS = {"name", "grid", "block", "shapes", "dtypes"}
@@ -217,9 +217,9 @@ def test_without_msgspec_the_json_reader_reads_the_trace():
     """A machine without msgspec (the GPU box's environment): chrome imports, and reads with json."""
     code = (
         "import sys; sys.modules['msgspec'] = None\n"
-        "from brrrtui.recording import chrome\n"
-        "assert chrome.chrome_fast is None\n"
-        f"t = chrome.load_chrome({os.path.join(FIXTURES, 'resnet50_h200_step.json.gz')!r})\n"
+        "from brrrtui.recording.chrome import load\n"
+        "assert load.bulk is None\n"
+        f"t = load.load_chrome({os.path.join(FIXTURES, 'resnet50_h200_step.json.gz')!r})\n"
         "print(len(t.gpu))\n"
     )
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,4 +1,4 @@
-"""A big plain Chrome trace read in two processes (brrrtui.recording.chrome_split) reads as one reader would."""
+"""A big plain Chrome trace read in two processes (brrrtui.recording.chrome.split) reads as one reader would."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from test_chrome_fast import assert_same, events, write
 
 from brrrtui.contract.errors import InputError
-from brrrtui.recording import chrome_fast, chrome_split
-from brrrtui.recording.chrome import load_chrome
+from brrrtui.recording.chrome import bulk as chrome_fast, split as chrome_split
+from brrrtui.recording.chrome.load import load_chrome
 
 
 @pytest.fixture(autouse=True)

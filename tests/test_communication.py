@@ -261,7 +261,7 @@ def test_chrome_traces_give_nccl_kernels_their_message_size(tmp_path, monkeypatc
     from test_chrome_fast import both, events, kernel, write
 
     from brrrtui.contract.collectives import message_bytes
-    from brrrtui.recording import chrome_fast
+    from brrrtui.recording.chrome import bulk as chrome_fast
 
     monkeypatch.setattr(chrome_fast, "BLOCK", 700)
     evs = events(20)

@@ -225,7 +225,7 @@ def test_a_damaged_block_is_a_note_or_a_trace_never_a_traceback(small_export, ke
 
 
 def test_both_chrome_readers_restore_the_same_run(exported, original):
-    from brrrtui.recording.chrome import load_chrome
+    from brrrtui.recording.chrome.load import load_chrome
 
     path, _ = exported
     _, lead, _ = original

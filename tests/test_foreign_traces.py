@@ -19,7 +19,7 @@ KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "ts": 40.0, "dur": 50.0, "tid
           "args": {"device": 0, "stream": 7, "correlation": 1}}  # fmt: skip
 DEPTH = 100_000
 DIGITS = "1" * 100_000
-# The no-msgspec reader: the same CLI with msgspec unimportable (brrrtui.recording.chrome's fallback)
+# The no-msgspec reader: the same CLI with msgspec unimportable (brrrtui.recording.chrome.load's fallback)
 WITHOUT_MSGSPEC = (
     "import sys; sys.modules['msgspec'] = None; from brrrtui.cli import main; sys.exit(main(sys.argv[1:]))"
 )
@@ -161,7 +161,7 @@ def test_a_gzip_that_unpacks_past_the_stretch_limit_is_refused_as_it_is_read(tmp
     without an event boundary is refused once the limit is passed, not unpacked whole."""
     from test_fuzz_inputs import report
 
-    from brrrtui.recording import chrome_fast
+    from brrrtui.recording.chrome import bulk as chrome_fast
 
     monkeypatch.setattr(chrome_fast, "MAX_STRETCH", 8 << 20, raising=False)
     path = _bomb(tmp_path / "bomb.json.gz", 48)
@@ -175,7 +175,7 @@ def test_a_gzip_that_unpacks_past_the_stretch_limit_is_refused_as_it_is_read(tmp
 def test_a_document_whose_events_do_not_begin_within_the_limit_is_refused(tmp_path, monkeypatch):
     from test_fuzz_inputs import report
 
-    from brrrtui.recording import chrome_fast
+    from brrrtui.recording.chrome import bulk as chrome_fast
 
     monkeypatch.setattr(chrome_fast, "MAX_STRETCH", 8 << 20, raising=False)
     path = write(tmp_path / "late.json.gz", "{" + " " * (24 << 20) + trace_text()[1:])
@@ -188,7 +188,7 @@ def test_the_json_path_reads_whole_only_a_text_that_fits_in_memory(tmp_path, mon
     it whole; past what memory allows (here 1 MiB) it refuses before unpacking the rest."""
     from test_fuzz_inputs import report
 
-    from brrrtui.recording import chrome
+    from brrrtui.recording.chrome import load as chrome
 
     monkeypatch.setattr(chrome, "json_text_limit", lambda: 1 << 20, raising=False)
     events = [dict(KERNEL, ts=40.0 + i) for i in range(40_000)]
@@ -200,7 +200,7 @@ def test_the_json_path_reads_whole_only_a_text_that_fits_in_memory(tmp_path, mon
 def test_the_memory_limit_follows_an_address_space_limit():
     code = (
         "import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30));"
-        "from brrrtui.recording.chrome import available_memory, json_text_limit;"
+        "from brrrtui.recording.chrome.load import available_memory, json_text_limit;"
         "print(available_memory(), json_text_limit())"
     )
     out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True,

@@ -1,6 +1,6 @@
 """A collective's message size from what torch's profiler attaches to an NCCL kernel (and to
 `record_param_comms`): "In msg nelems" elements of "dtype", c10's ScalarType name ("Float", "BFloat16").
-The capture (brrrtui.capture.convert) and the Chrome trace readers (brrrtui.recording.chrome_rows, chrome_fast)
+The capture (brrrtui.capture.convert) and the Chrome trace readers (brrrtui.recording.chrome.events, .bulk)
 put it in the GPU row's `bytes` column, which is otherwise NONE for a kernel."""
 
 from __future__ import annotations

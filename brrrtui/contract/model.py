@@ -2,7 +2,7 @@
 
 One `Trace` holds every captured window of a run (or one foreign torch.profiler trace) as numpy columns with
 interned names, so a million kernels cost a few arrays, not a million Python objects. Loaders
-(`brrrtui.recording.store`, `brrrtui.recording.chrome`) build it; `analyzers.link.links` joins kernel -> launch -> op -> line.
+(`brrrtui.recording.store`, `brrrtui.recording.chrome.load`) build it; `analyzers.link.links` joins kernel -> launch -> op -> line.
 
 Conventions: times are integer nanoseconds on the capture's wall clock (Unix epoch); "unknown" is -1 in
 integer columns and NaN in float columns, never 0; names and shapes are indices into `Trace.strings`.

@@ -21,7 +21,7 @@ thread "stream N: regime" under each stream repeats its kernels as slices named 
 
 The top-level `brrrtui` object carries what a Chrome trace has no event for (the recording's windows, its
 step times, measured ceilings, line samples, telemetry rows); trace viewers ignore it and brrrtui's loader
-(brrrtui/recording/chrome_extras.py) restores it, which is what makes the round trip exact.
+(brrrtui/recording/chrome/brrrtui_block.py) restores it, which is what makes the round trip exact.
 Times are microseconds after `baseTimeNanoseconds` (the earliest event), so a float keeps every ns.
 `write_perfetto` writes the document as it goes (brrrtui/present/perfetto_events.py: ~10 M events for 1 M
 kernels); `to_perfetto` parses what it writes, for a caller that wants the document itself.

@@ -1,7 +1,7 @@
 """The parts of an exported Chrome trace that are not events: the device's properties (as torch.profiler
 writes them) and the `brrrtui` block, what the round trip needs and a Chrome trace has no event for (the
 recording's windows, steps, measured ceilings, lines, line samples and telemetry rows;
-brrrtui/recording/chrome_extras.py reads it back)."""
+brrrtui/recording/chrome/brrrtui_block.py reads it back)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _rows(table: Any) -> list[tuple[Any, ...]]:
 
 
 def block(trace: Trace) -> dict[str, Any]:
-    """What the round trip needs and a Chrome trace has no event for (chrome_extras.py reads it back)."""
+    """What the round trip needs and a Chrome trace has no event for (brrrtui/recording/chrome/brrrtui_block.py reads it back)."""
     p, d = trace.peaks, trace.device
     peak_keys = ("tensor_flops_per_s", "fp32_flops_per_s", "bytes_per_s", "source", "l2_bytes")
     meta_keys = ("argv", "cwd", "torch_version", "status", "exit_code")

@@ -53,7 +53,7 @@ def load_trace(path: str) -> Trace:
         raise InputError(f"{path}: cannot read ({e.strerror})") from None
     if path.endswith((".json", ".json.gz", ".gz")):
         # imported here: a recording needs none of the Chrome readers' ~20 ms of imports
-        from brrrtui.recording.chrome import load_chrome
+        from brrrtui.recording.chrome.load import load_chrome
 
         try:
             return load_chrome(path)

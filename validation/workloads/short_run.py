@@ -36,7 +36,7 @@ def main() -> None:
     w = torch.zeros(16, device=dev, requires_grad=True)
     opt = torch.optim.SGD([w], lr=0.1)
     total = 0.0
-    for step in range(args.steps):
+    for _step in range(args.steps):
         c = a @ b  # matmul
         y = x * 1.0001  # pointwise
         y = y + 0.5  # pointwise

@@ -5,7 +5,7 @@ resolve user code only to the enclosing function, so its spans are function-leve
 carry exact lines.
 
 A trace is untrusted input: every reader here takes time linear in its size, reads integers of any length
-as bounded numbers (chrome_rows.loads), refuses nesting past the interpreter's recursion limit and reads
+as bounded numbers (events.loads), refuses nesting past the interpreter's recursion limit and reads
 whole (the `json` path) only a text that fits in memory, each refusal one TraceFormatError line.
 """
 
@@ -23,8 +23,8 @@ from brrrtui.contract.schema import (
     TELEMETRY_SCHEMA,
     WINDOW_SCHEMA,
 )
-from brrrtui.recording.chrome_extras import restore
-from brrrtui.recording.chrome_rows import (
+from brrrtui.recording.chrome.brrrtui_block import restore
+from brrrtui.recording.chrome.events import (
     Parsed,
     Rows,
     TraceFormatError,
@@ -37,9 +37,9 @@ from brrrtui.recording.chrome_rows import (
 )
 
 try:  # msgspec reads big traces in bulk; without it (a machine that lacks it) the json module reads them
-    from brrrtui.recording import chrome_fast, chrome_split
+    from brrrtui.recording.chrome import bulk, split
 except ImportError:  # pragma: no cover - exercised where msgspec is not installed
-    chrome_fast = chrome_split = None  # type: ignore[assignment]
+    bulk = split = None  # type: ignore[assignment]
 
 
 __all__ = ["TraceFormatError", "load_chrome", "read_events", "read_json"]
@@ -116,7 +116,7 @@ def read_json(path: str, limit: int | None = None) -> dict[str, Any]:
 
 
 def read_events(path: str) -> Parsed:
-    """The whole document with `json`, then its events one by one (chrome_rows.Rows)."""
+    """The whole document with `json`, then its events one by one (events.Rows)."""
     data = read_json(path)
     rows = Rows(base_ns(data.get("baseTimeNanoseconds")))
     events = data.pop("traceEvents")
@@ -150,7 +150,7 @@ def _device(data: dict[str, Any]) -> Device:
 
 def load_chrome(path: str, fast: bool = True) -> Trace:
     """A Chrome trace as a Trace of one window. `fast`: read it in bulk with msgspec when it is installed
-    (chrome_fast; a big plain file in two processes, chrome_split), else, or where that reader cannot follow
+    (bulk.py; a big plain file in two processes, split.py), else, or where that reader cannot follow
     the document, with `json` (read_events). A trace no reader follows within its bounds: TraceFormatError."""
     try:
         return _load_chrome(path, fast)
@@ -162,8 +162,8 @@ def load_chrome(path: str, fast: bool = True) -> Trace:
 
 def _load_chrome(path: str, fast: bool) -> Trace:
     parsed = None
-    if fast and chrome_fast is not None:
-        parsed = chrome_split.read_events(path) or chrome_fast.read_events(path)
+    if fast and bulk is not None:
+        parsed = split.read_events(path) or bulk.read_events(path)
     if parsed is None:
         parsed = read_events(path)
     t, data = parsed.tables, parsed.top

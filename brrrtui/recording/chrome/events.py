@@ -1,6 +1,6 @@
 """The event-by-event reader of a Chrome trace's events: each `ph: "X"` event of a known category becomes a
 row of GPU_SCHEMA, RUNTIME_SCHEMA, OP_SCHEMA or SPAN_SCHEMA. A field of the wrong type reads as unknown; an
-event without a usable time is skipped and counted. brrrtui.recording.chrome_fast reads the same rows in
+event without a usable time is skipped and counted. brrrtui.recording.chrome.bulk reads the same rows in
 bulk and hands this reader whatever it cannot read exactly the same way."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ turns each run into columns (map + attrgetter + fromiter, in C). Memory is a blo
 columns of the events kept: 300 MB of JSON (300 k kernels, 1.8 M events) loaded in 294 MB peak RSS, against
 2.2 GB through `json` (benchmarks/bench_chrome.py).
 
-What this path does not read exactly as `chrome_rows.Rows` would — a run whose fields have other types (a
+What this path does not read exactly as `chrome.events.Rows` would — a run whose fields have other types (a
 damaged trace), a number msgspec does not take (NaN), the last event and what follows the array — goes
 through `Rows`, the `json` path's reader, event by event; a document this path cannot follow at all (no
 `traceEvents` array, a truncated file, the base time after the events) returns None, and the caller reads
@@ -19,7 +19,7 @@ Any input is read in time linear in its size and in bounded memory beyond the ev
 searched for event boundaries only in the bytes no search covered yet; a run that fails to decode (a cut
 inside a string, the text after the events) is tried again only once the buffer has doubled; a stretch of
 more than MAX_STRETCH bytes without a boundary that decodes (one event, or the text after the events), or a
-document whose traceEvents array does not begin within it, is refused (chrome_rows.Unreadable) rather than
+document whose traceEvents array does not begin within it, is refused (chrome.events.Unreadable) rather than
 held whole. Nesting deeper than the interpreter's recursion limit raises RecursionError (the caller words it).
 """
 
@@ -43,7 +43,7 @@ from brrrtui.contract.collectives import DTYPE_KEY, NELEMS_KEY
 from brrrtui.contract.model import Table, table_from_rows
 from brrrtui.contract.schema import NONE, GpuKind
 from brrrtui.recording.checks import TIME_LIMIT
-from brrrtui.recording.chrome_rows import (
+from brrrtui.recording.chrome.events import (
     SCHEMAS,
     Parsed,
     Rows,
@@ -147,7 +147,7 @@ def _message_bytes(args: Any, nbytes: np.ndarray) -> np.ndarray:
 
 
 def _ints(objects: Any, field: str, default: int, limit: int = 2**62) -> np.ndarray:
-    """chrome_rows.int_field over a column: a value out of [-limit, limit] (or missing) is `default`
+    """chrome.events.int_field over a column: a value out of [-limit, limit] (or missing) is `default`
     (OverflowError where one does not fit int64: the caller reads the run with `Rows`)."""
     a = _col(objects, field, np.int64)
     return np.where((a < -limit) | (a > limit), default, a)
@@ -294,7 +294,7 @@ class _Columns:
                     "shapes": _col(a, "dims", np.int64, self.dims, raw=True),
                     "dtypes": _col(a, "types", np.int64, self.dims, raw=True),
                     "flops": _col(a, "flops", np.float64),
-                    "concrete": np.full(len(a), NONE, np.int64),  # as chrome_rows.Rows: not read from traces
+                    "concrete": np.full(len(a), NONE, np.int64),  # as chrome.events.Rows: not read from traces
                 }
                 steps = code[mask] == 5
                 steps[steps] = _col(kept[mask][steps], "name", bool, self.step)
@@ -308,7 +308,7 @@ _DECODE = msgspec.json.Decoder(list[_Event])
 
 
 def _blocks(path: str, start: int = 0, end: int = -1) -> Iterator[bytes]:
-    """The file in blocks; bytes [start, end) of a plain file (brrrtui.recording.chrome_split's halves)."""
+    """The file in blocks; bytes [start, end) of a plain file (brrrtui.recording.chrome.split's halves)."""
     opener: Any = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
         f.seek(start)
@@ -413,7 +413,7 @@ def _finish(rest: bytes, cols: _Columns) -> tuple[int, str]:
 
 
 def read_events(path: str) -> Parsed | None:
-    """The trace's events as tables (chrome_rows.Parsed), or None where this reader cannot follow the
+    """The trace's events as tables (chrome.events.Parsed), or None where this reader cannot follow the
     document (the caller reads it with `json`, which also words any error)."""
     collecting = gc.isenabled()
     gc.disable()  # runs make millions of short-lived objects, none of them cyclic

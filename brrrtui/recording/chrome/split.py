@@ -1,8 +1,8 @@
 """Reading a big plain Chrome trace on two cores.
 
-chrome_fast decodes a trace on one core (~11 s of CPU for a 1 GB, 1 M-kernel torch.profiler trace on our CPU
+bulk.py decodes a trace on one core (~11 s of CPU for a 1 GB, 1 M-kernel torch.profiler trace on our CPU
 machine). A plain (not gzip) trace of at least MIN_BYTES is cut in two at the first `},{` after its middle:
-a second process (`python -m brrrtui.recording.chrome_split PATH START BASE`) reads from that cut to the end
+a second process (`python -m brrrtui.recording.chrome.split PATH START BASE`) reads from that cut to the end
 of the document while this one reads up to it, and sends back through a pipe (pickle) its columns and what
 they number: strings, source lines, thread lanes. Those are renumbered into this process's tables in order,
 as one reader of the whole file would have numbered them. A cut inside a string fails to decode on both
@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from brrrtui.contract.schema import NONE
-from brrrtui.recording.chrome_fast import (
+from brrrtui.recording.chrome.bulk import (
     CUT,
     START,
     _blocks,
@@ -31,7 +31,7 @@ from brrrtui.recording.chrome_fast import (
     _event_runs,
     _finish,
 )
-from brrrtui.recording.chrome_rows import Parsed, Rows, document, header_base, tid_of
+from brrrtui.recording.chrome.events import Parsed, Rows, document, header_base, tid_of
 
 MIN_BYTES = 128 << 20  # below this a second process (~0.3 s to start) saves little
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -20,7 +20,7 @@ import numpy as np
 from brrrtui.contract.model import Peaks, SourceLine, Table, Trace, table_from_rows
 from brrrtui.contract.schema import LINE_SAMPLE_SCHEMA, NONE, STEP_SCHEMA, TELEMETRY_SCHEMA, WINDOW_SCHEMA
 from brrrtui.recording.checks import TIME_LIMIT, RecordingError, check_column
-from brrrtui.recording.chrome_rows import bounded_text
+from brrrtui.recording.chrome.events import bounded_text
 
 FORMAT = 1
 
