@@ -161,3 +161,32 @@ def test_report_json_breakdown_and_line_name_communication(tmp_path):
     first = next(ln for ln in out["lines"] if ln["line"] == 10)
     assert first["regime"] == "communication" and first["idle_profiled_ns"] == 22 * MS
     assert FindingKind.SYNC.value not in [f["kind"] for f in out["findings"]]
+
+
+def test_the_line_verdict_counts_the_wait_as_communication_and_a_nccl_line_s_idle_as_overhead():
+    """Without the split given, a line that is communication-bound only with its idle has its idle counted as
+    communication (22 of its 40 ms); a line whose collective kernels outweigh the rest keeps its idle as
+    overhead (10 of 15 ms are the kernels')."""
+    a = analyze(two_collectives())
+    line = next(s for s in a.lines if s.line == SourceLine("train.py", 10, "step"))
+    assert line_verdict(line).startswith("communication-bound: 55% of its time is communication")
+    nccl = dataclasses.replace(
+        line,
+        gpu_ns_by_regime={
+            Regime.COMPUTE: 2 * MS,
+            Regime.MEMORY: 0,
+            Regime.OVERHEAD: 0,
+            Regime.COMMUNICATION: 10 * MS,
+        },
+        idle_ns=3 * MS,
+        regime=Regime.COMMUNICATION,
+    )
+    assert line_verdict(nccl).startswith("communication-bound: 67% of its time is communication")
+    assert "inside collectives" not in line_verdict(nccl)
+
+
+def test_the_regime_bar_shows_the_wait_as_communication():
+    from brrrtui.present.regime_bar import regime_bar
+
+    text = "".join(s for s, _ in regime_bar("window 0", analyze(two_collectives()).breakdown, 20))
+    assert " N 35%" in text and " O 22%" in text  # 21 and 13 of 60 ms
