@@ -50,9 +50,9 @@ in Python, dispatch or launch calls, was not issuing work fast enough)::
     GPU       [k1]                                        [k2]
                   <-------------- gap: HOST ------------->      attributed to k2's line
 
-One-time warm-up (outside a collective) is OTHER and charged to no line: a gap in which CUDA loads a kernel module for a first call
-(Kineto's `Lazy Function Loading` marker) is a set-up cost of the run's first steps, not the line's per-step
-cost, and it would otherwise make every line of a warm-up window look overhead-bound::
+One-time warm-up outside a collective is OTHER and charged to no line: a gap in which CUDA loads a kernel module
+for a first call (Kineto's `Lazy Function Loading` marker) is a set-up cost of the run's first steps, not the
+line's per-step cost, and it would otherwise make every line of a warm-up window look overhead-bound::
 
     CPU   x * 1.5 (first call: 13 ms) ...................| Lazy Function Loading | launch
     GPU   [k1]                                                                         [k2]

@@ -60,7 +60,7 @@ _C, _M, _O, _X = (
 STEP_ANNOTATION = "Optimizer.step#"
 
 
-_W = -1  # an idle gap inside a collective: communication where no GPU row runs (span_breakdown's `waits`)
+_W = 1 << 16  # an idle gap inside a collective (span_breakdown's `waits`): no regime code, -1 included
 
 
 def span_breakdown(
