@@ -40,6 +40,7 @@ class GapCause(Enum):
     DATA = "data"  # data loading (DataLoader __next__, workers)
     OTHER = "other"  # nothing recorded on the CPU explains it (profiler, GC, outside any op)
     WAIT = "wait"  # the main thread waited off the CPU outside torch: time.sleep, I/O, a lock, a queue
+    COMMUNICATION = "communication"  # inside a CPU-side collective (gloo, MPI, UCC): waiting for the other ranks
 
 
 GAP_CAUSE_CODES = {c: i for i, c in enumerate(GapCause)}

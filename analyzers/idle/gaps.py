@@ -5,6 +5,17 @@ any stream: what the breakdown counts as idle). Host<->device copies do not make
 they move data over PCIe, not HBM, and the time they take is the overhead the user can remove (pinned memory,
 non_blocking). Each gap gets one cause (GapCause), checked in this order:
 
+COMMUNICATION: a CPU-side collective (gloo's `gloo:all_reduce`, MPI's, UCC's: gap_evidence.collective_marks)
+covers at least half of the gap, whatever else ran in it: the rank waits for the other ranks and moves the data
+through the host, and the device-to-host copy and stream synchronize gloo runs for a CUDA tensor are the
+collective's own, not a host sync. Charged to the collective's line, else to the line the main thread was in at
+the gap's middle (gloo's worker thread has no line; the training loop waits inside `loss.backward()`)::
+
+    CPU   backward ........................................................| opt.step | launch
+    CPU'      [gloo:all_reduce: DtoH, synchronize, wait for the ranks .....]
+    GPU   [k1]                                                                               [k2]
+              <------------------------- gap: COMMUNICATION, the backward's line ----------->
+
 DATA: a DataLoader `__next__` covers at least half of the gap::
 
     CPU   ...| enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__ |  launch
@@ -39,9 +50,9 @@ in Python, dispatch or launch calls, was not issuing work fast enough)::
     GPU       [k1]                                        [k2]
                   <-------------- gap: HOST ------------->      attributed to k2's line
 
-One-time warm-up is OTHER and charged to no line: a gap in which CUDA loads a kernel module for a first call
-(Kineto's `Lazy Function Loading` marker) is a set-up cost of the run's first steps, not the line's per-step
-cost, and it would otherwise make every line of a warm-up window look overhead-bound::
+One-time warm-up outside a collective is OTHER and charged to no line: a gap in which CUDA loads a kernel module
+for a first call (Kineto's `Lazy Function Loading` marker) is a set-up cost of the run's first steps, not the
+line's per-step cost, and it would otherwise make every line of a warm-up window look overhead-bound::
 
     CPU   x * 1.5 (first call: 13 ms) ...................| Lazy Function Loading | launch
     GPU   [k1]                                                                         [k2]
@@ -64,7 +75,7 @@ import numpy as np
 from analyzers import arrays
 from analyzers.arrays import distinct, lexsort, window_groups
 from analyzers.idle.cpu_waits import Waits
-from analyzers.idle.gap_evidence import COVER_SHARE, GapEvidence
+from analyzers.idle.gap_evidence import COVER_SHARE, GapEvidence, in_collectives
 from analyzers.link.links import Links, spans_at
 from analyzers.link.sampled_lines import by_time, lines_sampled_in
 from analyzers.results import GAP_CAUSE_CODES, GapCause
@@ -186,6 +197,26 @@ def _warmup(ev: GapEvidence, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
     return inside
 
 
+def _mark_communication(
+    ev: GapEvidence, at_end: _SpansAtEnd, g0: np.ndarray, g1: np.ndarray, window: np.ndarray, v: _Verdicts
+) -> None:
+    """COMMUNICATION: CPU-side collectives cover at least COVER_SHARE of the gap (warm-up inside one too)."""
+    if not len(ev.comm):
+        return
+    hit = in_collectives(ev.comm.union, g0, g1)
+    if not hit.any():
+        return
+    line = ev.comm.line_at(g0[hit], g1[hit])
+    missing = line < 0
+    if missing.any():
+        mid = (g0[hit][missing] + g1[hit][missing]) // 2
+        found = at_end.lines(mid, window[hit][missing])
+        if found is not None:
+            line[missing] = found
+    v.warmup &= ~hit
+    v.mark(hit, GapCause.COMMUNICATION, line)
+
+
 def _mark_sync(
     ev: GapEvidence, g0: np.ndarray, g1: np.ndarray, dur: np.ndarray, has_launch: np.ndarray, v: _Verdicts
 ) -> None:
@@ -251,8 +282,10 @@ def _span_lines_at_end(
 ) -> None:
     """Gaps still without a line take the span the main thread was in when the gap ended. Not SYNC gaps, whose
     cause is the synchronising call (one outside any traced line, like torch.cuda.synchronize(), stays
-    unattributed rather than landing on whatever line launched next), nor warm-up."""
-    missing = np.nonzero((v.line < 0) & (v.cause != GAP_CAUSE_CODES[GapCause.SYNC]) & ~v.warmup)[0]
+    unattributed rather than landing on whatever line launched next), nor COMMUNICATION gaps (their line is
+    the collective's, found where they were marked), nor warm-up."""
+    own = np.isin(v.cause, [GAP_CAUSE_CODES[GapCause.SYNC], GAP_CAUSE_CODES[GapCause.COMMUNICATION]])
+    missing = np.nonzero((v.line < 0) & ~own & ~v.warmup)[0]
     if len(missing):
         found = at_end.lines(np.maximum(g1[missing] - 1, g0[missing]), window[missing])
         if found is not None:
@@ -327,6 +360,7 @@ def _classify(
         cause=other, line=np.full(n, NONE, GAP_SCHEMA["line"]), decided=warmup.copy(), warmup=warmup
     )
 
+    _mark_communication(ev, once.at_end, g0, g1, gaps.window[rows], v)
     for marks, c in ((ev.data, GapCause.DATA), (ev.h2d, GapCause.H2D)):
         if len(marks):
             hit = ~v.decided & marks.covering(g0, g1, dur)

@@ -21,7 +21,14 @@ Every nanosecond of a window goes to exactly one component (integer arithmetic, 
     verdict   | compute                 |  comm  | memory     |    the all-reduce: hidden under the gemm,
                                                                   exposed alone, hidden under the add
 
-- time with no busy GPU row (idle, including host<->device copies) is overhead: the article's "everything else".
+- time with no busy GPU row (idle, including host<->device copies) is overhead: the article's "everything else";
+  except the idle gaps a CPU-side collective covers (gloo, MPI, UCC: the gaps idle/gaps.py calls COMMUNICATION),
+  which are communication: the rank waits for the others and moves the data through the host. They count in
+  `communication_ns` (exposed: nothing runs beside them), not in overhead nor in `idle_ns`::
+
+    stream7   [gemm: compute]                                   [adam: memory]
+    CPU'                     [gloo:all_reduce ..............]
+    verdict   | compute      |  comm (idle gap, COMMUNICATION)  | memory      |
 
 The profiler slows the steps it records (a nanoGPT step: ~44 ms unprofiled, ~55 ms profiled), so the raw
 share overstates overhead. GPU work runs at the same speed profiled or not, so per step:
@@ -42,6 +49,8 @@ from __future__ import annotations
 import numpy as np
 
 from analyzers.arrays import rows_per_window, unique_inverse
+from analyzers.idle.gap_evidence import collective_union, in_collectives
+from analyzers.idle.gaps import find_gaps
 from analyzers.results import REGIME_CODES, Breakdown, OverheadCorrection, Regime
 from brrrtui.contract.model import Trace, flag_of
 
@@ -51,13 +60,26 @@ _C, _M, _O, _X = (
 STEP_ANNOTATION = "Optimizer.step#"
 
 
+_W = 1 << 16  # an idle gap inside a collective (span_breakdown's `waits`): no regime code, -1 included
+
+
 def span_breakdown(
-    lo: int, hi: int, start_ns: np.ndarray, end_ns: np.ndarray, regime: np.ndarray
+    lo: int,
+    hi: int,
+    start_ns: np.ndarray,
+    end_ns: np.ndarray,
+    regime: np.ndarray,
+    waits: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Breakdown:
-    """Breakdown of [lo, hi) given busy intervals and their regime codes (intervals are clipped to it)."""
+    """Breakdown of [lo, hi) given busy intervals and their regime codes (intervals are clipped to it).
+    `waits`: (start, end) of idle gaps inside CPU-side collectives: communication, not overhead or idle."""
     span = max(0, int(hi) - int(lo))
     if span == 0:
         return Breakdown(0, 0, 0, 0, idle_ns=0)
+    if waits is not None and len(waits[0]):
+        start_ns = np.concatenate((start_ns, waits[0]))
+        end_ns = np.concatenate((end_ns, waits[1]))
+        regime = np.concatenate((regime.astype(np.int64), np.full(len(waits[0]), _W, np.int64)))
     s = np.clip(start_ns.astype(np.int64), lo, hi)
     e = np.clip(end_ns.astype(np.int64), lo, hi)
     keep = e > s
@@ -69,15 +91,16 @@ def span_breakdown(
     starts, ends = index[2 : 2 + n], index[2 + n :]
     seg = np.diff(bounds)
     on = {}
-    for code in (_C, _M, _O, _X):
+    for code in (_C, _M, _O, _X, _W):
         mine = reg == code
         opened = np.bincount(starts[mine], minlength=m) - np.bincount(ends[mine], minlength=m)
         on[code] = np.cumsum(opened[:-1]) > 0
     work = on[_C] | on[_M]
     compute = int(seg[on[_C]].sum())
     memory = int(seg[~on[_C] & on[_M]].sum())
-    comm = int(seg[~work & on[_X]].sum())
-    idle = int(seg[~work & ~on[_X] & ~on[_O]].sum())
+    nothing = ~work & ~on[_X] & ~on[_O]
+    comm = int(seg[~work & on[_X]].sum()) + int(seg[nothing & on[_W]].sum())
+    idle = int(seg[nothing & ~on[_W]].sum())
     return Breakdown(
         span,
         compute,
@@ -90,16 +113,37 @@ def span_breakdown(
 
 
 def window_breakdowns(trace: Trace, busy: np.ndarray, regime: np.ndarray) -> dict[int, Breakdown]:
-    """One Breakdown per window of `trace.windows`, from its busy GPU rows."""
+    """One Breakdown per window of `trace.windows`, from its busy GPU rows and the idle gaps inside CPU-side
+    collectives (`collective_waits`)."""
     gpu, w = trace.gpu, trace.windows
     out: dict[int, Breakdown] = {}
     wins = w.window.tolist()
+    waits = collective_waits(trace, busy)
     for win, lo, hi, rows in zip(
         wins, w.start_ns.tolist(), w.end_ns.tolist(), rows_per_window(gpu.window, wins), strict=True
     ):
         start, dur, mine = gpu.start_ns[rows], gpu.dur_ns[rows], busy[rows]
-        out[int(win)] = span_breakdown(lo, hi, start[mine], start[mine] + dur[mine], regime[rows][mine])
+        out[int(win)] = span_breakdown(
+            lo, hi, start[mine], start[mine] + dur[mine], regime[rows][mine], waits.get(int(win))
+        )
     return out
+
+
+def collective_waits(trace: Trace, busy: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per window, (start, end) of the idle gaps of `busy` rows that CPU-side collectives cover (the gaps
+    idle/gaps.py calls COMMUNICATION, by the same rule: gap_evidence.in_collectives); none without a
+    collective."""
+    comm = collective_union(trace)
+    if not len(comm.s):
+        return {}
+    gaps = find_gaps(trace, busy)
+    g0 = gaps.start_ns.astype(np.int64)
+    g1 = g0 + gaps.dur_ns
+    hit = in_collectives(comm, g0, g1)
+    return {
+        int(win): (g0[hit & (gaps.window == win)], g1[hit & (gaps.window == win)])
+        for win in np.unique(gaps.window[hit]).tolist()
+    }
 
 
 def total(breakdowns: dict[int, Breakdown]) -> Breakdown:

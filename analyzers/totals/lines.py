@@ -2,10 +2,11 @@
 
 A line's kernels are those launched from it (links.kernel_line: backward kernels take their forward op's
 line). Its verdict is the regime holding most of its time, counting the GPU idle time attributed to it
-(idle/gaps.py) as overhead::
+(idle/gaps.py) as overhead, but the idle inside a CPU-side collective (COMMUNICATION gaps) as communication::
 
     line 41  x = self.fc(x)        gpu: compute 3.1 ms, memory 0.2 ms   idle 0.1 ms  -> compute
     line 44  loss.item()           gpu: -                               idle 2.0 ms  -> overhead
+    line 50  loss.backward()       gpu: compute 29 ms   idle 34 ms inside gloo:all_reduce   -> communication
 
 Time in torch calls (`cpu_ns`) is the union of the line's spans per thread, so a span nested in another span
 of the same line (recursion, a foreign trace's nested frames of one function) is counted once. The line
@@ -29,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from analyzers.arrays import lexsort, window_groups
-from analyzers.results import REGIME_CODES, LineStat, Regime
+from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, GapCause, LineStat, Regime
 from brrrtui.contract.model import Table, Trace
 
 _REGIMES = (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD, Regime.COMMUNICATION)
@@ -210,6 +211,7 @@ def line_stats(
     sampled = _sampled_ns_by_line(trace, n_lines)
     with_gpu = gpu_run(trace)
     idle_profiled, idle = _line_idle(gaps, idle_scale, unprofiled_gaps, n_lines, with_gpu)
+    comm_idle = _communication_idle(gaps, idle_profiled, idle, n_lines) if with_gpu else None
     cpu = _union_ns_by_line(trace.spans, n_lines)
     host = _host_ns_by_line(cpu, sampled)
     gpu_ns = by_regime.sum(axis=0)
@@ -230,7 +232,7 @@ def line_stats(
                 flops=float(f_sum[i]) if f_cnt[i] else None,
                 bytes=float(b_sum[i]) if b_cnt[i] else None,
                 kernels=int(kernels[i]),
-                regime=_dominant(per, int(idle[i])),
+                regime=_dominant(per, int(idle[i]), int(comm_idle[i]) if comm_idle is not None else 0),
                 per_step_gpu_ns=float(gpu_ns[i]) / steps if steps > 0 else None,
                 host_ns=int(host[i]),
                 per_step_host_ns=float(host[i]) / steps if steps > 0 else None,
@@ -252,13 +254,28 @@ def _line_idle(
     return idle_profiled, _unprofiled_idle(idle_profiled, idle_scale, unprofiled_gaps, n_lines)
 
 
-def _dominant(per: dict[Regime, int], idle: int) -> Regime:
-    """The regime holding most of a line's time, its idle counted as overhead (overhead when it has none)."""
+def _communication_idle(
+    gaps: Table, idle_profiled: np.ndarray, idle: np.ndarray, n_lines: int
+) -> np.ndarray | None:
+    """Per line, the part of its `idle` spent inside CPU-side collectives (COMMUNICATION gaps): the share of
+    its measured idle those gaps hold, of the unprofiled figure; None when no gap is one."""
+    comm = gaps.cause == GAP_CAUSE_CODES[GapCause.COMMUNICATION] if len(gaps) else None
+    if comm is None or not comm.any():
+        return None
+    measured = _idle_ns_by_line(gaps.take(np.flatnonzero(comm)), n_lines)
+    share = np.divide(measured, idle_profiled, out=np.zeros(n_lines), where=idle_profiled > 0)
+    part: np.ndarray = np.rint(idle * share).astype(np.int64)
+    return part
+
+
+def _dominant(per: dict[Regime, int], idle: int, comm_idle: int = 0) -> Regime:
+    """The regime holding most of a line's time, its idle counted as overhead, but the idle inside collectives
+    (`comm_idle`, part of `idle`) as communication (overhead when it has none)."""
     weights = [
         per[Regime.COMPUTE],
         per[Regime.MEMORY],
-        per[Regime.OVERHEAD] + idle,
-        per[Regime.COMMUNICATION],
+        per[Regime.OVERHEAD] + idle - comm_idle,
+        per[Regime.COMMUNICATION] + comm_idle,
     ]
     return _REGIMES[int(np.argmax(weights))] if any(weights) else Regime.OVERHEAD
 

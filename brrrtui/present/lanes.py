@@ -42,6 +42,7 @@ GAP_LETTERS: dict[GapCause, str] = {
     GapCause.DATA: "D",
     GapCause.WAIT: "W",
     GapCause.OTHER: "?",
+    GapCause.COMMUNICATION: "N",  # N as in the regime bar's communication
 }
 GAP_LABELS: dict[int, str] = {GAP_CAUSE_CODES[c]: letter for c, letter in GAP_LETTERS.items()}
 

@@ -1,7 +1,8 @@
 """The regime bar: how a span of wall time splits into compute, memory, communication and overhead.
 
     `window 3 ████████▓▓▓▓▓░░░ C 62% M 25% O 13%`
-    `window 3 ██████▓▓▓▒▒▒░░░░ C 40% M 20% N 20% O 20%`   (a run with collectives: N, the exposed part)
+    `window 3 ██████▓▓▓▒▒▒░░░░ C 40% M 20% N 20% O 20%`   (a run with collectives: N, the exposed part and
+                                                               the GPU idle inside CPU-side collectives)
 
 Each regime has its own glyph as well as its own colour, so the bar still reads without colour (NO_COLOR).
 """

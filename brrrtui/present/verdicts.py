@@ -95,6 +95,8 @@ GAP_VERDICT = {
     GapCause.WAIT: "the training thread waited off the CPU (a sleep, I/O, a lock or a queue) and the GPU with "
     "it, {d}.",
     GapCause.OTHER: "nothing recorded on the CPU explains these {d} of idle GPU (profiler, GC, code outside torch).",
+    GapCause.COMMUNICATION: "the rank sat {d} inside a collective (gloo, MPI, UCC) waiting for the other ranks and "
+    "moving the data through the host: communication, not a host sync.",
 }
 GAP_ADVICE = {
     GapCause.HOST: "Launch fewer kernels: torch.compile, CUDA graphs, or larger batches per launch.",
@@ -105,6 +107,8 @@ GAP_ADVICE = {
     GapCause.WAIT: "Take the wait out of the loop or off its thread: DataLoader workers, a background thread "
     "for logging and checkpoints, no time.sleep.",
     GapCause.OTHER: "Check for garbage collection, logging or the profiler itself around this point.",
+    GapCause.COMMUNICATION: "Make the straggler faster (`brrrtui report` on the run names it and its line), or "
+    "overlap the collective with work: DDP's bucketing during the backward, the NCCL backend for CUDA tensors.",
 }
 FINDING_KINDS_BY_CAUSE = {
     GapCause.HOST: {"overhead", "small_kernels"},
@@ -113,16 +117,28 @@ FINDING_KINDS_BY_CAUSE = {
     GapCause.DATA: {"data"},
     GapCause.WAIT: {"cpu_wait"},
     GapCause.OTHER: set(),
+    GapCause.COMMUNICATION: {"communication"},
 }
 
 
-def line_verdict(stat: LineStat) -> str:
+def line_verdict(stat: LineStat, communication_idle_ns: int | None = None) -> str:
+    """The line's regime and its share of the line's time, its idle counted as overhead but the idle inside
+    collectives (`communication_idle_ns`, part of `idle_ns`) as communication. Not given, it is all of the idle
+    of a line that is communication-bound only with its idle (analyzers.totals.lines counts the idle inside
+    collectives as communication), else none: a line whose collective kernels outweigh the rest with its idle
+    as overhead keeps it as overhead."""
     busy = sum(stat.gpu_ns_by_regime.values()) + stat.idle_ns
     if busy <= 0:
         return "no GPU time recorded for this line."
-    share = {r: stat.gpu_ns_by_regime.get(r, 0) for r in Regime}
-    share[Regime.OVERHEAD] += stat.idle_ns
     dom = stat.regime
+    share = {r: stat.gpu_ns_by_regime.get(r, 0) for r in Regime}
+    if communication_idle_ns is None:
+        with_idle = share[Regime.OVERHEAD] + stat.idle_ns
+        by_kernels = share[Regime.COMMUNICATION] > max(share[Regime.COMPUTE], share[Regime.MEMORY], with_idle)
+        communication_idle_ns = stat.idle_ns if dom is Regime.COMMUNICATION and not by_kernels else 0
+    share[Regime.OVERHEAD] += stat.idle_ns - communication_idle_ns
+    share[Regime.COMMUNICATION] += communication_idle_ns
+    inside = f", {fmt_ns(communication_idle_ns)} of it inside collectives" if communication_idle_ns else ""
     return f"{dom.value}-bound: {fmt_pct(share[dom] / busy)} of its time is {dom.value}" + (
-        f", including {fmt_ns(stat.idle_ns)} of GPU idle it caused." if stat.idle_ns else "."
+        f", including {fmt_ns(stat.idle_ns)} of GPU idle it caused{inside}." if stat.idle_ns else "."
     )

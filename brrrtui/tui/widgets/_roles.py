@@ -25,6 +25,7 @@ THEME_VARIABLES = {
     "gap-data": "success-muted",
     "gap-wait": "accent-darken-2",
     "gap-other": "surface-lighten-2",
+    "gap-communication": "accent-darken-3",
     "lane-cpu": "foreground-darken-3",
     "lane-cpu-sync": "error",
 }
@@ -49,6 +50,7 @@ ROLES = (
     "gap-data",
     "gap-wait",
     "gap-other",
+    "gap-communication",
     "gap-label",
     "idle",
     "selected",
