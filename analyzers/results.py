@@ -186,7 +186,8 @@ class Analysis:
     kernel_flops: np.ndarray  # float64, NaN unknown
     kernel_bytes: np.ndarray  # float64, NaN unknown
     # gaps: columns window, stream, start_ns, dur_ns, cause (GAP_CAUSE_CODES), line (line id or -1), next_row
-    # (the gpu row whose start ends the gap, or -1). Device-wide (stream -1): they sum to breakdown idle_ns.
+    # (the gpu row whose start ends the gap, or -1). Device-wide (stream -1): those of every cause but
+    # COMMUNICATION sum to breakdown idle_ns; the COMMUNICATION ones count in breakdown communication_ns.
     gaps: Table
     kernels: list[KernelStat]
     lines: list[LineStat]

@@ -50,7 +50,7 @@ def test_breakdown_sums_to_the_span(a):
     assert int(a.gaps.dur_ns.sum()) == b.idle_ns
     causes = {c: int(a.gaps.dur_ns[a.gaps.cause == GAP_CAUSE_CODES[c]].sum()) for c in GapCause}
     assert causes == {GapCause.HOST: 23_548_166, GapCause.SYNC: 993_695, GapCause.H2D: 0, GapCause.DATA: 0,
-                      GapCause.OTHER: 1_117_390, GapCause.WAIT: 0}  # fmt: skip
+                      GapCause.OTHER: 1_117_390, GapCause.WAIT: 0, GapCause.COMMUNICATION: 0}  # fmt: skip
 
 
 def test_flops_match_the_textbook_count(a):

@@ -268,7 +268,9 @@ def _header_text(a: Analysis) -> list[str]:
     t, b, p = a.trace, a.breakdown, a.peaks
     src = os.path.basename(t.source) if t.source else "trace"
     l2 = f", L2 {p.l2_bytes / 2**20:.0f} MiB" if p.l2_bytes else ""
-    busy = b.busy_ns + (b.overhead_ns - (b.idle_ns or 0))
+    in_comm = a.gaps.cause == GAP_CAUSE_CODES[GapCause.COMMUNICATION] if len(a.gaps) else None
+    waited = int(a.gaps.dur_ns[in_comm].sum()) if in_comm is not None else 0  # GPU idle inside collectives
+    busy = b.busy_ns + (b.overhead_ns - (b.idle_ns or 0)) - waited
     nwin = len(t.windows)
     steps = f", {a.steps_analysed} step{'s' if a.steps_analysed != 1 else ''}" if a.steps_analysed else ""
     out = [
@@ -285,7 +287,7 @@ def _header_text(a: Analysis) -> list[str]:
         if len(a.gaps)
         else {}
     )
-    idle_txt = ", ".join(f"{c.value} {fmt_ns(v)}" for c, v in idle.items() if v)
+    idle_txt = ", ".join(f"{c.value} {fmt_ns(v)}" for c, v in idle.items() if v and c is not GapCause.COMMUNICATION)
     with_comm = b.communication_ns or b.communication_hidden_ns
     comm = [(Regime.COMMUNICATION, b.communication_ns)] if with_comm else []
     for regime, ns in (
@@ -297,7 +299,8 @@ def _header_text(a: Analysis) -> list[str]:
         frac = b.fraction(regime)
         extra = f"  idle {fmt_ns(b.idle_ns)}: {idle_txt}" if regime == Regime.OVERHEAD and b.idle_ns else ""
         if regime is Regime.COMMUNICATION:  # the exposed part; the hidden part counts as compute/memory
-            extra = f"  exposed; {fmt_ns(b.communication_hidden_ns)} more hidden under compute or memory"
+            inside = f", {fmt_ns(waited)} of it GPU idle inside CPU-side collectives" if waited else ""
+            extra = f"  exposed{inside}; {fmt_ns(b.communication_hidden_ns)} more hidden under compute or memory"
         out.append(f"  {_label(regime):<9}{fmt_ns(ns):>10} {fmt_pct(frac):>5}  {_bar(frac)}{extra}")
     o = a.overhead
     corr = (
