@@ -47,7 +47,9 @@ class Run:
             w.closed_ns, w.steps = self.now, s.steps_in_window if s.open_mode == WindowMode.STEPS else 0
             s.closing()
             self.now += self.stall_ns + self.convert_ns
-            s.settled(w.opened_ns, w.closed_ns, self.now, self.stall_ns, self.convert_ns, self.events, w.steps)
+            s.settled(
+                w.opened_ns, w.closed_ns, self.now, self.stall_ns, self.convert_ns, self.events, w.steps
+            )
 
     def wait(self, until_ns: int) -> None:
         """Time passes to `until_ns`, the timer ticking every TICK."""
