@@ -35,14 +35,18 @@ not charged to the training loop's budget either:
     windows  [setup]                    [==W1==]               [==W2==]
                                    ^ last 3 durations within ±25 % of their median: steady
 
+Steps that a window or its conversion touched are slower by design: the settling test skips their durations.
+
 A run may end before its steady state comes (the script's step count is unknown here), so the warm-up also
 gets a few short windows of its own, spread over it (`EARLY_STEPS`: one step each at steps 10, 15 and 20 while
-the durations have not settled), and a script with no optimizer gets its first `EARLY_TIME_WINDOWS` time
-windows one after another. An early window waits only for its predecessor's conversion and as long again as
-it cost (a local duty of 50 %), not for the duty budget or `min_gap_s`: a 20-step run of 25 ms steps lasts
-half a second, less than one minimum gap. Early windows are not charged to the loop's budget (like a set-up
-window): they are few and bounded, and the steady windows of a long run keep their duty. The analysis merges
-a run's warm-up windows when it has no steady one (analyzers.phases.run_phases)::
+the durations have not settled), and the first `EARLY_TIME_WINDOWS` time windows before any optimizer step (a
+script without one, or a long set-up) follow one another. An early window, and the first window after a
+set-up window that the first step closed, wait only for the last window's conversion and then as long as it
+cost (at most `min_gap_s`), not for the duty budget: a 20-step run of 25 ms steps lasts half a second, less
+than one minimum gap. Neither is
+charged to the loop's budget, which starts afresh after them: they are few, and the windows of a long run
+keep their duty. With no steady window, the analysis merges the run's warm-up windows
+(analyzers.analyze.choose_windows)::
 
     steps      s0|s1|s2|s3|s4|s5|s6|s7|s8|s9|s10|s11|s12|s13|s14|s15|s16| ...   (never settles)
     windows                                  [W1]                [W2]
