@@ -16,6 +16,7 @@ import pytest
 from analyzers.analyze import analyze
 from analyzers.link.links import link
 from analyzers.link.unplaced import (
+    BACKWARD_BEFORE_WINDOW,
     BEFORE_WINDOW,
     OUTSIDE_OPS,
     OUTSIDE_USER_CODE,
@@ -33,8 +34,10 @@ US, MS = 1_000, 1_000_000
 def time_window_mid_matmul():
     """A time window opens 0.1 ms after `c = a @ b` launched its 1.4 ms GEMM (correlation 1, before the
     window: only the kernel is recorded), then line 41's pointwise kernel (correlation 2) is launched in it;
-    a cuBLAS workspace memset launched with no op around it (correlation 3, 2 us); and an op that no user line
-    made (a 5 us kernel under `Optimizer.step`, correlation 4). Step 0 ends at 10 ms, inside the window."""
+    a cuBLAS workspace memset launched with no op around it (correlation 3, 2 us); an op that no user line
+    made (a 5 us kernel under `Optimizer.step`, correlation 4); and a backward node (sequence number 5, on the
+    autograd thread) whose forward op ran before the window (a 7 us kernel, correlation 5). Step 0 ends at
+    10 ms, inside the window."""
     b = TraceBuilder()
     b._corr = 1  # correlation 1 went to the GEMM's launch, before the window
     b.line("train.py", 40, "main")  # the matmul, whose launch the window missed
@@ -47,6 +50,8 @@ def time_window_mid_matmul():
     b.op("Optimizer.step#SGD.step", 500 * US, 100 * US)
     b.op("aten::_foreach_add_", 510 * US, 50 * US)
     b.launch("multi_tensor_apply_kernel", 520 * US, 1_600 * US, 5 * US)
+    b.op("autograd::engine::evaluate_function: MmBackward0", 700 * US, 100 * US, tid=2, seq=5, fwd_tid=1)
+    b.launch("sm90_gemm_backward", 710 * US, 1_700 * US, 7 * US, tid=2)
     b.window(100 * US, 11 * MS, first_step=0, last_step=0, mode=WindowMode.TIME)
     b.step(0, 10 * MS)
     return b.build()
@@ -56,7 +61,11 @@ def test_every_kernel_off_a_line_is_counted_with_its_gpu_time_and_why():
     trace = time_window_mid_matmul()
     links = link(trace)
     groups = {g.reason: g for g in unplaced_kernels(trace, links)}
-    assert set(groups) == {BEFORE_WINDOW, OUTSIDE_OPS, OUTSIDE_USER_CODE}
+    assert set(groups) == {BEFORE_WINDOW, BACKWARD_BEFORE_WINDOW, OUTSIDE_OPS, OUTSIDE_USER_CODE}
+    assert (
+        groups[BACKWARD_BEFORE_WINDOW].rows.tolist() == [4]
+        and groups[BACKWARD_BEFORE_WINDOW].gpu_ns == 7 * US
+    )
     assert groups[BEFORE_WINDOW].rows.tolist() == [0] and groups[BEFORE_WINDOW].gpu_ns == 1_400 * US
     assert groups[OUTSIDE_OPS].rows.tolist() == [2] and groups[OUTSIDE_OPS].gpu_ns == 2 * US
     assert groups[OUTSIDE_USER_CODE].names == ("Optimizer.step#SGD.step",)  # the outermost op, not the inner
@@ -66,7 +75,7 @@ def test_every_kernel_off_a_line_is_counted_with_its_gpu_time_and_why():
     assert sorted(counted.tolist() + on_line.tolist()) == list(range(len(trace.gpu)))
     (note,) = [n for n in analyze(trace).notes if "on no line" in n]
     assert note.startswith(
-        "3 of 4 GPU rows (1.41 ms of GPU time) are on no line: 1 (1.4 ms) " + BEFORE_WINDOW
+        "4 of 5 GPU rows (1.41 ms of GPU time) are on no line: 1 (1.4 ms) " + BEFORE_WINDOW
     )
     assert "nvjet_sm90_tst_320x128" in note and "1 (2 µs) " + OUTSIDE_OPS in note
 
@@ -129,3 +138,17 @@ def test_a_recorded_window_over_whole_iterations_shows_every_regime_on_its_line(
     gaps = a.gaps
     wait = (gaps.cause == GAP_CAUSE_CODES[GapCause.WAIT]) & (gaps.line == sleep.line_id)
     assert sleep is not None and wait.any()
+
+
+def test_a_recorded_window_opened_after_the_forward_pass_explains_its_backward_kernels():
+    """GPT-2 small on the H200: window 0 opened on a timer tick during step 0, after its forward pass. The
+    backward kernels whose forward op is not in the window are on no line; the note says why, and nothing else
+    is off a line."""
+    trace = recording("h200_gpt_small")
+    links = link(trace)
+    assert trace.windows.mode.tolist()[0] == WindowMode.TIME and trace.windows.first_step.tolist()[0] == 0
+    groups = unplaced_kernels(trace, links)
+    assert [g.reason for g in groups] == [BACKWARD_BEFORE_WINDOW]
+    assert sorted(groups[0].rows.tolist()) == np.flatnonzero(links.kernel_line < 0).tolist()
+    assert all(name.startswith("autograd::engine::evaluate_function") for name in groups[0].names)
+    assert any(BACKWARD_BEFORE_WINDOW in n for n in analyze(trace).notes)

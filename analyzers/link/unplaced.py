@@ -1,12 +1,14 @@
 """The GPU rows of the analysed windows that are on no line, and why: every kernel is on a line or counted here.
 
-A row misses its line in one of four ways, told apart from the join's own columns (analyzers.link.links):
+A row misses its line in one of five ways, told apart from the join's own columns (analyzers.link.links):
 
     before the window   no launch in the window, and its correlation id precedes every launch the window has
                         (or it started before the window opened): the profiler started while the kernel was
                         queued or running, so its launch, op and line fell before the window
     no launch           no launch in the window for any other reason (a launch on a thread or from a library
                         the profiler did not trace)
+    backward, forward   its launch is in a backward node (autograd) whose forward op is not in the window: the
+    before the window   window opened after the forward pass, so the line that made the forward op is unknown
     outside any op      its launch is in the window but in no op and no span: a library's own call, such as
                         cuBLAS's or NCCL's lazy initialisation, or a launch from C++ with no torch op around it
     outside user code   its launch is in an op that no line of the user's code made (an op on a thread the
@@ -30,8 +32,9 @@ NO_LAUNCH = "with no CPU launch in the trace"
 OUTSIDE_OPS = (
     "launched outside any torch op or traced line (a library's lazy initialisation, a launch from C++)"
 )
+BACKWARD_BEFORE_WINDOW = "launched by backward ops whose forward ran before their window opened"
 OUTSIDE_USER_CODE = "launched by torch ops that no line of the user's code made"
-REASONS = (BEFORE_WINDOW, NO_LAUNCH, OUTSIDE_OPS, OUTSIDE_USER_CODE)
+REASONS = (BEFORE_WINDOW, NO_LAUNCH, BACKWARD_BEFORE_WINDOW, OUTSIDE_OPS, OUTSIDE_USER_CODE)
 
 
 @dataclass(frozen=True)
@@ -85,6 +88,27 @@ def _outermost(op_parent: np.ndarray, ops: np.ndarray) -> np.ndarray:
     return out
 
 
+def _backward_without_forward(trace: Trace, op_parent: np.ndarray, ops: np.ndarray) -> np.ndarray:
+    """Of `ops`, those inside (or being) an autograd node whose forward op (same sequence number, forward
+    thread) is not in the node's window."""
+    table = trace.ops
+    node = (table.seq >= 0) & (table.fwd_tid > 0)
+    found = np.full(len(ops), -1, dtype=np.int64)  # the nearest enclosing-or-self node
+    cur = ops.copy()
+    while len(cur) and (cur >= 0).any():
+        hit = (found < 0) & (cur >= 0) & node[np.maximum(cur, 0)]
+        found[hit] = cur[hit]
+        cur = np.where((cur >= 0) & (found < 0), op_parent[np.maximum(cur, 0)], -1)
+    has = found >= 0
+    fwd = (table.seq >= 0) & (table.fwd_tid <= 0)
+    fwd_keys = table.window[fwd].astype(np.int64) << 40 | table.seq[fwd]
+    rows = found[has]
+    keys = table.window[rows].astype(np.int64) << 40 | table.seq[rows]
+    out = np.zeros(len(ops), dtype=bool)
+    out[has] = ~np.isin(keys, fwd_keys)
+    return out
+
+
 def _names(ids: np.ndarray, dur: np.ndarray, strings: list[str], most: int = 2) -> tuple[str, ...]:
     """The `most` string ids among `ids` with the most of `dur`, as strings."""
     unique, inverse = np.unique(ids, return_inverse=True)
@@ -104,11 +128,14 @@ def unplaced_kernels(trace: Trace, links: Links) -> list[Unplaced]:
     unlaunched = missing[launch < 0]
     before = _before_window(trace, unlaunched)
     in_op = links.kernel_op[missing] >= 0
+    in_ops = missing[(launch >= 0) & in_op]
+    orphan = _backward_without_forward(trace, links.op_parent, links.kernel_op[in_ops].astype(np.int64))
     groups = {
         BEFORE_WINDOW: unlaunched[before],
         NO_LAUNCH: unlaunched[~before],
+        BACKWARD_BEFORE_WINDOW: in_ops[orphan],
         OUTSIDE_OPS: missing[(launch >= 0) & ~in_op],
-        OUTSIDE_USER_CODE: missing[(launch >= 0) & in_op],
+        OUTSIDE_USER_CODE: in_ops[~orphan],
     }
     out = []
     for reason in REASONS:
@@ -116,7 +143,7 @@ def unplaced_kernels(trace: Trace, links: Links) -> list[Unplaced]:
         if not len(rows):
             continue
         dur = gpu.dur_ns[rows]
-        if reason == OUTSIDE_USER_CODE:
+        if reason in (OUTSIDE_USER_CODE, BACKWARD_BEFORE_WINDOW):
             ids = trace.ops.name[_outermost(links.op_parent, links.kernel_op[rows].astype(np.int64))]
         else:
             ids = gpu.name[rows]

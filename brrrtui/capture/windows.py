@@ -43,9 +43,8 @@ the durations have not settled), and the first `EARLY_TIME_WINDOWS` time windows
 script without one, or a long set-up) follow one another. An early window, and the first window after a
 set-up window that the first step closed, wait only for the last window's conversion and then as long as it
 cost (at most `min_gap_s`), not for the duty budget: a 20-step run of 25 ms steps lasts half a second, less
-than one minimum gap. Neither is
-charged to the loop's budget, which starts afresh after them: they are few, and the windows of a long run
-keep their duty. With no steady window, the analysis merges the run's warm-up windows
+than one minimum gap. Neither is charged to the loop's budget, which starts afresh after them: they are few,
+and the windows of a long run keep their duty. With no steady window, the analysis merges the run's warm-up windows
 (analyzers.analyze.choose_windows)::
 
     steps      s0|s1|s2|s3|s4|s5|s6|s7|s8|s9|s10|s11|s12|s13|s14|s15|s16| ...   (never settles)
