@@ -44,8 +44,8 @@ script without one, or a long set-up) follow one another. An early window, and t
 set-up window that the first step closed, wait only for the last window's conversion and then as long as it
 cost (at most `min_gap_s`), not for the duty budget: a 20-step run of 25 ms steps lasts half a second, less
 than one minimum gap. Neither is charged to the loop's budget, which starts afresh after them: they are few,
-and the windows of a long run keep their duty. With no steady window, the analysis merges the run's warm-up windows
-(analyzers.analyze.choose_windows)::
+and the windows of a long run keep their duty. With no steady window, the analysis merges the run's warm-up
+windows (analyzers.analyze.choose_windows)::
 
     steps      s0|s1|s2|s3|s4|s5|s6|s7|s8|s9|s10|s11|s12|s13|s14|s15|s16| ...   (never settles)
     windows                                  [W1]                [W2]
@@ -65,7 +65,7 @@ NEVER = 1 << 62
 # ended when it opens) while the durations have not settled. The first is past the steps in which a run that
 # settles at all settles (2 x (settle_steps + 2) by default): those get their first window in the steady state.
 EARLY_STEPS = (10, 15, 20)
-EARLY_TIME_WINDOWS = 3  # a script without optimizer steps: its first time windows, one after another
+EARLY_TIME_WINDOWS = 3  # time windows before any optimizer step: the first ones follow one another
 
 
 class Action(IntEnum):
