@@ -32,6 +32,7 @@ from analyzers.fusion.chains import FusionChain, fusion_chains
 from analyzers.idle import launch_timing as lt
 from analyzers.link.compiled import kernel_line_shares
 from analyzers.link.links import Links
+from analyzers.link.unplaced import unplaced_note
 from analyzers.pass_groups import idle_passes, links_roofline_gaps
 from analyzers.phases.run_phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
 from analyzers.phases.slow_steps import slow_steps, slow_steps_finding
@@ -46,7 +47,7 @@ from analyzers.results import (
 from analyzers.totals import breakdown as bd
 from analyzers.totals.lines import gpu_run, line_stats, unprofiled_idle_scale
 from analyzers.totals.modules import KernelColumns, ModuleTree, module_tree
-from brrrtui.contract.model import Peaks, Table, Trace
+from brrrtui.contract.model import Peaks, Table, Trace, WindowMode
 from brrrtui.runtime.allocator import tune_for_analysis
 from brrrtui.runtime.parallel import concurrently
 
@@ -134,7 +135,7 @@ def analyze(
         overhead=overhead,
         steps_analysed=g.steps,
         notes=[
-            *_phase_notes(phases, lead),
+            *_phase_notes(phases, lead, trace.windows),
             *_notes(trace, links, peaks),
             *trim_notes,
             *(tail_notes(trace, gw.gaps) if gpu_run(trace) else []),  # GPU idle at a window's end
@@ -253,25 +254,73 @@ def choose_windows(
     return phases.lead()
 
 
-def _phase_notes(phases: TracePhases, lead: Phase) -> list[str]:
-    """Say which phase the figures come from when it is not the steady state of a training run."""
+def _phase_notes(phases: TracePhases, lead: Phase, windows: Table) -> list[str]:
+    """Say which phase the figures come from when it is not the steady state of a training run, which steps
+    the analysed `windows` cover, and which of them caught only the end of a step."""
     run = phases.run
     if run.steps == 0:
         return []
-    others = ", ".join(
-        f"{len(phases.windows_in(p))} {p.value}" for p in (Phase.SETUP, Phase.WARMUP) if phases.windows_in(p)
-    )
+    partial = _partial_steps(windows, phases)
     if lead is Phase.STEADY:
         assert run.steady_from_step is not None
+        others = ", ".join(
+            f"{len(phases.windows_in(p))} {p.value}" for p in (Phase.SETUP, Phase.WARMUP) if phases.windows_in(p)
+        )
         aside = f"; {others} window(s) reported apart" if others else ""
-        return [f"steady state from step {run.steady_from_step} of {run.steps}{aside}"]
+        return [f"steady state from step {run.steady_from_step} of {run.steps}{aside}", *partial]
     if run.steps < SETTLE_STEPS + 2:
         why = f"{run.steps} step(s) are too few to tell warm-up from the steady state"
     elif not run.reached:
-        why = f"the step times never settled in {run.steps} steps"
+        why = f"no steady state in {run.steps} steps (the step times never settled)"
     else:
         why = f"no window was recorded in it (steady from step {run.steady_from_step} of {run.steps})"
-    return [f"no steady-state window: {why}; these figures come from the {lead.label} phase"]
+    covered = _steps_text(windows)
+    source = f"{covered} of the {lead.label} phase" if covered else f"the {lead.label} phase"
+    merged = f", {len(windows)} windows merged" if len(windows) > 1 else ""
+    first_calls = (
+        " (first calls, allocator growth and library set-up may be in them)" if lead is Phase.WARMUP else ""
+    )
+    return [f"no steady-state window: {why}; these figures come from {source}{merged}{first_calls}", *partial]
+
+
+def _window_steps(windows: Table) -> list[int]:
+    """The optimizer steps the windows hold, in order."""
+    steps: set[int] = set()
+    for a, b in zip(windows.first_step.tolist(), windows.last_step.tolist(), strict=True):
+        if a >= 0:
+            steps.update(range(a, max(a, b) + 1))
+    return sorted(steps)
+
+
+def _steps_text(windows: Table) -> str:
+    """`step 0`, `steps 2–5`, `steps 10, 15 and 20`: the steps the windows hold ('' for none)."""
+    steps = _window_steps(windows)
+    if not steps:
+        return ""
+    runs: list[list[int]] = []
+    for s in steps:
+        if runs and s == runs[-1][1] + 1:
+            runs[-1][1] = s
+        else:
+            runs.append([s, s])
+    parts = [str(a) if a == b else f"{a}–{b}" for a, b in runs]
+    words = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"step {words}" if len(steps) == 1 else f"steps {words}"
+
+
+def _partial_steps(windows: Table, phases: TracePhases) -> list[str]:
+    """A time window that a step ended in opened partway through that step: what the step ran before it
+    opened (its first lines) is not in the window."""
+    out = []
+    for w, mode, first in zip(
+        windows.window.tolist(), windows.mode.tolist(), windows.first_step.tolist(), strict=True
+    ):
+        if mode == WindowMode.TIME and first >= 0 and phases.windows.get(w) is not Phase.SETUP:
+            out.append(
+                f"window {w} opened partway through step {first} (a time window, not on a step's end): the lines "
+                f"that step ran before it opened are not in these figures"
+            )
+    return out
 
 
 def _notes(trace: Trace, links: Links, peaks: Peaks) -> list[str]:
@@ -283,14 +332,9 @@ def _notes(trace: Trace, links: Links, peaks: Peaks) -> list[str]:
             f"no peaks for device {trace.device.name or '(unknown)'}: regimes come from kernel names; "
             "give --peaks flops=...,bw=..."
         )
-    n = len(trace.gpu)
-    if n:
-        unlinked = int((links.kernel_launch < 0).sum())
-        if unlinked:
-            notes.append(f"{unlinked} of {n} GPU rows have no CPU launch in the trace (no line, no shapes)")
-        no_line = int((links.kernel_line < 0).sum())
-        if no_line and no_line > unlinked:
-            notes.append(f"{no_line} of {n} GPU rows map to no line of the user's code")
+    unplaced = unplaced_note(trace, links)  # every kernel on a line, or counted here with why
+    if unplaced:
+        notes.append(unplaced)
     return notes
 
 

@@ -34,6 +34,21 @@ not charged to the training loop's budget either:
     steps      s0--------|s1|s2-|s3|s4|s5|s6|s7|s8|s9| ...
     windows  [setup]                    [==W1==]               [==W2==]
                                    ^ last 3 durations within ±25 % of their median: steady
+
+Steps that a window or its conversion touched are slower by design: the settling test skips their durations.
+
+A run may end before its steady state comes (the script's step count is unknown here), so the warm-up also
+gets a few short windows of its own, spread over it (`EARLY_STEPS`: one step each at steps 10, 15 and 20 while
+the durations have not settled), and the first `EARLY_TIME_WINDOWS` time windows before any optimizer step (a
+script without one, or a long set-up) follow one another. An early window, and the first window after a
+set-up window that the first step closed, wait only for the last window's conversion and then as long as it
+cost (at most `min_gap_s`), not for the duty budget: a 20-step run of 25 ms steps lasts half a second, less
+than one minimum gap. Neither is charged to the loop's budget, which starts afresh after them: they are few,
+and the windows of a long run keep their duty. With no steady window, the analysis merges the run's warm-up
+windows (analyzers.analyze.choose_windows)::
+
+    steps      s0|s1|s2|s3|s4|s5|s6|s7|s8|s9|s10|s11|s12|s13|s14|s15|s16| ...   (never settles)
+    windows                                  [W1]                [W2]
 """
 
 from __future__ import annotations
@@ -46,6 +61,11 @@ from brrrtui.contract.config import WindowConfig
 from brrrtui.contract.schema import WindowMode
 
 NEVER = 1 << 62
+# Warm-up windows for a run that may end before its steady state: one step each, at these step counts (steps
+# ended when it opens) while the durations have not settled. The first is past the steps in which a run that
+# settles at all settles (2 x (settle_steps + 2) by default): those get their first window in the steady state.
+EARLY_STEPS = (10, 15, 20)
+EARLY_TIME_WINDOWS = 3  # time windows before any optimizer step: the first ones follow one another
 
 
 class Action(IntEnum):
@@ -85,6 +105,8 @@ class Scheduler:
         self.setup_window = False  # the open window opened before the first optimizer step
         self.lockstep: Any = None  # a distributed run's window plan (brrrtui.capture.lockstep.Lockstep)
         self.lockstep_steps = 0  # steps of the open planned window
+        self.early_window = False  # the open (or last) window is an early one (EARLY_STEPS, EARLY_TIME_WINDOWS)
+        self.early_windows = 0  # early windows opened so far
 
     # -- inputs
     def on_step(self, now_ns: int) -> Action:
@@ -99,19 +121,29 @@ class Scheduler:
             return self._lockstep_step(now_ns)
         if self.open_since_ns is not None:
             self.steps_in_window += 1
-            if self.open_mode == WindowMode.TIME or self.steps_in_window >= self.steps_per_window:
+            steps = 1 if self.early_window else self.steps_per_window
+            if self.open_mode == WindowMode.TIME or self.steps_in_window >= steps:
                 return Action.CLOSE
             if now_ns - self.open_since_ns >= self.cfg.window_max_s * 1e9:
                 return Action.CLOSE
             return Action.NONE
         if self.disabled or self._limit_reached():
             return Action.NONE
-        if self.warming_up(now_ns):
+        early = self.warming_up(now_ns)
+        if early and not self.early_step_due():
             return Action.NONE
         if now_ns >= self.next_open_ns:
             self.open_mode = WindowMode.STEPS
+            self.early_window = early
             return Action.OPEN
         return Action.NONE
+
+    def early_step_due(self) -> bool:
+        """A warm-up window is due at this step: the step count is one of EARLY_STEPS (or past one whose window
+        could not open, its predecessor still converting) and fewer early windows than those have opened."""
+        n = len(self.step_times_ns)
+        due = [s for s in EARLY_STEPS if s <= n]
+        return len(due) > self.early_windows and n < self.cfg.warmup_max_steps
 
     def _lockstep_step(self, now_ns: int) -> Action:
         """A distributed run: windows open and close on the steps rank 0 announced (capture.lockstep); rank 0
@@ -130,7 +162,7 @@ class Scheduler:
                 plan.announce(n, step_ns, self.steps_per_window)
         self.lockstep_steps = plan.window_at(n)
         if self.lockstep_steps:
-            self.open_mode = WindowMode.STEPS
+            self.open_mode, self.early_window = WindowMode.STEPS, False
             return Action.OPEN
         return Action.NONE
 
@@ -145,17 +177,34 @@ class Scheduler:
             return False
         if len(t) < cfg.settle_steps + 2:
             return True
-        durations = [t[i] - t[i - 1] for i in range(len(t) - cfg.settle_steps, len(t))]
+        durations = self._clean_durations(cfg.settle_steps)
+        if len(durations) < cfg.settle_steps:
+            return True
         median = statistics.median(durations)
         if all(abs(d - median) <= cfg.settle_tolerance * median for d in durations):
             self.steady_from_step = len(t)
             return False
         return True
 
+    def _clean_durations(self, count: int) -> list[int]:
+        """The last `count` step durations that no window or conversion touched (fewer if there are not so
+        many): a window's steps and the one its closing stall lands in are slower by design, and an early
+        window's slow step next to a fast one could pass for settled ones."""
+        t, spans = self.step_times_ns, self.perturbed[-20:]
+        out: list[int] = []
+        for i in range(len(t) - 1, 0, -1):
+            if len(out) == count:
+                break
+            a, b = t[i - 1], t[i]
+            if not any(s <= b and a <= e for s, e in spans):
+                out.append(b - a)
+        return out[::-1]
+
     def on_timer(self, now_ns: int, calls: int = 0) -> Action:
         action = self.timer_decision(now_ns, calls)
         if action == Action.OPEN:
             self.open_mode = WindowMode.TIME
+            self.early_window = not self.step_times_ns and self.early_windows < EARLY_TIME_WINDOWS
         return action
 
     def timer_decision(self, now_ns: int, calls: int = 0) -> Action:
@@ -190,6 +239,7 @@ class Scheduler:
         self.open_since_ns = now_ns
         self.steps_in_window = 0
         self.windows += 1
+        self.early_windows += self.early_window
         self.step_windows += self.open_mode == WindowMode.STEPS
         self.setup_window = not self.step_times_ns
         steps_mode = self.open_mode == WindowMode.STEPS  # a time window's steps may be far apart (stale)
@@ -234,12 +284,18 @@ class Scheduler:
                 rate = events / (wall / 1e9)
                 self.time_window_s = min(self.cfg.window_max_s, max(0.02, self.cfg.target_events / rate))
         self.last_opened_ns, self.last_settled_ns = opened_ns, settled_ns
-        if self.setup_window:
-            if self.step_times_ns:  # the training loop began: its budget starts afresh
-                self.next_open_ns = int(settled_ns + self.cfg.min_gap_s * 1e9)
-            else:
-                self.charged_ns += cost
-                self._schedule()
+        if self.early_window or (self.setup_window and self.step_times_ns):
+            # an early window, or the training loop began during a set-up window: neither is charged to the
+            # loop's budget, which starts afresh; the next window waits as long as this one cost (at most the
+            # minimum gap), so a short run still gets its early and first steady windows
+            self.budget_from_ns, self.charged_ns = settled_ns, 0.0
+            self.next_open_ns = int(settled_ns + min(cost, self.cfg.min_gap_s * 1e9))
+            if self.open_mode == WindowMode.TIME and self.early_windows >= EARLY_TIME_WINDOWS:
+                self._schedule()  # the last early time window: the next one is the duty's
+            return cost
+        if self.setup_window:  # a time window before any step: charged to the time before the loop
+            self.charged_ns += cost
+            self._schedule()
             return cost
         self.charged_ns += cost
         self.tail_open = True
