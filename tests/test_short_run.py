@@ -123,6 +123,18 @@ def test_the_recorded_20_step_run_says_its_window_caught_only_the_end_of_step_0(
     assert tiny is not None and tiny.kernels == 300 and tiny.regime is Regime.OVERHEAD
 
 
+def test_a_sleep_beside_first_call_module_loading_is_the_sleep_line_s_wait():
+    """In step 0 of the recorded 20-step run, the gap that holds `time.sleep(0.02)` (line 47) also holds CUDA
+    loading a kernel module for a first call. The sleep is a per-step cost: the gap is the sleep line's WAIT,
+    not warm-up charged to no line, so the line is in the result."""
+    trace = recording("h100_short_run20")
+    a = analyze(trace)
+    sleep = line_of(trace, a, 47)
+    assert sleep is not None
+    wait = (a.gaps.cause == GAP_CAUSE_CODES[GapCause.WAIT]) & (a.gaps.line == sleep.line_id)
+    assert int(a.gaps.dur_ns[wait].sum()) >= 20 * MS  # the sleep's 20 ms at least
+
+
 @pytest.mark.parametrize("name", ["h100_short_run20_noopt"])
 def test_a_recorded_window_over_whole_iterations_shows_every_regime_on_its_line(name):
     """Guard: a window over whole iterations shows each line of the script with its regime or cause, and every

@@ -52,7 +52,8 @@ in Python, dispatch or launch calls, was not issuing work fast enough)::
 
 One-time warm-up outside a collective is OTHER and charged to no line: a gap in which CUDA loads a kernel module
 for a first call (Kineto's `Lazy Function Loading` marker) is a set-up cost of the run's first steps, not the
-line's per-step cost, and it would otherwise make every line of a warm-up window look overhead-bound::
+line's per-step cost, and it would otherwise make every line of a warm-up window look overhead-bound (unless the
+main thread waited off the CPU for half the gap or more: then the wait, a per-step cost, is its cause)::
 
     CPU   x * 1.5 (first call: 13 ms) ...................| Lazy Function Loading | launch
     GPU   [k1]                                                                         [k2]
@@ -354,6 +355,8 @@ def _classify(
     dur = gaps.dur_ns[rows].astype(np.float64)
     launch = once.launch[rows]
     warmup = _warmup(ev, g0, g1)
+    if waits is not None and len(waits) and warmup.any():  # a sleep beside the module loading: it waited
+        warmup &= waits.waited(g0, g1) < COVER_SHARE * dur
     n = len(g0)
     other = np.full(n, GAP_CAUSE_CODES[GapCause.OTHER], np.int8)
     v = _Verdicts(
