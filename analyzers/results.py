@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from analyzers.cost.rates import Rates, achieved
+from analyzers.findings.facts import Facts, Knob
 from analyzers.link.links import Links
 from analyzers.phases.run_phases import Phase, TracePhases
 from brrrtui.contract.model import Peaks, SourceLine, Table, Trace
 
 if TYPE_CHECKING:
     from analyzers.comm.collectives import Communication
+    from analyzers.comm.ranks import Straggler
     from analyzers.totals.modules import ModuleTree
 
 
@@ -161,19 +163,23 @@ class Place:
     module_kind: str  # its class
     instances: int  # modules folded into that path
     library_line: SourceLine | None  # innermost model-library line (transformers, torchvision …)
-    knob: str | None = None  # e.g. Hugging Face's activation_function="gelu_pytorch_tanh"
+    knob: Knob | None = None  # e.g. Hugging Face's activation_function="gelu_pytorch_tanh"
+    library: str | None = None  # the library whose setting `knob` is (`transformers`)
 
 
 @dataclass(frozen=True)
 class Finding:
+    """What to change, where, and roughly what it saves. Its words (the verdict and the action) are
+    brrrtui.present.finding_words' rendering of `facts`."""
+
     kind: FindingKind
     lines: tuple[SourceLine, ...]
     saving_ns: float | None  # estimated saving per step (or per window when steps are unknown)
-    message: str  # the verdict and its numbers, one sentence
-    action: str  # what to do about it
+    facts: Facts  # the numbers, names and causes behind it (analyzers.findings.facts, one class per finder)
     kernels: tuple[int, ...] = ()  # gpu rows involved (for drill-down)
     window: int = -1
     place: Place | None = None  # the module and library line of its kernels
+    waits_for: Straggler | None = None  # communication: the run's straggler this rank waits for
 
 
 @dataclass

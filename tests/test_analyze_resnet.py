@@ -16,6 +16,7 @@ import pytest
 from analyzers.analyze import analyze
 from analyzers.results import GAP_CAUSE_CODES, GapCause, Regime
 from brrrtui.contract.model import GpuKind
+from brrrtui.present.finding_words import message
 from brrrtui.present.report import render_text, to_json
 from brrrtui.recording.load import load_trace
 
@@ -97,8 +98,8 @@ def test_lines_and_findings(a):
     assert kinds == ["overhead", "small_kernels", "fusion", "sync", "slow_gemm"]  # the C_in=3 stem conv
     # the whole step is one line of one function: its chains are one "compile it" estimate over that function
     (fusion,) = [f for f in a.findings if f.kind == "fusion"]
-    assert "native_batch_norm, clamp_min_" in fusion.message
-    assert "threshold_backward, native_batch_norm_backward" in fusion.message
+    assert "native_batch_norm, clamp_min_" in message(fusion)
+    assert "threshold_backward, native_batch_norm_backward" in message(fusion)
 
 
 def test_report_round_trips(a):

@@ -8,8 +8,9 @@ import pytest
 from fixtures.synthetic import BF16, F32, TraceBuilder
 
 from analyzers.analyze import analyze
-from analyzers.comm.collectives import DDP_ACTION, FSDP_ACTION, bus_factor, collective_kind
+from analyzers.comm.collectives import bus_factor, collective_kind
 from analyzers.results import REGIME_CODES, FindingKind, Regime
+from brrrtui.present.finding_words import DDP_ACTION, FSDP_ACTION, action, message
 
 MS = 1_000_000
 ALLREDUCE = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
@@ -129,8 +130,8 @@ def test_exposed_communication_is_a_finding_with_the_ddp_cure():
     f = next(f for f in a.findings if f.kind is FindingKind.COMMUNICATION)
     assert f.saving_ns == 30 * MS  # per step: all of the exposed time, hidden at best
     assert [(ln.file, ln.line) for ln in f.lines] == [("train.py", 20)]
-    assert "30 ms per step (30% of the time; all_reduce 28 ms, all_gather 5 ms)" in f.message
-    assert f.action == DDP_ACTION and "no_sync" in f.action and "bucket_cap_mb" in f.action
+    assert "30 ms per step (30% of the time; all_reduce 28 ms, all_gather 5 ms)" in message(f)
+    assert action(f) == DDP_ACTION and "no_sync" in action(f) and "bucket_cap_mb" in action(f)
     assert a.findings == sorted(a.findings, key=lambda x: -(x.saving_ns or 0))
 
 
@@ -139,7 +140,7 @@ def test_an_exposed_all_gather_gets_the_fsdp_cure():
         ddp_window(exposed_gather_ms=40)
     )  # all-gather 40-80: 20 ms exposed; all-reduce 28 -> 8 exposed
     f = next(f for f in a.findings if f.kind is FindingKind.COMMUNICATION)
-    assert f.action == FSDP_ACTION and "set_modules_to_forward_prefetch" in f.action
+    assert action(f) == FSDP_ACTION and "set_modules_to_forward_prefetch" in action(f)
 
 
 def test_a_run_without_collectives_has_no_communication():

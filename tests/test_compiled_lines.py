@@ -16,6 +16,7 @@ from analyzers.cost.opcost import op_cost, parse_args
 from brrrtui.capture.inductor_sources import kernel_name, source_rows
 from brrrtui.capture.lines import LineTable, UserFrames
 from brrrtui.contract.model import NONE
+from brrrtui.present.finding_words import action, message
 from brrrtui.recording.load import load_trace
 
 
@@ -167,7 +168,7 @@ def test_a_graph_break_is_a_finding_on_its_line_and_dynamo_prints_nothing(tmp_pa
     a = analyze(load_trace(out))
     (found,) = [f for f in a.findings if f.kind.value == "graph_break"]
     assert (os.path.basename(found.lines[0].file), found.lines[0].line) == ("graph_break.py", 12)
-    assert "print" in found.message and "print" in found.action
+    assert "print" in message(found) and "print" in action(found)
 
 
 def test_graph_break_messages_of_two_torch_versions_parse():
@@ -225,8 +226,8 @@ def test_a_recompiled_function_is_a_finding_on_its_def_line(tmp_path):
     a = analyze(load_trace(out))
     (found,) = [f for f in a.findings if f.kind.value == "recompile"]  # one per function
     assert (os.path.basename(found.lines[0].file), found.lines[0].line) == ("recompile.py", 10)
-    assert "again 2× (failed guards: scale == 1; scale == 2)" in found.message  # the changing Python int
-    assert "pass it as a tensor" in found.action
+    assert "again 2× (failed guards: scale == 1; scale == 2)" in message(found)  # the changing Python int
+    assert "pass it as a tensor" in action(found)
 
 
 def test_guard_failure_texts_are_cut_to_the_guard():

@@ -12,6 +12,7 @@ from analyzers.cost.gemm_shapes import diagnose, gemm_dims, padded_work
 from analyzers.cost.op_families import Family
 from analyzers.cost.tensor_args import TensorArg
 from analyzers.findings.efficiency import BELOW_ROOF, DEFAULT_TARGET, reference_fraction
+from brrrtui.present.finding_words import action, message
 from brrrtui.recording.load import load_trace
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -50,12 +51,12 @@ def test_vocab_not_a_multiple_of_8_is_named_with_its_padding():
     assert slow == pytest.approx(0.15, rel=1e-5) and ref == pytest.approx(0.9, rel=1e-5)
     # one step; the padded GEMM does 50304/50257 of the FLOPs at the reference GEMMs' fraction
     assert f.saving_ns == pytest.approx(durs[-1] * (1 - slow * 50304 / 50257 / ref), rel=1e-12)
-    assert "pad 50257 to 50304 (a multiple of 64)" in f.action
-    assert "a dimension of 50257, not a multiple of 8" in f.message
+    assert "pad 50257 to 50304 (a multiple of 64)" in action(f)
+    assert "a dimension of 50257, not a multiple of 8" in message(f)
     assert (
-        "M=8192 N=50257 K=768" in f.message and "fell back to cutlass_75_tensorop_bf16_s1688gemm" in f.message
+        "M=8192 N=50257 K=768" in message(f) and "fell back to cutlass_75_tensorop_bf16_s1688gemm" in message(f)
     )
-    assert "148 TFLOP/s of 989 TFLOP/s (15% of the roof)" in f.message
+    assert "148 TFLOP/s of 989 TFLOP/s (15% of the roof)" in message(f)
     assert f.lines[0].line == 30 and f.kernels == (len(durs) - 1,)
 
 
@@ -64,7 +65,7 @@ def test_the_padded_vocab_gets_no_alignment_finding():
     # aligned, a Hopper kernel, grid unknown: no cause to name, but at 15 % of its roof and most of the step it
     # is still a slow GEMM, said with its evidence
     (f,) = slow_gemms(analyze(b.build()))
-    assert "cause unknown" in f.message and "not a multiple" not in f.message
+    assert "cause unknown" in message(f) and "not a multiple" not in message(f)
 
 
 def test_a_well_shaped_gemm_at_90_percent_gets_no_finding():
@@ -95,7 +96,7 @@ def test_fp32_gemm_without_tf32_is_one_no_tensor_cores_finding():
     a = analyze(b.build())
     assert [f.kind for f in a.findings if f.kind in ("slow_gemm", "no_tensor_cores")] == ["no_tensor_cores"]
     (f,) = [f for f in a.findings if f.kind == "no_tensor_cores"]
-    assert 'set_float32_matmul_precision("high")' in f.action
+    assert 'set_float32_matmul_precision("high")' in action(f)
 
 
 def test_nchw_conv_with_layout_kernels_suggests_channels_last():
@@ -116,7 +117,7 @@ def test_nchw_conv_with_layout_kernels_suggests_channels_last():
     a = analyze(b.build())
     (f,) = [f for f in a.findings if f.kind == "conv_layout"]
     assert f.saving_ns == 150_000  # the two conversions; the conv kernel has no diagnosed cause
-    assert "torch.channels_last" in f.action and "nchwToNhwcKernel, nhwcToNchwKernel" in f.message
+    assert "torch.channels_last" in action(f) and "nchwToNhwcKernel, nhwcToNchwKernel" in message(f)
     assert f.lines[0].line == 27
 
 

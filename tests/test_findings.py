@@ -7,6 +7,7 @@ from fixtures.synthetic import BF16, F32, TraceBuilder
 
 from analyzers.analyze import analyze
 from brrrtui.contract.model import GpuKind
+from brrrtui.present.finding_words import action, message
 
 N = 1 << 24
 
@@ -27,8 +28,8 @@ def test_fp32_matmul_off_tensor_cores():
     (f,) = [f for f in a.findings if f.kind == "no_tensor_cores"]
     # at the TF32 roof (494.5 TFLOP/s) the matmul would take 2 n^3 / 494.5e12 s
     assert f.saving_ns == pytest.approx(3_000_000 - 2 * n**3 / 494.5e12 * 1e9)
-    assert 'set_float32_matmul_precision("high")' in f.action and "autocast" in f.action
-    assert f.lines[0].line == 30 and "train.py:30" in f.message
+    assert 'set_float32_matmul_precision("high")' in action(f) and "autocast" in action(f)
+    assert f.lines[0].line == 30 and "train.py:30" in message(f)
 
 
 def test_bf16_matmul_raises_no_tensor_core_finding():
@@ -50,8 +51,8 @@ def test_per_parameter_optimizer_loop():
     b.window(0, 1_000_000, first_step=1, last_step=1)
     a = analyze(b.build())
     (f,) = [f for f in a.findings if f.kind == "optimizer"]
-    assert f.message.startswith("Adam.step launches 120 kernels per step")
-    assert "foreach=True" in f.action and "fused=True" in f.action
+    assert message(f).startswith("Adam.step launches 120 kernels per step")
+    assert "foreach=True" in action(f) and "fused=True" in action(f)
 
 
 def test_matmul_softmax_matmul_suggests_sdpa():
@@ -74,8 +75,8 @@ def test_matmul_softmax_matmul_suggests_sdpa():
     a = analyze(b.build())
     (f,) = [f for f in a.findings if f.kind == "attention"]
     assert f.saving_ns == 140_000  # the div and softmax kernels between the two matmuls
-    assert "F.scaled_dot_product_attention" in f.action
-    assert "attn.py:12" in f.message
+    assert "F.scaled_dot_product_attention" in action(f)
+    assert "attn.py:12" in message(f)
 
 
 def test_overhead_bound_loop_of_tiny_kernels():
@@ -92,8 +93,8 @@ def test_overhead_bound_loop_of_tiny_kernels():
     assert a.overhead.raw_overhead_fraction == 1.0
     found = {f.kind: f for f in a.findings}
     assert {"overhead", "small_kernels"} <= set(found)
-    assert "CUDA graphs" in found["overhead"].action
-    assert found["small_kernels"].message.startswith("200 kernels per step (100% of all) finish before")
+    assert "CUDA graphs" in action(found["overhead"])
+    assert message(found["small_kernels"]).startswith("200 kernels per step (100% of all) finish before")
     assert found["overhead"].lines[0].line == 5
 
 
@@ -108,7 +109,7 @@ def test_small_kernels_mostly_without_a_line_say_so_rather_than_blame_the_few_li
         b.launch("vectorized_elementwise_kernel<add>", t + 10_000, t + 15_000, 2_000)
     b.window(0, 200 * 20_000, first_step=0, last_step=0)
     (f,) = [f for f in analyze(b.build()).findings if f.kind == "small_kernels"]
-    assert f.message.endswith("in front of them; 75% of them from no known line, the others from loop.py:5")
+    assert message(f).endswith("in front of them; 75% of them from no known line, the others from loop.py:5")
 
 
 def test_dataloader_finding_when_it_covers_most_of_the_gap():
@@ -131,7 +132,7 @@ def test_dataloader_finding_when_it_covers_most_of_the_gap():
     # one gap, 22 -> 540 us: the DataLoader covers 290 of 518 us, more than half: DATA
     (f,) = [f for f in a.findings if f.kind == "data"]
     assert f.lines[0].line == 18 and f.saving_ns == 518_000
-    assert "num_workers" in f.action
+    assert "num_workers" in action(f)
 
 
 def test_h2d_finding_reports_bytes_and_pageable_memory():
@@ -151,5 +152,5 @@ def test_h2d_finding_reports_bytes_and_pageable_memory():
     a = analyze(b.build())
     (f,) = [f for f in a.findings if f.kind == "h2d"]
     assert f.lines[0].line == 6 and f.saving_ns == 198_000  # 22 -> 220 us
-    assert "33.6 MB per step" in f.message and "pageable" in f.message
-    assert "pin_memory=True" in f.action and "non_blocking=True" in f.action
+    assert "33.6 MB per step" in message(f) and "pageable" in message(f)
+    assert "pin_memory=True" in action(f) and "non_blocking=True" in action(f)

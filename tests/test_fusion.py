@@ -11,6 +11,7 @@ from analyzers.cost.roofline import roofline
 from analyzers.fusion.chains import fusion_chains, named_pattern
 from analyzers.link.links import link
 from brrrtui.contract.model import GpuKind
+from brrrtui.present.finding_words import action, message
 
 N = 1 << 24  # bf16 elements: 32 MiB per tensor
 T = N * 2
@@ -71,10 +72,10 @@ def test_fusion_finding_in_the_analysis():
     assert f.saving_ns == pytest.approx(2 * 2 * T / H200_BW * 1e9 + 2 * a.per_launch_ns)
     assert a.per_launch_ns == 2_000
     assert (
-        "3 memory-bound kernels (mul, add, sin) on lines 10–12 of model.py move 201 MB per step" in f.message
+        "3 memory-bound kernels (mul, add, sin) on lines 10–12 of model.py move 201 MB per step" in message(f)
     )
-    assert "134 MB less" in f.message and "2 launches" in f.message
-    assert "torch.compile the function `forward`" in f.action
+    assert "134 MB less" in message(f) and "2 launches" in message(f)
+    assert "torch.compile the function `forward`" in action(f)
 
 
 def test_shapes_that_do_not_flow_break_the_chain():
@@ -170,7 +171,7 @@ REAL_GELU = ops_with_operands(
 def test_gelu_chain_suggests_f_gelu():
     a = analyze(pointwise_trace(REAL_GELU).build())
     (f,) = [f for f in a.findings if f.kind == "fusion"]
-    assert 'F.gelu(x, approximate="tanh")' in f.action
+    assert 'F.gelu(x, approximate="tanh")' in action(f)
 
 
 def test_tanh_plus_half_is_not_called_gelu():
@@ -179,7 +180,7 @@ def test_tanh_plus_half_is_not_called_gelu():
     for ops in (not_gelu, not_gelu * 3):  # once, and in a loop
         a = analyze(pointwise_trace(ops).build())
         (f,) = [f for f in a.findings if f.kind == "fusion"]
-        assert "gelu" not in f.action.lower() and "torch.compile the function `forward`" in f.action
+        assert "gelu" not in action(f).lower() and "torch.compile the function `forward`" in action(f)
 
 
 def test_operands_decide_between_a_formula_and_a_look_alike():

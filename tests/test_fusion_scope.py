@@ -16,6 +16,7 @@ from analyzers.cost.roofline import roofline
 from analyzers.fusion import scope as fusion_scope, scope_runs
 from analyzers.fusion.chains import fusion_chains
 from analyzers.link.links import link
+from brrrtui.present.finding_words import action
 from brrrtui.recording.load import load_trace
 
 N = 1 << 24  # elements: 32 MiB per bf16 tensor, 64 MiB per fp32 one
@@ -156,7 +157,7 @@ def test_scope_finding_in_the_analysis_names_the_function_and_the_launches():
     s.b.window(0, s.gpu + 10_000, first_step=0, last_step=0)
     a = analyze(s.b.build())
     msgs = [f for f in a.findings if f.kind == "fusion"]
-    assert msgs and all("torch.compile the function `forward`" in f.action for f in msgs)
+    assert msgs and all("torch.compile the function `forward`" in action(f) for f in msgs)
 
 
 def test_every_instance_of_a_module_is_one_function():

@@ -20,6 +20,7 @@ import pytest
 
 from analyzers.analyze import analyze
 from analyzers.link.compiled import kernel_line_shares
+from brrrtui.present.finding_words import message
 from tests.test_h200_recordings import open_fixture
 
 
@@ -90,7 +91,7 @@ def test_a_library_model_compiled_whole_is_on_the_line_that_calls_it_with_its_li
     assert libs["transformers/pytorch_utils.py:119"] > 0.5 * a.breakdown.compute_ns  # Conv1D's addmm
     assert any(k.startswith("transformers/models/gpt2/modeling_gpt2.py:") for k in libs)
     (brk,) = [f for f in a.findings if f.kind.value == "graph_break"]
-    assert brk.lines[0].line == 32 and "transformers/modeling_utils.py:4635" in brk.message
+    assert brk.lines[0].line == 32 and "transformers/modeling_utils.py:4635" in message(brk)
 
 
 def test_the_text_report_of_a_compiled_library_model_lists_its_library_lines(tmp_path_factory):

@@ -12,6 +12,7 @@ import pytest
 from analyzers.analyze import analyze_with_other_phases
 from analyzers.phases.run_phases import Phase
 from analyzers.results import Regime
+from brrrtui.present.finding_words import action, message
 from brrrtui.recording.load import load_trace
 
 FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "h200_hf_gpt2_steady.brrr.gz")
@@ -54,5 +55,5 @@ def test_cudnn_attention_is_compute_and_the_vocab_gemms_are_diagnosed(run):
     sdpa = [k for k in a.kernels if "sdpa" in k.name]
     assert len(sdpa) == 2 and all(k.regime is Regime.COMPUTE for k in sdpa)
     slow = [f for f in a.findings if f.kind == "slow_gemm"]
-    assert len(slow) == 1 and "50257" in slow[0].message and "50304" in slow[0].action
+    assert len(slow) == 1 and "50257" in message(slow[0]) and "50304" in action(slow[0])
     assert 10e6 < slow[0].saving_ns < 15e6  # 12.8 ms per step predicted; padding saved 14.9 ms on the H200

@@ -14,6 +14,7 @@ from fixtures.synthetic import F32, TraceBuilder
 from analyzers.analyze import analyze
 from analyzers.results import FindingKind
 from brrrtui.contract.model import GpuKind
+from brrrtui.present.finding_words import action, message
 from brrrtui.recording.store import write_trace
 
 MS = 1_000_000
@@ -71,9 +72,9 @@ def test_the_wait_inside_a_gloo_all_reduce_is_communication_not_a_sync():
     assert top.kind is FindingKind.COMMUNICATION
     assert top.saving_ns == 31_000_000  # the idle the collective covers: 30 -> 61 ms, exactly
     assert [(ln.file, ln.line) for ln in top.lines] == [("train.py", 20)]
-    assert "inside gloo:all_reduce from train.py:20" in top.message and "not a host sync" in top.message
-    assert "straggler" in top.action and "overlap" in top.action
-    assert "keep the value on the GPU" not in top.action
+    assert "inside gloo:all_reduce from train.py:20" in message(top) and "not a host sync" in message(top)
+    assert "straggler" in action(top) and "overlap" in action(top)
+    assert "keep the value on the GPU" not in action(top)
 
 
 def test_a_collective_on_gloo_s_worker_thread_takes_the_line_the_loop_waited_on():
@@ -114,7 +115,7 @@ def test_the_cure_names_the_straggler_the_ranks_comparison_found():
     findings = analyze(gloo_rank0()).findings
     named = name_straggler(findings, comparison, shown=0)
     comm = next(f for f in named if f.kind is FindingKind.COMMUNICATION)
-    assert comm.action.startswith(
+    assert action(comm).startswith(
         "this rank waits for rank 1, 30 ms per step late, most of it on train.py:25"
     )
     assert [f.kind for f in named] == [f.kind for f in findings]

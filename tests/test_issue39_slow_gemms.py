@@ -11,6 +11,7 @@ from fixtures.synthetic import BF16, H200_BF16, TraceBuilder
 
 from analyzers.analyze import analyze
 from analyzers.results import FindingKind
+from brrrtui.present.finding_words import action, message
 
 N = 4096
 FLOPS = 2 * N**3
@@ -51,11 +52,11 @@ def _slow_gemms():
 
 
 def test_gemms_on_narrow_loads_with_aligned_shapes_get_a_finding_with_cause_and_cure():
-    narrow = next(f for f in _slow_gemms() if "loaded 4 bytes at a time" in f.message)
+    narrow = next(f for f in _slow_gemms() if "loaded 4 bytes at a time" in message(f))
     # the reference: the duration-weighted median of the undiagnosed GEMMs' fractions, 80 %
     assert narrow.saving_ns == pytest.approx(_dur(0.3) - FLOPS / (0.8 * H200_BF16) * 1e9, abs=1)
-    assert "M=4096 N=4096 K=4096" in narrow.message and "from a view" in narrow.message
-    assert ".contiguous()" in narrow.action
+    assert "M=4096 N=4096 K=4096" in message(narrow) and "from a view" in message(narrow)
+    assert ".contiguous()" in action(narrow)
     assert narrow.place is not None and (narrow.place.module, narrow.place.module_kind) == (
         "head.proj",
         "Linear",
@@ -64,11 +65,11 @@ def test_gemms_on_narrow_loads_with_aligned_shapes_get_a_finding_with_cause_and_
 
 
 def test_a_slow_gemm_with_no_cause_found_says_so_with_its_evidence():
-    unknown = next(f for f in _slow_gemms() if "cause unknown" in f.message)
+    unknown = next(f for f in _slow_gemms() if "cause unknown" in message(f))
     assert unknown.saving_ns == pytest.approx(_dur(0.2) - FLOPS / (0.8 * H200_BF16) * 1e9, abs=1)
-    assert "M=4096 N=4096 K=4096" in unknown.message and "16-byte aligned" in unknown.message
-    assert "(20% of the roof)" in unknown.message
-    assert "Nsight Compute" in unknown.action
+    assert "M=4096 N=4096 K=4096" in message(unknown) and "16-byte aligned" in message(unknown)
+    assert "(20% of the roof)" in message(unknown)
+    assert "Nsight Compute" in action(unknown)
     assert unknown.place is not None and unknown.place.module == "blocks.*.mlp"
 
 
@@ -80,4 +81,4 @@ def test_no_cause_unknown_finding_without_the_run_s_own_gemms_doing_better():
     """Without MIN_REFERENCE matmuls of the run at half their roof or better, nothing shows that the GPU and
     library do better on such work: the narrow-load GEMM (a cause) keeps its finding, the other makes none."""
     found = [f for f in analyze(model_trace(plain=0)).findings if f.kind is FindingKind.SLOW_GEMM]
-    assert len(found) == 1 and "loaded 4 bytes at a time" in found[0].message
+    assert len(found) == 1 and "loaded 4 bytes at a time" in message(found[0])

@@ -15,6 +15,7 @@ from fixtures.synthetic import BF16, TraceBuilder
 from analyzers.analyze import analyze
 from analyzers.results import FindingKind
 from brrrtui.contract.modules import collapse, decode, encode
+from brrrtui.present.finding_words import knob
 from brrrtui.present.report import render_text, to_json
 from brrrtui.recording.load import load_trace
 
@@ -143,9 +144,9 @@ def test_hf_gpt2_findings_name_module_library_line_and_knob(hf_gpt2):
     place = gelu[0].place
     assert (place.module, place.instances) == ("transformer.h.*.mlp.act", 12)
     assert place.library_line.file.endswith("transformers/activations.py")
-    assert 'activation_function="gelu_pytorch_tanh"' in place.knob
+    assert 'activation_function="gelu_pytorch_tanh"' in knob(place)
     vocab = next(f for f in hf_gpt2.findings if f.kind is FindingKind.SLOW_GEMM)
-    assert vocab.place.module == "lm_head" and "pad_to_multiple_of=64" in vocab.place.knob
+    assert vocab.place.module == "lm_head" and "pad_to_multiple_of=64" in knob(vocab.place)
     text = render_text(hf_gpt2)
     assert "in transformer.h.*.mlp.act (NewGELUActivation ×12) · transformers/activations.py:" in text
     assert "modules (GPU + idle time per step" in text
@@ -159,7 +160,7 @@ def test_resnet50_conv_layout_gets_channels_last_from_torchvision(hf_gpt2):
     a = analyze(load_trace(os.path.join(FIXTURES, "h200_resnet50_modules.brrr.gz")))
     layout = next(f for f in a.findings if f.kind is FindingKind.CONV_LAYOUT)
     assert layout.place.library_line.file.endswith("torchvision/models/resnet.py")
-    assert "channels_last" in layout.place.knob and layout.place.knob.startswith("torchvision")
+    assert "channels_last" in knob(layout.place) and knob(layout.place).startswith("torchvision")
     nodes = {(n.label, n.kind): n for n in a.modules.nodes}
     assert nodes[("layer1.*", "Bottleneck")].instances == 3
     # downsample is Sequential(conv, norm): two nodes once collapsed, named by their own index

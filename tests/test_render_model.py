@@ -5,6 +5,7 @@ from tui_fakes import fixture_snapshot, recording_snapshot
 
 from analyzers.results import REGIME_CODES, Regime
 from brrrtui.present.details import SUMMARY, Node, describe, display_path
+from brrrtui.present.finding_words import action
 from brrrtui.present.lanes import CPU_OP, CPU_SYNC, build_lanes
 from brrrtui.present.search import search
 from brrrtui.present.verdicts import kernel_verdict
@@ -60,7 +61,7 @@ def test_drill_chain_summary_line_op_kernels_kernel_gap_finding():
     gap = describe(snap, gap_node)
     assert gap.title.startswith("GPU idle") and "advice:" in gap.text()
     finding = describe(snap, Node("finding", (0,)))
-    assert snap.findings[0].action in finding.text()
+    assert action(snap.findings[0]) in finding.text()
 
 
 def test_details_of_a_vanished_item_say_so():

@@ -77,7 +77,7 @@ def test_a_finding_with_several_lines_and_one_with_none(tmp_path):
     related = [x["physicalLocation"]["region"]["startLine"] for x in r["relatedLocations"]]
     assert related == [ln.line for ln in fusion.lines[1:]]
     # a finding that names no line (a fused optimizer) is shown on the script itself
-    a.findings.append(type(fusion)(fusion.kind, (), None, "m", "x"))
+    a.findings.append(type(fusion)(fusion.kind, (), None, fusion.facts))
     a.trace.meta["argv"] = ["examples/known_regimes.py"]
     a.trace.meta["cwd"] = "/repo"
     doc = to_sarif(a, "0")

@@ -16,6 +16,7 @@ from analyzers.phases.slow_steps import slow_steps, slow_steps_finding
 from analyzers.results import FindingKind
 from brrrtui.contract.model import Table
 from brrrtui.contract.schema import CAPTURE_COST_SCHEMA
+from brrrtui.present.finding_words import action, message
 from brrrtui.recording.load import load_trace
 
 MS = 1_000_000
@@ -54,10 +55,10 @@ def test_a_periodic_slow_step_that_costs_time_is_counted_and_its_period_found():
     f = slow_steps_finding(s, streamed=False)
     assert f.kind is FindingKind.SLOW_STEPS and f.saving_ns == pytest.approx(2 * MS) and f.lines == ()
     assert (
-        "every 10 steps (steps 10, 20, 30, 40 and 6 more)" in f.message
-        and "mean step is 2 ms (20%) longer than the median" in f.message
+        "every 10 steps (steps 10, 20, 30, 40 and 6 more)" in message(f)
+        and "mean step is 2 ms (20%) longer than the median" in message(f)
     )
-    assert ".item()" in f.action and "--stream" not in f.action
+    assert ".item()" in action(f) and "--stream" not in action(f)
 
 
 def test_slow_steps_that_the_next_steps_make_up_for_lose_nothing():
@@ -102,8 +103,8 @@ def test_two_slow_steps_of_a_few_percent_are_reported_one_is_not():
     s = slow_steps(two, phases_of(two).run)
     assert s.slow == (51, 100) and s.period is None
     f = slow_steps_finding(s, streamed=True)
-    assert f is not None and "steps 51, 100." in f.message and "garbage collector" in f.action
-    assert f.action.startswith("This run was recorded with --stream")
+    assert f is not None and "steps 51, 100." in message(f) and "garbage collector" in action(f)
+    assert action(f).startswith("This run was recorded with --stream")
 
 
 def recording(name, tmp_path):
@@ -131,10 +132,10 @@ def test_h200_gpt2_stream_recording_loses_time_to_slow_steps(tmp_path):
     a = analyze(trace)
     (f,) = [f for f in a.findings if f.kind is FindingKind.SLOW_STEPS]
     assert f.saving_ns == pytest.approx(3.11 * MS, rel=0.01)
-    assert f.message.startswith(
+    assert message(f).startswith(
         "8 of 88 steady steps took over 1.25× the median step (47.6 ms), up to 102 ms"
     )
-    assert f.action.startswith("This run was recorded with --stream")
+    assert action(f).startswith("This run was recorded with --stream")
 
 
 def test_the_finding_reaches_the_report_and_sarif():
@@ -151,7 +152,7 @@ def test_the_finding_reaches_the_report_and_sarif():
     (f,) = [f for f in a.findings if f.kind is FindingKind.SLOW_STEPS]
     warmup = analyze(slowed, phase=Phase.WARMUP)  # the analyses shown apart do not repeat the run's finding
     assert warmup.phase is Phase.WARMUP and FindingKind.SLOW_STEPS not in [g.kind for g in warmup.findings]
-    assert "steps 30, 35." in f.message and f is a.findings[0]  # 80 ms over 19 steady steps: the largest
+    assert "steps 30, 35." in message(f) and f is a.findings[0]  # 80 ms over 19 steady steps: the largest
     assert "slow_steps" in [g["kind"] for g in to_json(a)["findings"]]
     assert "[slow_steps]" in render_text(a)
     log = to_sarif(a, "test")["runs"][0]

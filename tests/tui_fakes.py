@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 from fixtures.synthetic import PHASED_STEPS, phased_trace as synthetic_phased_trace
 
 from analyzers.analyze import choose_windows, phases_of, select_windows
+from analyzers.findings.facts import Facts
 from analyzers.link.links import link
 from analyzers.phases.run_phases import Phase
 from analyzers.results import (
@@ -30,10 +32,25 @@ from analyzers.results import (
     Regime,
 )
 from brrrtui.contract.model import GpuKind, Peaks, Table, Trace
+from brrrtui.present.finding_words import Words, facts_words
 from brrrtui.recording.store import RecordingWriter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "fixtures", "resnet50_h200_tui.json.gz")
+
+
+@dataclass(frozen=True)
+class Worded(Facts):
+    """The made-up findings' facts: their words, written out."""
+
+    message: str
+    action: str
+
+
+@facts_words.register
+def _worded(facts: Worded, f: Finding) -> Words:
+    return Words(facts.message, facts.action)
+
 
 _COMPUTE_WORDS = ("gemm", "conv", "xmma", "cutlass", "wgrad", "dgrad", "fprop", "matmul")
 
@@ -149,8 +166,10 @@ def fake_analyze(
                 "fusion",
                 (s.line,),
                 s.gpu_ns_by_regime[Regime.MEMORY] * 0.3 / steps,
-                f"{len(r)} memory-bound pointwise kernels in a row on {s.line} re-read their inputs from DRAM.",
-                "Fuse them: torch.compile the function, or write the chain as one op.",
+                Worded(
+                    f"{len(r)} memory-bound pointwise kernels in a row on {s.line} re-read their inputs from DRAM.",
+                    "Fuse them: torch.compile the function, or write the chain as one op.",
+                ),
                 tuple(int(x) for x in r),
                 int(gpu.window[r[0]]) if len(r) else -1,
             )  # fmt: skip
@@ -163,8 +182,10 @@ def fake_analyze(
                 "overhead",
                 (trace.lines[lid],) if lid >= 0 else (),
                 float(gaps.dur_ns[big]),
-                "The GPU sat idle while Python issued the next kernels.",
-                "Capture the step with CUDA graphs or torch.compile(mode='reduce-overhead').",
+                Worded(
+                    "The GPU sat idle while Python issued the next kernels.",
+                    "Capture the step with CUDA graphs or torch.compile(mode='reduce-overhead').",
+                ),
                 (),
                 int(gaps.window[big]),
             )  # fmt: skip

@@ -42,10 +42,10 @@ import numpy as np
 from analyzers.cost.opcost import parse_args
 from analyzers.cost.roofline import Roofline
 from analyzers.findings.context import Context
+from analyzers.findings.facts import CommunicationFacts
 from analyzers.link.links import Links
 from analyzers.results import REGIME_CODES, Finding, FindingKind, Regime
 from brrrtui.contract.model import NONE, GpuKind, Trace, flag_of
-from brrrtui.contract.units import fmt_ns, fmt_pct
 
 COMM_OP_PREFIXES = ("gloo:", "mpi:", "ucc:")  # CPU-side collectives whose op spans the whole collective
 COMM_KERNEL_PREFIXES = ("nccl",)  # ncclKernel_AllReduce_..., ncclDevKernel_AllGather_...
@@ -303,21 +303,6 @@ def comm_rows_by_line(links: Links, regime: np.ndarray, dur: np.ndarray) -> list
     return [int(ids[i]) for i in np.argsort(-ns, kind="stable").tolist() if ids[i] != NONE]
 
 
-DDP_ACTION = (
-    "overlap the all-reduce with the backward pass: DDP(model, bucket_cap_mb=...) (default 25: smaller buckets "
-    "start reducing earlier in the backward, larger ones make fewer calls), gradient_as_bucket_view=True, "
-    "static_graph=True when the graph does not change; or accumulate gradients over k micro-batches, the first "
-    "k-1 inside `with model.no_sync():`, so the gradients are reduced once per optimizer step"
-)
-FSDP_ACTION = (
-    "prefetch the next all-gather while the current layer computes: FSDP2 (fully_shard) "
-    "layer.set_modules_to_forward_prefetch([next_layer]) and set_modules_to_backward_prefetch([previous_layer]); "
-    "FSDP1 FullyShardedDataParallel(forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE); "
-    "reshard_after_forward=False on the last layers keeps their parameters gathered for the backward (memory "
-    "for one all-gather less per layer)"
-)
-
-
 def communication_findings(ctx: Context, comm: Communication | None) -> list[Finding]:
     """Exposed collectives: the step waits while the GPU only communicates. Saving: that time per step, all
     of it hidden under compute at best (a rank that waits for a later one holds that wait too)."""
@@ -327,22 +312,20 @@ def communication_findings(ctx: Context, comm: Communication | None) -> list[Fin
     gpu = sorted((c for c in comm.collectives if c.exposed_ns), key=lambda c: -(c.exposed_ns or 0))
     if not gpu:
         return []
-    per = ctx.per
-    kinds = ", ".join(f"{c.kind} {fmt_ns((c.exposed_ns or 0) / per)}" for c in gpu)
-    message = (
-        f"Collectives run with nothing else on the GPU for {fmt_ns(b.communication_ns / per)} per {ctx.unit} "
-        f"({fmt_pct(b.communication_ns / b.span_ns)} of the time; {kinds}); "
-        f"{fmt_ns(b.communication_hidden_ns / per)} more run hidden under compute or memory work. "
-        "On a rank that waits for a later one this includes the wait (the ranks section names the straggler)"
+    facts = CommunicationFacts(
+        ctx.scale,
+        b.communication_ns,
+        b.span_ns,
+        b.communication_hidden_ns,
+        tuple((c.kind, float(c.exposed_ns or 0)) for c in gpu),
     )
     regime, dur = ctx.roof.regime, ctx.trace.gpu.dur_ns
     return [
         Finding(
             kind=FindingKind.COMMUNICATION,
             lines=ctx.source_lines(comm_rows_by_line(ctx.links, regime, dur)[:3]),
-            saving_ns=b.communication_ns / per,
-            message=message,
-            action=FSDP_ACTION if gpu[0].kind in ("all_gather", "reduce_scatter") else DDP_ACTION,
+            saving_ns=b.communication_ns / ctx.per,
+            facts=facts,
             kernels=tuple(np.flatnonzero(regime == COMM).tolist()),
         )
     ]

@@ -32,7 +32,6 @@ from analyzers.comm.collectives import (
 )
 from analyzers.results import Finding, FindingKind
 from brrrtui.contract.model import GpuKind, SourceLine, Trace, WindowMode
-from brrrtui.contract.units import fmt_ns
 
 STRAGGLER_MIN_FRACTION = 0.05  # lateness under this share of the median step is noise, not a straggler
 
@@ -268,23 +267,12 @@ def _most_extra(rank: int, per_rank: dict[int, dict[Any, float]]) -> tuple[Any, 
 
 
 def name_straggler(findings: list[Finding], comparison: RankComparison, shown: int) -> list[Finding]:
-    """The findings of rank `shown` with the cure of each communication finding naming the run's straggler
-    (its rank, how late it is per step, and its line or kernel): what the rank waited for inside its
-    collectives. Unchanged without a straggler, or on the straggler itself."""
+    """The findings of rank `shown` with each communication finding waiting for the run's straggler (its
+    rank, how late it is per step, and its line or kernel): what the rank waited for inside its collectives.
+    Unchanged without a straggler, or on the straggler itself."""
     s = comparison.straggler
     if s is None or s.rank == shown:
         return findings
-    if s.cause == "line" and s.line is not None:
-        why = f", most of it on {s.line}"
-    elif s.cause == "gpu" and s.kernel is not None:
-        why = f", most of it in the kernel {s.kernel} (slower there: that rank's GPU)"
-    else:
-        why = ""
-    cure = (
-        f"this rank waits for rank {s.rank}, {fmt_ns(s.late_ns)} per step late{why}: make rank {s.rank} faster"
-        " (balance the work or the data it gets), or overlap the collective with work. "
-    )
     return [
-        dataclasses.replace(f, action=cure + f.action) if f.kind is FindingKind.COMMUNICATION else f
-        for f in findings
+        dataclasses.replace(f, waits_for=s) if f.kind is FindingKind.COMMUNICATION else f for f in findings
     ]

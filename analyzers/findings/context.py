@@ -1,4 +1,4 @@
-"""What every finder reads (`Context`) and the helpers that word a finding's place and size."""
+"""What every finder reads (`Context`), and the lines most of a set of rows come from."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.cost.roofline import Roofline
+from analyzers.findings.facts import Per
 from analyzers.link.links import Links
 from analyzers.results import Breakdown, OverheadCorrection
 from brrrtui.contract.model import Peaks, SourceLine, Table, Trace
-from brrrtui.contract.units import fmt_lines, fmt_ns
 
 MIN_SAVING_SHARE = 0.005  # drop findings saving less than this share of a step (or window)
 
@@ -35,10 +35,6 @@ class Context:
         return self.steps if self.steps > 0 else max(1, len(self.trace.windows))
 
     @property
-    def unit(self) -> str:
-        return "step" if self.steps > 0 else "window"
-
-    @property
     def step_ns(self) -> float:
         return self.breakdown.span_ns / self.per if self.per else float(self.breakdown.span_ns)
 
@@ -53,26 +49,13 @@ class Context:
         raw_per_step = b.overhead_ns / self.per
         return min(1.0, o.corrected_overhead_fraction * o.unprofiled_step_ns / raw_per_step)
 
-    def unprofiled(self, ns: float) -> str:
-        """ " (~X per step without the profiler)" when the scale is known and matters, else ""."""
-        scale = self.idle_scale
-        return "" if scale >= 0.95 else f" (~{fmt_ns(ns * scale)} per {self.unit} without the profiler)"
+    @property
+    def scale(self) -> Per:
+        """How this run's totals become per-step figures, for a finding's facts."""
+        return Per(self.per, self.steps > 0, self.step_ns, self.idle_scale)
 
     def source_lines(self, ids: list[int]) -> tuple[SourceLine, ...]:
         return tuple(self.trace.lines[i] for i in dict.fromkeys(ids) if 0 <= i < len(self.trace.lines))
-
-
-def where(lines: tuple[SourceLine, ...]) -> str:
-    """ "lines 41–44 of train.py", "train.py:41", or "train.py:41, model.py:7"."""
-    if not lines:
-        return "code outside any traced line"
-    files = list(dict.fromkeys(ln.file for ln in lines))
-    if len(files) == 1:
-        nums = [ln.line for ln in lines]
-        if len(set(nums)) == 1:
-            return f"{files[0]}:{nums[0]}"
-        return f"lines {fmt_lines(nums)} of {files[0]}"
-    return ", ".join(str(ln) for ln in lines[:4]) + (" ..." if len(lines) > 4 else "")
 
 
 def count_lines(lines: np.ndarray, k: int = 3) -> list[int]:

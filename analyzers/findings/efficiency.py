@@ -43,9 +43,9 @@ from analyzers.arrays import dense_ids, unique_inverse
 from analyzers.cost.gemm_shapes import Diagnosis, blocks_of, diagnose, padded_work, shape_text
 from analyzers.cost.op_families import Family
 from analyzers.findings.context import MIN_SAVING_SHARE, Context, count_lines
-from analyzers.findings.efficiency_words import conv_layout_finding, slow_gemm_finding, unknown_gemm_finding
-from analyzers.results import Finding
-from brrrtui.contract.model import GpuKind, flag_of
+from analyzers.findings.facts import ConvFallback, ConvLayoutFacts, RateSpan, SlowGemmFacts, UnknownGemmFacts
+from analyzers.results import Finding, FindingKind
+from brrrtui.contract.model import GpuKind, SourceLine, flag_of
 
 BELOW_ROOF = 0.5
 DEFAULT_TARGET = 0.8
@@ -236,3 +236,122 @@ def _layout_rows(ctx: Context) -> np.ndarray:
     is_layout = flag_of(ctx.trace.string_flags(_LAYOUT.search), gpu.name)
     rows: np.ndarray = np.nonzero(is_layout & np.isin(roof.family, _CONV_FAMILIES))[0]
     return rows
+
+
+def rate_span(ctx: Context, rows: np.ndarray) -> RateSpan:
+    """The achieved FLOP/s and roof fractions of `rows`: their range, and their median FLOP roof."""
+    roof = ctx.roof
+    ach, _, frac = roof.rates(rows)
+    return RateSpan(
+        float(np.nanmin(ach)),
+        float(np.nanmax(ach)),
+        float(np.nanmedian(roof.unit_peak_flops_per_s[rows])),
+        float(np.nanmin(frac)),
+        float(np.nanmax(frac)),
+    )
+
+
+def kernel_names(ctx: Context, rows: np.ndarray) -> tuple[str, ...]:
+    """The distinct kernel names of `rows`, in order."""
+    return tuple(dict.fromkeys(ctx.trace.name(int(n)) for n in ctx.trace.gpu.name[rows].tolist()))
+
+
+def _is_conv(ctx: Context, rows: np.ndarray) -> bool:
+    return int(ctx.roof.family[rows[0]]) in (Family.CONV, Family.CONV_BACKWARD)
+
+
+def slow_gemm_finding(
+    ctx: Context,
+    lines: tuple[SourceLine, ...],
+    rows: np.ndarray,
+    diags: list[Diagnosis],
+    saving: float,
+    target: float,
+) -> Finding:
+    d = diags[0]
+    conv = _is_conv(ctx, rows)
+    facts = SlowGemmFacts(
+        ctx.scale,
+        d,
+        conv,
+        tuple(dict.fromkeys(x.shape for x in diags if x.shape)),
+        any(x.fallback for x in diags),
+        kernel_names(ctx, rows),
+        len(rows),
+        float(ctx.trace.gpu.dur_ns[rows].sum()) / ctx.per,
+        padded_work(d, conv),
+        rate_span(ctx, rows),
+        target,
+    )
+    kernels = tuple(int(r) for r in rows[:64])
+    return Finding(FindingKind.SLOW_GEMM, lines, saving, facts, kernels=kernels)
+
+
+def conv_layout_finding(
+    ctx: Context,
+    lines: tuple[SourceLine, ...],
+    layout_rows: np.ndarray,
+    fallback_rows: np.ndarray,
+    saving: float,
+    target: float,
+) -> Finding:
+    gpu, roof = ctx.trace.gpu, ctx.roof
+    fallback = None
+    if len(fallback_rows):
+        hw = sorted({h for h in (_spatial(ctx, int(r)) for r in fallback_rows.tolist()) if h and h % 8})
+        fallback = ConvFallback(
+            len(fallback_rows),
+            kernel_names(ctx, fallback_rows),
+            tuple(hw),
+            float(gpu.dur_ns[fallback_rows].sum()) / ctx.per,
+            rate_span(ctx, fallback_rows),
+        )
+    facts = ConvLayoutFacts(
+        ctx.scale,
+        len(set(roof.cost_op[layout_rows].tolist())),
+        len(layout_rows),
+        kernel_names(ctx, layout_rows),
+        float(gpu.dur_ns[layout_rows].sum()) / ctx.per,
+        fallback,
+        target,
+    )
+    rows = np.concatenate([layout_rows, fallback_rows])[:64]
+    return Finding(FindingKind.CONV_LAYOUT, lines, saving, facts, kernels=tuple(int(r) for r in rows))
+
+
+def _spatial(ctx: Context, row: int) -> int | None:
+    """H×W of the convolution's activation (forward: input; backward: grad_output)."""
+    cost = ctx.roof.op_costs.of(int(ctx.roof.cost_op[row]))
+    t = next((t for t in cost.inputs if t is not None), None) if cost else None
+    if t is None or len(t.shape) < 3:
+        return None
+    return int(np.prod(t.shape[2:]))
+
+
+def unknown_gemm_finding(
+    ctx: Context,
+    lines: tuple[SourceLine, ...],
+    rows: np.ndarray,
+    shapes: list[str],
+    saving: float,
+    target: float,
+) -> Finding:
+    """Matmul or convolution kernels far under their roof, a good share of the step, whose cause
+    gemm_shapes.diagnose does not find: the evidence it checked, and a saving at the run's reference."""
+    facts = UnknownGemmFacts(
+        ctx.scale,
+        _is_conv(ctx, rows),
+        tuple(shapes),
+        kernel_names(ctx, rows),
+        len(rows),
+        float(ctx.trace.gpu.dur_ns[rows].sum()) / ctx.per,
+        rate_span(ctx, rows),
+        tuple(sorted({b for b in (_blocks(ctx, int(r)) for r in rows.tolist()) if b})),
+        ctx.trace.device.num_sms,
+        target,
+    )
+    return Finding(FindingKind.SLOW_GEMM, lines, saving, facts, kernels=tuple(int(r) for r in rows[:64]))
+
+
+def _blocks(ctx: Context, row: int) -> int | None:
+    return blocks_of(ctx.trace.name(int(ctx.trace.gpu.grid[row]))) if ctx.trace.gpu.grid[row] >= 0 else None

@@ -30,8 +30,9 @@ import numpy as np
 from analyzers.arrays import lexsort, window_stream_key
 from analyzers.cost.kernel_costs import MAX_DEPTH
 from analyzers.cost.op_families import MATMUL_FAMILIES, base_name
-from analyzers.findings.context import MIN_SAVING_SHARE, Context, count_lines, where
+from analyzers.findings.context import MIN_SAVING_SHARE, Context, count_lines
 from analyzers.findings.efficiency import efficiency_findings
+from analyzers.findings.facts import AttentionFacts, FusionFacts, OptimizerFacts, TensorCoreFacts
 from analyzers.findings.idle import (
     collective_wait_findings,
     gap_findings,
@@ -41,21 +42,11 @@ from analyzers.findings.idle import (
 from analyzers.fusion.chains import FusionChain
 from analyzers.results import REGIME_CODES, Finding, FindingKind, Regime
 from brrrtui.contract.model import GpuKind
-from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flops, fmt_ns
 
 MAX_FUSION_FINDINGS = 8
 OPTIMIZER_KERNELS_PER_STEP = 50
 
 # ---------------------------------------------------------------------------------------------- fusion
-
-_PATTERN_ACTIONS = {
-    "gelu_tanh": 'replace the hand-written GELU with F.gelu(x, approximate="tanh") (one kernel), or torch.compile it',
-    "gelu": "replace the hand-written GELU with F.gelu(x) (one kernel), or torch.compile it",
-    "layer_norm": "use F.layer_norm / nn.LayerNorm (one fused kernel) instead of mean/var/rsqrt by hand",
-    "rms_norm": "use F.rms_norm / nn.RMSNorm (fused) instead of pow/mean/rsqrt by hand",
-    "softmax": "use F.softmax / torch.softmax (one kernel) instead of exp/sum/div by hand",
-    "silu": "use F.silu(x) instead of x * torch.sigmoid(x)",
-}
 
 
 def fusion_findings(ctx: Context, chains: list[FusionChain]) -> list[Finding]:
@@ -66,43 +57,31 @@ def fusion_findings(ctx: Context, chains: list[FusionChain]) -> list[Finding]:
         if saving < MIN_SAVING_SHARE * ctx.step_ns or len(out) >= MAX_FUSION_FINDINGS:
             continue
         lines = ctx.source_lines(c.line_ids)
-        per_occ = c.occurrences / ctx.per
         achieved = c.bytes_now / (c.kernel_ns * 1e-9) if c.bytes_now is not None and c.kernel_ns > 0 else None
-        ops = ", ".join(dict.fromkeys(base_name(n) for n in c.op_names if n))
+        ops = tuple(dict.fromkeys(base_name(n) for n in c.op_names if n))
         regimes = ctx.roof.regime[c.rows]
         n_mem = int((regimes == REGIME_CODES[Regime.MEMORY]).sum())
-        kind_txt = (
-            "memory-bound"
-            if n_mem == len(c.rows)
-            else "launch-bound"
-            if n_mem == 0
-            else f"pointwise ({n_mem} memory-bound, {len(c.rows) - n_mem} launch-bound)"
-        )
-        msg = (
-            f"{len(c.rows)} {kind_txt} kernels ({ops}) on {where(lines)}"
-            f"{'' if per_occ == 1 else f', {per_occ:.3g}× per {ctx.unit},'} move"
-            f" {fmt_bytes(None if c.bytes_now is None else c.bytes_now / ctx.per)} per {ctx.unit}"
-            f" at {fmt_bw(achieved)} of {fmt_bw(bw)} peak; fused, the intermediates are not written and re-read"
-            f" ({fmt_bytes(c.bytes_saved / ctx.per)} less) and {c.launches_saved:.3g} launches go:"
-            f" ~{fmt_ns(saving)} per {ctx.unit}"
-        )
-        pattern = c.pattern
-        func = lines[0].function if lines else None
-        fuses = (
-            "Inductor fuses the memory-bound kernels between its matmuls: each run of them becomes one kernel"
-            if c.scope
-            else "Inductor fuses these into one kernel"
-        )
-        action = _PATTERN_ACTIONS.get(pattern or "") or (
-            f"torch.compile the function{f' `{func}`' if func and not func.startswith('<') else ''} ({fuses})"
+        facts = FusionFacts(
+            ctx.scale,
+            len(c.rows),
+            n_mem,
+            ops,
+            c.occurrences,
+            c.bytes_now,
+            achieved,
+            bw,
+            c.bytes_saved,
+            c.launches_saved,
+            c.pattern,
+            lines[0].function if lines else None,
+            bool(c.scope),
         )
         out.append(
             Finding(
                 FindingKind.FUSION,
                 lines,
                 saving,
-                msg,
-                action,
+                facts,
                 kernels=tuple(c.rows),
                 window=min(c.windows, default=-1),
             )
@@ -147,18 +126,9 @@ def attention_findings(ctx: Context) -> list[Finding]:
             continue
         b = ctx.roof.bytes[between]
         lines = ctx.source_lines([i for i in sig if i >= 0])
-        msg = (
-            f"{where(lines)} compute attention as matmul → softmax → matmul: the score matrix is written and"
-            f" re-read by {len(between) // len(spans)} memory-bound kernels ({fmt_bytes(np.nansum(b) / ctx.per)}"
-            f" per {ctx.unit}, {fmt_ns(saving)}); a fused attention kernel keeps it on chip"
-        )
-        action = (
-            "use F.scaled_dot_product_attention(q, k, v, is_causal=...) (flash / memory-efficient kernels)"
-        )
+        facts = AttentionFacts(ctx.scale, len(between) // len(spans), float(np.nansum(b)))
         first = order[spans[0][0] : spans[0][1] + 1]
-        out.append(
-            Finding(FindingKind.ATTENTION, lines, saving, msg, action, kernels=tuple(int(r) for r in first))
-        )
+        out.append(Finding(FindingKind.ATTENTION, lines, saving, facts, kernels=tuple(int(r) for r in first)))
     return out
 
 
@@ -182,23 +152,20 @@ def tensor_core_findings(ctx: Context) -> list[Finding]:
     secs = dur.sum() * 1e-9
     achieved = float(np.nansum(f) / secs) if secs else None
     lines = ctx.source_lines(count_lines(ctx.links.kernel_line[mm]))
-    msg = (
-        f"fp32 matmuls on {where(lines)} run on the SIMT units: {fmt_ns(dur.sum() / ctx.per)} per {ctx.unit} at"
-        f" {fmt_flops(achieved)} (fp32 roof {fmt_flops(ctx.peaks.fp32_flops_per_s)}; TF32 tensor cores"
-        f" {fmt_flops(tf32)}, bf16 {fmt_flops(ctx.peaks.tensor_flops_per_s)}): up to {fmt_ns(saving)} per"
-        f" {ctx.unit} faster on tensor cores"
-    )
-    action = (
-        'torch.set_float32_matmul_precision("high") (TF32), or run the model under '
-        'torch.autocast("cuda", dtype=torch.bfloat16)'
+    facts = TensorCoreFacts(
+        ctx.scale,
+        float(dur.sum()),
+        achieved,
+        ctx.peaks.fp32_flops_per_s,
+        tf32,
+        ctx.peaks.tensor_flops_per_s,
     )
     return [
         Finding(
             FindingKind.NO_TENSOR_CORES,
             lines,
             saving,
-            msg,
-            action,
+            facts,
             kernels=tuple(np.nonzero(mm)[0][:64].tolist()),
         )
     ]
@@ -233,18 +200,12 @@ def optimizer_findings(ctx: Context) -> list[Finding]:
     if multi[gpu.name[kern]].mean() > 0.5:
         return []  # already foreach / fused
     names = [s for s in trace.strings if s.startswith("Optimizer.step#")]
-    opt = names[0].split("#", 1)[1].split(".", 1)[0] if names else "the optimizer"
+    opt = names[0].split("#", 1)[1].split(".", 1)[0] if names else None
     step_ns = float(gpu.dur_ns[kern].sum()) / ctx.per
     saving = (n / ctx.per) * (ctx.per_launch_ns or 0.0) + step_ns * 0.5
-    msg = (
-        f"{opt}.step launches {n / ctx.per:.0f} kernels per step ({fmt_ns(step_ns)} of GPU time, median"
-        f" {fmt_ns(float(np.median(gpu.dur_ns[kern])))}): one small kernel per parameter and operation"
-    )
-    action = f"{opt}(..., foreach=True), or fused=True where {opt} supports it (Adam, AdamW, SGD)"
+    facts = OptimizerFacts(ctx.scale, opt, n, step_ns, float(np.median(gpu.dur_ns[kern])))
     return [
-        Finding(
-            FindingKind.OPTIMIZER, (), saving, msg, action, kernels=tuple(np.nonzero(kern)[0][:64].tolist())
-        )
+        Finding(FindingKind.OPTIMIZER, (), saving, facts, kernels=tuple(np.nonzero(kern)[0][:64].tolist()))
     ]
 
 

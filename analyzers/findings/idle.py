@@ -12,13 +12,19 @@ import numpy as np
 
 from analyzers.arrays import distinct
 from analyzers.comm.collectives import collective_kind
-from analyzers.findings.context import MIN_SAVING_SHARE, Context, count_lines, where
+from analyzers.findings.context import MIN_SAVING_SHARE, Context, count_lines
+from analyzers.findings.facts import (
+    CollectiveWaitFacts,
+    GapFacts,
+    HostCopies,
+    OverheadFacts,
+    SmallKernelsFacts,
+)
 from analyzers.idle.gap_evidence import collective_marks, main_thread
 from analyzers.idle.launch_timing import median_launch_interval_ns
 from analyzers.link.links import spans_at
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Finding, FindingKind, GapCause, Regime
-from brrrtui.contract.model import NONE, GpuKind, SourceLine
-from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_ns, fmt_pct
+from brrrtui.contract.model import NONE, GpuKind
 
 OVERHEAD_SHARE = 0.20  # report overhead when idle-while-issuing is at least this share of the time
 SMALL_KERNELS_PER_STEP = 50
@@ -76,24 +82,17 @@ def overhead_findings(ctx: Context) -> list[Finding]:
     lines = ctx.source_lines(_top_lines(ctx, mask))
     saving = (host_idle + ovh_kernel_ns) / per * ctx.idle_scale
     median_k = float(np.median(gpu.dur_ns[gpu.kind == GpuKind.KERNEL])) if kernels else None
-    corr = (
-        f" (corrected for the profiler with unprofiled steps of {fmt_ns(ctx.overhead.unprofiled_step_ns)}:"
-        f" {fmt_pct(corrected)})"
-        if corrected is not None
-        else ""
+    facts = OverheadFacts(
+        ctx.scale,
+        raw,
+        corrected,
+        ctx.overhead.unprofiled_step_ns,
+        host_idle,
+        kernels,
+        median_k,
+        ctx.per_launch_ns,
     )
-    msg = (
-        f"the GPU waits on the CPU {fmt_pct(raw)} of the profiled time{corr}: {fmt_ns(host_idle / per)} idle"
-        f" per {ctx.unit}{ctx.unprofiled(host_idle / per)} while Python, dispatch and launches issue"
-        f" {kernels / per:.0f} kernels"
-        f" (median {fmt_ns(median_k)}, {fmt_ns(ctx.per_launch_ns)} between kernels); most idle after"
-        f" {where(lines)}"
-    )
-    action = (
-        'capture the step with CUDA graphs (torch.compile(mode="reduce-overhead") or torch.cuda.graphs), '
-        "torch.compile to cut Python and launches, or a bigger batch to give each launch more work"
-    )
-    return [Finding(FindingKind.OVERHEAD, lines, saving, msg, action)]
+    return [Finding(FindingKind.OVERHEAD, lines, saving, facts)]
 
 
 def small_kernel_findings(ctx: Context) -> list[Finding]:
@@ -115,56 +114,19 @@ def small_kernel_findings(ctx: Context) -> list[Finding]:
     ended[ended] = lb[g.next_row[ended]]
     waited = float(g.dur_ns[ended].sum()) / per
     saving = waited * ctx.idle_scale
-    msg = (
-        f"{n_lb / per:.0f} kernels per {ctx.unit} ({fmt_pct(n_lb / max(kernels, 1))} of all) finish before"
-        f" the CPU launches the next: {fmt_ns(lb_ns / n_lb)} each on the GPU while the CPU issues one every"
-        f" {fmt_ns(median_launch_interval_ns(ctx.trace, ctx.links))}; the GPU waits {fmt_ns(waited)}"
-        f" per {ctx.unit}{ctx.unprofiled(waited)} in front of them; {_from_where(ctx, lb, lines)}"
-    )
-    action = (
-        "batch the work into fewer, larger ops (vectorise loops over tensors), or remove launches with CUDA"
-        ' graphs / torch.compile(mode="reduce-overhead")'
+    lined = float((ctx.links.kernel_line[lb] >= 0).mean()) if lb.any() else 0.0
+    facts = SmallKernelsFacts(
+        ctx.scale, n_lb, kernels, lb_ns, median_launch_interval_ns(ctx.trace, ctx.links), waited, lined
     )
     rows = tuple(np.nonzero(lb)[0][:64].tolist())
-    return [Finding(FindingKind.SMALL_KERNELS, lines, saving, msg, action, kernels=rows)]
+    return [Finding(FindingKind.SMALL_KERNELS, lines, saving, facts, kernels=rows)]
 
 
-def _from_where(ctx: Context, marked: np.ndarray, lines: tuple[SourceLine, ...]) -> str:
-    """Where most of the kernels `marked` come from, or how many have no line when most have none."""
-    lined = float((ctx.links.kernel_line[marked] >= 0).mean()) if marked.any() else 0.0
-    if lined >= 0.5 or not lines:
-        return f"most from {where(lines)}"
-    return f"{fmt_pct(1 - lined)} of them from no known line, the others from {where(lines)}"
-
-
-_GAP_TEXT = {
-    GapCause.SYNC: (
-        FindingKind.SYNC,
-        "{where} synchronises with the GPU {n} per {unit} (.item(), .cpu(), .tolist(), print(tensor) or an"
-        " explicit synchronize): the queue drains and the GPU idles {idle} per {unit} ({share} of it) until the"
-        " CPU refills it",
-        "keep the value on the GPU (accumulate losses in a tensor and call .item() every N steps), move"
-        " .cpu()/.tolist()/print out of the loop, and drop torch.cuda.synchronize() outside timing code",
-    ),
-    GapCause.H2D: (
-        FindingKind.H2D,
-        "host-to-device copies from {where} leave the GPU idle {idle} per {unit} ({share}){detail}",
-        "DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True), or keep the data on the GPU",
-    ),
-    GapCause.WAIT: (
-        FindingKind.CPU_WAIT,
-        "the training thread waits off the CPU on {where} (a sleep, I/O, a lock or a queue: not Python, which"
-        " runs on it) while the GPU idles {idle} per {unit} ({share}); the profiler does not slow a wait, so"
-        " unprofiled steps lose the same",
-        "take the wait out of the training loop or off its thread: prefetch data in DataLoader workers, write"
-        " logs and checkpoints from a background thread, drop time.sleep; or give the GPU work to overlap it",
-    ),
-    GapCause.DATA: (
-        FindingKind.DATA,
-        "the GPU idles {idle} per {unit} ({share}) while the DataLoader produces the next batch on {where}",
-        "DataLoader(num_workers=N, pin_memory=True, persistent_workers=True) so batches are ready before"
-        " they are needed",
-    ),
+_GAP_KINDS = {
+    GapCause.SYNC: FindingKind.SYNC,
+    GapCause.H2D: FindingKind.H2D,
+    GapCause.WAIT: FindingKind.CPU_WAIT,
+    GapCause.DATA: FindingKind.DATA,
 }
 
 
@@ -176,7 +138,7 @@ def gap_findings(ctx: Context) -> list[Finding]:
         return out
     gpu = ctx.trace.gpu
     outside = ~in_collectives(ctx)
-    for cause, (kind, template, action) in _GAP_TEXT.items():
+    for cause, kind in _GAP_KINDS.items():
         mask = outside & (g.cause == GAP_CAUSE_CODES[cause])
         if not mask.any():
             continue
@@ -188,7 +150,7 @@ def gap_findings(ctx: Context) -> list[Finding]:
             if idle * scale < MIN_SAVING_SHARE * ctx.step_ns:
                 continue
             src = ctx.source_lines([lid]) if lid >= 0 else ()
-            detail = ""
+            copies = None
             if cause == GapCause.H2D:
                 h2d = ctx.roof.host_copy & np.fromiter(
                     ("HtoD" in ctx.trace.name(i) for i in gpu.name.tolist()), bool, len(gpu)
@@ -197,28 +159,10 @@ def gap_findings(ctx: Context) -> list[Finding]:
                     b = float(gpu.bytes[h2d][gpu.bytes[h2d] > 0].sum())
                     secs = float(gpu.dur_ns[h2d].sum()) * 1e-9
                     pageable = any("Pageable" in ctx.trace.name(i) for i in distinct(gpu.name[h2d]).tolist())
-                    detail = (
-                        f": {fmt_bytes(b / ctx.per)} per {ctx.unit} at {fmt_bw(b / secs if secs else None)}"
-                        f"{' from pageable memory' if pageable else ''}"
-                    )
-            msg = template.format(
-                where=where(src),
-                n=_times(int(sel.sum()) / ctx.per),
-                unit=ctx.unit,
-                idle=fmt_ns(idle),
-                share=fmt_pct(idle / ctx.step_ns if ctx.step_ns else None),
-                detail=detail,
-            ) + ("" if cause == GapCause.WAIT else ctx.unprofiled(idle))
-            out.append(Finding(kind, src, idle * scale, msg, action))
+                    copies = HostCopies(b, secs, pageable)
+            facts = GapFacts(ctx.scale, int(sel.sum()), idle, copies)
+            out.append(Finding(kind, src, idle * scale, facts))
     return out
-
-
-COLLECTIVE_WAIT_ACTION = (
-    "the cure is the straggler, not this rank's host code: make the slowest rank faster (`brrrtui report` on"
-    " the run sets the ranks side by side and names the straggler and its line), or overlap the collective"
-    " with work: DDP(model, bucket_cap_mb=...) starts reducing during the backward, and the NCCL backend"
-    " keeps CUDA tensors on the GPU where gloo copies every bucket through host memory"
-)
 
 
 def collective_wait_findings(ctx: Context) -> list[Finding]:
@@ -249,13 +193,8 @@ def collective_wait_findings(ctx: Context) -> list[Finding]:
             continue
         src = ctx.source_lines(count_lines(lines[sel]))
         shown = sorted({n for n, s in zip(op_names, sel.tolist(), strict=True) if s})
-        share = fmt_pct(idle / ctx.step_ns if ctx.step_ns else None)
-        msg = (
-            f"the GPU idles {fmt_ns(idle)} per {ctx.unit} ({share}) while this rank is inside {', '.join(shown)}"
-            f"{f' from {where(src)}' if src else ''}: time in the collective (waiting for the other ranks and"
-            " moving the data through the host, its device-to-host copies included), not a host sync"
-        )
-        out.append(Finding(FindingKind.COMMUNICATION, src, idle, msg, COLLECTIVE_WAIT_ACTION))
+        facts = CollectiveWaitFacts(ctx.scale, idle, tuple(shown))
+        out.append(Finding(FindingKind.COMMUNICATION, src, idle, facts))
     return out
 
 
@@ -267,7 +206,3 @@ def _main_thread_lines(ctx: Context, window: np.ndarray, t: np.ndarray) -> np.nd
         return np.full(len(t), NONE, dtype=np.int64)
     at = spans_at(ctx.trace, window, t, np.full(len(t), tid), np.int64)
     return np.where(at >= 0, ctx.trace.spans.line[np.maximum(at, 0)], NONE).astype(np.int64)
-
-
-def _times(x: float) -> str:
-    return "once" if x == 1 else f"{x:.3g}×"

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from analyzers.findings.library_knobs import library_knob
+from analyzers.findings.library_knobs import library_knob, library_of
 from analyzers.link.links import Links
 from analyzers.results import Finding, Place
 from analyzers.totals.modules import ModuleTree
@@ -60,5 +60,6 @@ def _placed(trace: Trace, links: Links, f: Finding, instances: dict[tuple[int, s
         lib = trace.lines[best] if best < len(trace.lines) else None
     label = path or kind
     count = instances.get((depth, path, kind), 1)
-    place = Place(label, kind, max(count, 1), lib, library_knob(f.kind, path, kind, lib))
+    knob = library_knob(f.kind, path, kind, lib)
+    place = Place(label, kind, max(count, 1), lib, knob, library_of(lib) if knob else None)
     return replace(f, place=place)

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.arrays import median as sorted_median
+from analyzers.findings.facts import SlowStepsFacts
 from analyzers.phases.run_phases import TOLERANCE, RunPhases, perturbed_steps
 from analyzers.results import Finding, FindingKind
 from brrrtui.contract.model import Trace
-from brrrtui.contract.units import fmt_ns, fmt_pct
 
 SLOW = 1.0 + TOLERANCE  # a slow step takes longer than this times the median (outside the phases' tolerance)
 MIN_LOSS = 0.02  # reported when the run loses at least this share of the median step to them
@@ -105,31 +105,4 @@ def slow_steps_finding(s: SlowSteps | None, streamed: bool) -> Finding | None:
     """A finding when the slow steps cost the run at least MIN_LOSS of its median step."""
     if s is None or not s.worth_reporting:
         return None
-    shown = ", ".join(str(k) for k in s.slow[:4]) + (
-        f" and {len(s.slow) - 4} more" if len(s.slow) > 4 else ""
-    )
-    where = f"they recur every {s.period} steps (steps {shown})" if s.period else f"steps {shown}"
-    message = (
-        f"{len(s.slow)} of {s.steps} steady steps took over {SLOW:g}× the median step ({fmt_ns(s.median_ns)}), up to "
-        f"{fmt_ns(max(s.slow_ns))}; {where}. The mean step is {fmt_ns(s.lost_ns)} "
-        f"({fmt_pct(s.lost_ns / s.median_ns)}) longer than the median, time that no line's figures include: "
-        "they describe the median step"
-    )
-    if s.period:
-        action = (
-            f"Look at what runs every {s.period} steps (logging that calls .item() or .cpu(), evaluation, "
-            "checkpointing): do it less often, or without waiting for the GPU."
-        )
-    else:
-        action = (
-            "Slow steps at no fixed spacing come from outside the step's own work: Python's garbage collector "
-            "(gc.freeze() after set-up), a data loader falling behind (more workers, pin_memory=True), the "
-            "caching allocator growing, or other processes on the machine. `brrrtui record --stream` keeps "
-            "every kernel of those steps."
-        )
-    if streamed:  # the stream's buffer flushes cost GPT-2 small on an H200 2.4-2.9 % (docs/performance.md)
-        action = (
-            "This run was recorded with --stream, whose buffer flushes can slow steps themselves: record "
-            "without it to see the script's own. " + action
-        )
-    return Finding(FindingKind.SLOW_STEPS, (), s.lost_ns, message, action)
+    return Finding(FindingKind.SLOW_STEPS, (), s.lost_ns, SlowStepsFacts(s, streamed))

@@ -18,6 +18,7 @@ from analyzers.results import Analysis, Finding, Place
 from analyzers.totals.modules import ModuleNode, ModuleTree
 from brrrtui.contract.model import SourceLine
 from brrrtui.contract.units import fmt_ns, fmt_pct
+from brrrtui.present.finding_words import action, knob
 from brrrtui.present.paths import Phrase, readable_path
 
 MIN_SHARE = 0.01  # nodes holding less of the step are left out of the text (the JSON keeps them all)
@@ -79,7 +80,7 @@ def place_json(place: Place | None) -> dict[str, Any]:
     return {
         "module": {"path": place.module, "class": place.module_kind, "instances": place.instances},
         "library_line": _line_json(place.library_line),
-        "knob": place.knob,
+        "knob": knob(place),
     }
 
 
@@ -95,7 +96,7 @@ def finding_place_lines(f: Finding) -> list[str]:
         return []
     out = [f"     {place_text(f.place)}"]
     if f.place.knob:
-        out.append(f"     → or, without editing the library: {f.place.knob}")
+        out.append(f"     → or, without editing the library: {knob(f.place)}")
     return out
 
 
@@ -181,7 +182,7 @@ def node_details(n: ModuleNode, a: Analysis, locate: Callable[[SourceLine], str]
     for f in a.findings:
         if f.place is not None and (f.place.module == n.label or f.place.module.startswith(n.path + ".")):
             saving = f" ~{fmt_ns(f.saving_ns)}" if f.saving_ns else ""
-            out.append(f"finding [{f.kind}]{saving} in {f.place.module}: {f.action}")
+            out.append(f"finding [{f.kind}]{saving} in {f.place.module}: {action(f)}")
             if f.place.knob:
-                out.append(f"  or: {f.place.knob}")
+                out.append(f"  or: {knob(f.place)}")
     return out

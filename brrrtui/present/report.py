@@ -68,6 +68,7 @@ from analyzers.results import GAP_CAUSE_CODES, Analysis, Finding, GapCause, Kern
 from analyzers.totals.lines import by_host_time
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.comm_report import comm_json, comm_text
+from brrrtui.present.finding_words import action, message, words
 from brrrtui.present.module_report import (
     finding_place_lines,
     library_lines_text,
@@ -205,8 +206,8 @@ def _finding_json(f: Finding, cwd: str | None = None) -> dict[str, Any]:
             for ln in f.lines
         ],
         "saving_ns": _num(f.saving_ns),
-        "message": f.message,
-        "action": f.action,
+        "message": message(f),
+        "action": action(f),
     } | place_json(f.place)
 
 
@@ -247,8 +248,9 @@ def render_text(analysis: Analysis, top: int = 15, others: Mapping[Phase, Analys
         out.append("findings (estimated saving first)")
         for i, f in enumerate(a.findings, 1):
             saving = f"  ~{fmt_ns(f.saving_ns)}" if f.saving_ns else ""
-            out.append(f"  {i}. [{f.kind}]{saving}  {f.message}")
-            out.append(f"     → {f.action}")
+            said = words(f)
+            out.append(f"  {i}. [{f.kind}]{saving}  {said.message}")
+            out.append(f"     → {said.action}")
             out += finding_place_lines(f)
     elif t.has_gpu:
         out.append("findings: none above the reporting thresholds")

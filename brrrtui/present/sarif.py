@@ -17,6 +17,7 @@ from urllib.parse import quote
 from analyzers.results import Analysis, Finding, FindingKind
 from brrrtui.contract.model import SourceLine
 from brrrtui.contract.units import fmt_ns
+from brrrtui.present.finding_words import action, words
 
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 ROOT_ID = "SRCROOT"
@@ -102,9 +103,10 @@ def _location(line: SourceLine, root: str | None) -> dict[str, Any]:
 
 def message(f: Finding) -> str:
     saving = f"~{fmt_ns(f.saving_ns)} per step" if f.saving_ns is not None else "unknown"
-    verdict = f.message.rstrip()
+    said = words(f)
+    verdict = said.message.rstrip()
     verdict += "" if verdict.endswith((".", "!", "?")) else "."
-    return f"{verdict} Saving: {saving}. Fix: {f.action.rstrip()}"
+    return f"{verdict} Saving: {saving}. Fix: {said.action.rstrip()}"
 
 
 def _fingerprint(f: Finding) -> str:
@@ -134,7 +136,7 @@ def _result(
         "message": {"text": message(f)},
         "locations": locations[:1],
         "partialFingerprints": {"brrrtuiFinding/v1": _fingerprint(f)},
-        "properties": {"saving_ns": f.saving_ns, "action": f.action},
+        "properties": {"saving_ns": f.saving_ns, "action": action(f)},
     }
     if len(locations) > 1:
         result["relatedLocations"] = [

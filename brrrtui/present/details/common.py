@@ -10,6 +10,7 @@ import numpy as np
 
 from analyzers.results import GAP_CAUSE_CODES, Finding, GapCause
 from brrrtui.contract.model import SourceLine
+from brrrtui.present.finding_words import message
 from brrrtui.present.paths import Location, location, locations_in
 from brrrtui.present.selection import Kind, Node
 from brrrtui.present.snapshot import Snapshot
@@ -87,4 +88,4 @@ def rel_start(snap: Snapshot, row: int) -> float:
 
 def link_findings(d: Detail, findings: list[tuple[int, Finding]]) -> None:
     for i, f in findings:
-        d.link(f"⚑ {f.message}", Kind.FINDING, i)
+        d.link(f"⚑ {message(f)}", Kind.FINDING, i)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from brrrtui.contract.units import fmt_ns
 from brrrtui.present.details.common import Detail, cause_of, display_path
+from brrrtui.present.finding_words import words
 from brrrtui.present.paths import Phrase
 from brrrtui.present.selection import Kind
 from brrrtui.present.snapshot import Snapshot
@@ -30,8 +31,9 @@ def gap(snap: Snapshot, row: int) -> Detail:
         if f.kind in kinds and (s is None or not f.lines or s.line in f.lines)
     ]
     for i, f in matched:
-        d.add(("advice: ", "label"), (f.action, "advice"))
-        d.link(f"⚑ {f.message}", Kind.FINDING, i)
+        said = words(f)
+        d.add(("advice: ", "label"), (said.action, "advice"))
+        d.link(f"⚑ {said.message}", Kind.FINDING, i)
     if not matched:
         d.add(("advice: ", "label"), (GAP_ADVICE[cause], "advice"))
     if s is not None:

@@ -10,6 +10,7 @@ from analyzers.results import REGIMES_BY_CODE, KernelStat, Regime
 from brrrtui.contract.units import NA, fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.details.common import Detail, cause_of, display_path, rate, rel_start, short
 from brrrtui.present.details.line import op_kernel_rows
+from brrrtui.present.finding_words import message
 from brrrtui.present.paths import Phrase
 from brrrtui.present.selection import Kind
 from brrrtui.present.snapshot import Snapshot
@@ -38,7 +39,7 @@ def kernel_name(snap: Snapshot, name: int, line_id: int = -2, op_name: int = -2,
     mine = set(rows.tolist())
     for i, f in enumerate(snap.findings):
         if set(f.kernels) & mine:
-            d.link(f"⚑ {f.message}", Kind.FINDING, i)
+            d.link(f"⚑ {message(f)}", Kind.FINDING, i)
     return d
 
 
@@ -174,7 +175,7 @@ def _kernel_context(snap: Snapshot, row: int, ks: KernelStat | None, d: Detail) 
         d.link(f"{fmt_ns(gp.dur_ns[r]):>9} {label}: {cause_of(int(gp.cause[r])).value}", Kind.GAP, r)
     for i, fd in enumerate(snap.findings):
         if row in fd.kernels:
-            d.link(f"⚑ {fd.message}", Kind.FINDING, i)
+            d.link(f"⚑ {message(fd)}", Kind.FINDING, i)
 
 
 def adjacent_gaps(snap: Snapshot, row: int, slack_ns: float = 1_000) -> list[tuple[str, int]]:

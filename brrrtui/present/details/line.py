@@ -8,6 +8,7 @@ from analyzers.arrays import distinct, unique_inverse, unique_rows
 from analyzers.results import LineStat, Regime
 from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.details.common import Detail, cause_of, display_path, nansum, per, rate, short
+from brrrtui.present.finding_words import words
 from brrrtui.present.gutter import BADGES
 from brrrtui.present.selection import Kind
 from brrrtui.present.snapshot import Snapshot
@@ -31,8 +32,9 @@ def line(snap: Snapshot, line_id: int) -> Detail:
             d.link(f"{fmt_ns(g.dur_ns[r]):>9} idle: {cause_of(int(g.cause[r])).value}", Kind.GAP, r)
     for i, f in enumerate(snap.findings):
         if s.line in f.lines:
-            d.add(("advice: ", "label"), (f.action, "advice"))
-            d.link(f"⚑ {f.message}", Kind.FINDING, i)
+            said = words(f)
+            d.add(("advice: ", "label"), (said.action, "advice"))
+            d.link(f"⚑ {said.message}", Kind.FINDING, i)
     return d
 
 

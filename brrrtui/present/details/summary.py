@@ -5,6 +5,7 @@ from __future__ import annotations
 from analyzers.results import Finding, LineStat, Regime
 from brrrtui.contract.units import fmt_bw, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.details.common import Detail, display_path, message_parts, per, short
+from brrrtui.present.finding_words import action, message
 from brrrtui.present.gutter import BADGES, line_host_ns
 from brrrtui.present.paths import Location, Phrase
 from brrrtui.present.selection import Kind
@@ -46,7 +47,7 @@ def summary(snap: Snapshot) -> Detail:
     for note in a.notes:
         d.add(("note: " + note, "muted"))
     for i, f in enumerate(snap.findings[:20]):
-        d.link(Phrase(f"⚑ {_saving(snap, f)} ", *message_parts(snap, f.message)), Kind.FINDING, i)
+        d.link(Phrase(f"⚑ {_saving(snap, f)} ", *message_parts(snap, message(f))), Kind.FINDING, i)
     for s in snap.hot_lines[:20]:
         d.link(_line_label(snap, s), Kind.LINE, s.line_id)
     return d
@@ -91,9 +92,9 @@ def finding(snap: Snapshot, index: int) -> Detail:
     d = Detail(f"finding: {f.kind}")
     d.add(
         ("verdict: ", "label"),
-        *((p, "path" if isinstance(p, Location) else "") for p in message_parts(snap, f.message)),
+        *((p, "path" if isinstance(p, Location) else "") for p in message_parts(snap, message(f))),
     )
-    d.add(("advice: ", "label"), (f.action, "advice"))
+    d.add(("advice: ", "label"), (action(f), "advice"))
     if f.saving_ns:
         d.add((f"estimated saving {fmt_ns(f.saving_ns)}{per(snap)}", "label"))
     for ln in f.lines:

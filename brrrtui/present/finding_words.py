@@ -1,0 +1,645 @@
+"""The words of every finding: its verdict with the measured figures (`message`) and what to change (`action`),
+rendered from the facts its finder measured (analyzers.findings.facts). The report, SARIF, the details pane and
+the module view all read a finding's words here; the analysis builds no sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from functools import singledispatch
+from typing import NamedTuple
+
+from analyzers.cost.gemm_shapes import Diagnosis, pad_to, round_up
+from analyzers.findings.facts import (
+    AttentionFacts,
+    CollectiveWaitFacts,
+    CommunicationFacts,
+    ConvLayoutFacts,
+    Facts,
+    FusionFacts,
+    GapFacts,
+    GraphBreakFacts,
+    Knob,
+    OptimizerFacts,
+    OverheadFacts,
+    Per,
+    RateSpan,
+    RecompileFacts,
+    SlowGemmFacts,
+    SlowStepsFacts,
+    SmallKernelsFacts,
+    TensorCoreFacts,
+    UnknownGemmFacts,
+)
+from analyzers.phases.slow_steps import SLOW
+from analyzers.results import Finding, FindingKind, Place
+from brrrtui.contract.model import SourceLine
+from brrrtui.contract.units import fmt_bw, fmt_bytes, fmt_flops, fmt_lines, fmt_ns, fmt_pct
+
+
+class Words(NamedTuple):
+    message: str  # the verdict and its numbers, one sentence
+    action: str  # what to do about it
+
+
+def words(f: Finding) -> Words:
+    """The finding's verdict and action."""
+    said = facts_words(f.facts, f)
+    if f.waits_for is not None and f.kind is FindingKind.COMMUNICATION:
+        said = Words(said.message, straggler_cure(f) + said.action)
+    return said
+
+
+def message(f: Finding) -> str:
+    return words(f).message
+
+
+def action(f: Finding) -> str:
+    return words(f).action
+
+
+@singledispatch
+def facts_words(facts: Facts, f: Finding) -> Words:
+    """The words of one kind of facts; every facts class registers its own."""
+    raise TypeError(f"no words for {type(facts).__name__}")
+
+
+# ---------------------------------------------------------------------------------------------- shared
+
+
+def unit(p: Per) -> str:
+    return "step" if p.by_step else "window"
+
+
+def unprofiled(p: Per, ns: float) -> str:
+    """ " (~X per step without the profiler)" when the profiler's slow-down is known and matters, else ""."""
+    return (
+        "" if p.idle_scale >= 0.95 else f" (~{fmt_ns(ns * p.idle_scale)} per {unit(p)} without the profiler)"
+    )
+
+
+def where(lines: tuple[SourceLine, ...]) -> str:
+    """ "lines 41–44 of train.py", "train.py:41", or "train.py:41, model.py:7"."""
+    if not lines:
+        return "code outside any traced line"
+    files = list(dict.fromkeys(ln.file for ln in lines))
+    if len(files) == 1:
+        nums = [ln.line for ln in lines]
+        if len(set(nums)) == 1:
+            return f"{files[0]}:{nums[0]}"
+        return f"lines {fmt_lines(nums)} of {files[0]}"
+    return ", ".join(str(ln) for ln in lines[:4]) + (" ..." if len(lines) > 4 else "")
+
+
+def straggler_cure(f: Finding) -> str:
+    """What a rank's communication waits for: the run's straggler, how late it is and where its time goes."""
+    s = f.waits_for
+    if s is None:
+        return ""
+    if s.cause == "line" and s.line is not None:
+        why = f", most of it on {s.line}"
+    elif s.cause == "gpu" and s.kernel is not None:
+        why = f", most of it in the kernel {s.kernel} (slower there: that rank's GPU)"
+    else:
+        why = ""
+    return (
+        f"this rank waits for rank {s.rank}, {fmt_ns(s.late_ns)} per step late{why}: make rank {s.rank} faster"
+        " (balance the work or the data it gets), or overlap the collective with work. "
+    )
+
+
+# ---------------------------------------------------------------------------------------------- fusion
+
+_PATTERN_ACTIONS = {
+    "gelu_tanh": 'replace the hand-written GELU with F.gelu(x, approximate="tanh") (one kernel), or torch.compile it',
+    "gelu": "replace the hand-written GELU with F.gelu(x) (one kernel), or torch.compile it",
+    "layer_norm": "use F.layer_norm / nn.LayerNorm (one fused kernel) instead of mean/var/rsqrt by hand",
+    "rms_norm": "use F.rms_norm / nn.RMSNorm (fused) instead of pow/mean/rsqrt by hand",
+    "softmax": "use F.softmax / torch.softmax (one kernel) instead of exp/sum/div by hand",
+    "silu": "use F.silu(x) instead of x * torch.sigmoid(x)",
+}
+
+
+@facts_words.register
+def _fusion(c: FusionFacts, f: Finding) -> Words:
+    p, u = c.per, unit(c.per)
+    per_occ = c.occurrences / p.per
+    n_mem, n = c.memory_bound, c.kernels
+    kind_txt = (
+        "memory-bound"
+        if n_mem == n
+        else "launch-bound"
+        if n_mem == 0
+        else f"pointwise ({n_mem} memory-bound, {n - n_mem} launch-bound)"
+    )
+    msg = (
+        f"{n} {kind_txt} kernels ({', '.join(c.ops)}) on {where(f.lines)}"
+        f"{'' if per_occ == 1 else f', {per_occ:.3g}× per {u},'} move"
+        f" {fmt_bytes(None if c.bytes_now is None else c.bytes_now / p.per)} per {u}"
+        f" at {fmt_bw(c.achieved_bytes_per_s)} of {fmt_bw(c.peak_bytes_per_s)} peak; fused, the intermediates"
+        f" are not written and re-read ({fmt_bytes(c.bytes_saved / p.per)} less) and {c.launches_saved:.3g}"
+        f" launches go: ~{fmt_ns(f.saving_ns)} per {u}"
+    )
+    func = c.function
+    fuses = (
+        "Inductor fuses the memory-bound kernels between its matmuls: each run of them becomes one kernel"
+        if c.scope
+        else "Inductor fuses these into one kernel"
+    )
+    act = _PATTERN_ACTIONS.get(c.pattern or "") or (
+        f"torch.compile the function{f' `{func}`' if func and not func.startswith('<') else ''} ({fuses})"
+    )
+    return Words(msg, act)
+
+
+@facts_words.register
+def _attention(c: AttentionFacts, f: Finding) -> Words:
+    p, u = c.per, unit(c.per)
+    msg = (
+        f"{where(f.lines)} compute attention as matmul → softmax → matmul: the score matrix is written and"
+        f" re-read by {c.middle_kernels} memory-bound kernels ({fmt_bytes(c.score_bytes / p.per)}"
+        f" per {u}, {fmt_ns(f.saving_ns)}); a fused attention kernel keeps it on chip"
+    )
+    act = "use F.scaled_dot_product_attention(q, k, v, is_causal=...) (flash / memory-efficient kernels)"
+    return Words(msg, act)
+
+
+@facts_words.register
+def _tensor_cores(c: TensorCoreFacts, f: Finding) -> Words:
+    p, u = c.per, unit(c.per)
+    msg = (
+        f"fp32 matmuls on {where(f.lines)} run on the SIMT units: {fmt_ns(c.gpu_ns / p.per)} per {u} at"
+        f" {fmt_flops(c.achieved_flops_per_s)} (fp32 roof {fmt_flops(c.fp32_flops_per_s)}; TF32 tensor cores"
+        f" {fmt_flops(c.tf32_flops_per_s)}, bf16 {fmt_flops(c.tensor_flops_per_s)}): up to"
+        f" {fmt_ns(f.saving_ns)} per {u} faster on tensor cores"
+    )
+    act = (
+        'torch.set_float32_matmul_precision("high") (TF32), or run the model under '
+        'torch.autocast("cuda", dtype=torch.bfloat16)'
+    )
+    return Words(msg, act)
+
+
+@facts_words.register
+def _optimizer(c: OptimizerFacts, f: Finding) -> Words:
+    opt = c.optimizer or "the optimizer"
+    msg = (
+        f"{opt}.step launches {c.kernels / c.per.per:.0f} kernels per step ({fmt_ns(c.step_gpu_ns)} of GPU time,"
+        f" median {fmt_ns(c.median_ns)}): one small kernel per parameter and operation"
+    )
+    act = f"{opt}(..., foreach=True), or fused=True where {opt} supports it (Adam, AdamW, SGD)"
+    return Words(msg, act)
+
+
+# ---------------------------------------------------------------------------------------------- idle
+
+
+@facts_words.register
+def _overhead(c: OverheadFacts, f: Finding) -> Words:
+    p, u = c.per, unit(c.per)
+    per = p.per
+    corr = (
+        f" (corrected for the profiler with unprofiled steps of {fmt_ns(c.unprofiled_step_ns)}:"
+        f" {fmt_pct(c.corrected_fraction)})"
+        if c.corrected_fraction is not None
+        else ""
+    )
+    msg = (
+        f"the GPU waits on the CPU {fmt_pct(c.raw_fraction)} of the profiled time{corr}:"
+        f" {fmt_ns(c.host_idle_ns / per)} idle per {u}{unprofiled(p, c.host_idle_ns / per)} while Python,"
+        f" dispatch and launches issue {c.kernels / per:.0f} kernels (median {fmt_ns(c.median_kernel_ns)},"
+        f" {fmt_ns(c.per_launch_ns)} between kernels); most idle after {where(f.lines)}"
+    )
+    act = (
+        'capture the step with CUDA graphs (torch.compile(mode="reduce-overhead") or torch.cuda.graphs), '
+        "torch.compile to cut Python and launches, or a bigger batch to give each launch more work"
+    )
+    return Words(msg, act)
+
+
+@facts_words.register
+def _small_kernels(c: SmallKernelsFacts, f: Finding) -> Words:
+    p, u = c.per, unit(c.per)
+    per, n_lb = p.per, c.launch_bound
+    if c.lined >= 0.5 or not f.lines:
+        from_where = f"most from {where(f.lines)}"
+    else:
+        from_where = f"{fmt_pct(1 - c.lined)} of them from no known line, the others from {where(f.lines)}"
+    msg = (
+        f"{n_lb / per:.0f} kernels per {u} ({fmt_pct(n_lb / max(c.kernels, 1))} of all) finish before"
+        f" the CPU launches the next: {fmt_ns(c.launch_bound_ns / n_lb)} each on the GPU while the CPU issues"
+        f" one every {fmt_ns(c.launch_interval_ns)}; the GPU waits {fmt_ns(c.waited_ns)}"
+        f" per {u}{unprofiled(p, c.waited_ns)} in front of them; {from_where}"
+    )
+    act = (
+        "batch the work into fewer, larger ops (vectorise loops over tensors), or remove launches with CUDA"
+        ' graphs / torch.compile(mode="reduce-overhead")'
+    )
+    return Words(msg, act)
+
+
+_GAP_TEXT = {
+    FindingKind.SYNC: (
+        "{where} synchronises with the GPU {n} per {unit} (.item(), .cpu(), .tolist(), print(tensor) or an"
+        " explicit synchronize): the queue drains and the GPU idles {idle} per {unit} ({share} of it) until the"
+        " CPU refills it",
+        "keep the value on the GPU (accumulate losses in a tensor and call .item() every N steps), move"
+        " .cpu()/.tolist()/print out of the loop, and drop torch.cuda.synchronize() outside timing code",
+    ),
+    FindingKind.H2D: (
+        "host-to-device copies from {where} leave the GPU idle {idle} per {unit} ({share}){detail}",
+        "DataLoader(pin_memory=True) and tensor.to(device, non_blocking=True), or keep the data on the GPU",
+    ),
+    FindingKind.CPU_WAIT: (
+        "the training thread waits off the CPU on {where} (a sleep, I/O, a lock or a queue: not Python, which"
+        " runs on it) while the GPU idles {idle} per {unit} ({share}); the profiler does not slow a wait, so"
+        " unprofiled steps lose the same",
+        "take the wait out of the training loop or off its thread: prefetch data in DataLoader workers, write"
+        " logs and checkpoints from a background thread, drop time.sleep; or give the GPU work to overlap it",
+    ),
+    FindingKind.DATA: (
+        "the GPU idles {idle} per {unit} ({share}) while the DataLoader produces the next batch on {where}",
+        "DataLoader(num_workers=N, pin_memory=True, persistent_workers=True) so batches are ready before"
+        " they are needed",
+    ),
+}
+
+
+def _times(x: float) -> str:
+    return "once" if x == 1 else f"{x:.3g}×"
+
+
+@facts_words.register
+def _gap(c: GapFacts, f: Finding) -> Words:
+    p, u = c.per, unit(c.per)
+    template, act = _GAP_TEXT[f.kind]
+    detail = ""
+    if c.copies is not None:
+        b, secs = c.copies.nbytes, c.copies.seconds
+        detail = (
+            f": {fmt_bytes(b / p.per)} per {u} at {fmt_bw(b / secs if secs else None)}"
+            f"{' from pageable memory' if c.copies.pageable else ''}"
+        )
+    msg = template.format(
+        where=where(f.lines),
+        n=_times(c.gaps / p.per),
+        unit=u,
+        idle=fmt_ns(c.idle_ns),
+        share=fmt_pct(c.idle_ns / p.step_ns if p.step_ns else None),
+        detail=detail,
+    ) + ("" if f.kind is FindingKind.CPU_WAIT else unprofiled(p, c.idle_ns))
+    return Words(msg, act)
+
+
+COLLECTIVE_WAIT_ACTION = (
+    "the cure is the straggler, not this rank's host code: make the slowest rank faster (`brrrtui report` on"
+    " the run sets the ranks side by side and names the straggler and its line), or overlap the collective"
+    " with work: DDP(model, bucket_cap_mb=...) starts reducing during the backward, and the NCCL backend"
+    " keeps CUDA tensors on the GPU where gloo copies every bucket through host memory"
+)
+
+
+@facts_words.register
+def _collective_wait(c: CollectiveWaitFacts, f: Finding) -> Words:
+    p, u = c.per, unit(c.per)
+    share = fmt_pct(c.idle_ns / p.step_ns if p.step_ns else None)
+    src = f.lines
+    msg = (
+        f"the GPU idles {fmt_ns(c.idle_ns)} per {u} ({share}) while this rank is inside {', '.join(c.ops)}"
+        f"{f' from {where(src)}' if src else ''}: time in the collective (waiting for the other ranks and"
+        " moving the data through the host, its device-to-host copies included), not a host sync"
+    )
+    return Words(msg, COLLECTIVE_WAIT_ACTION)
+
+
+# ---------------------------------------------------------------------------------------------- communication
+
+DDP_ACTION = (
+    "overlap the all-reduce with the backward pass: DDP(model, bucket_cap_mb=...) (default 25: smaller buckets "
+    "start reducing earlier in the backward, larger ones make fewer calls), gradient_as_bucket_view=True, "
+    "static_graph=True when the graph does not change; or accumulate gradients over k micro-batches, the first "
+    "k-1 inside `with model.no_sync():`, so the gradients are reduced once per optimizer step"
+)
+FSDP_ACTION = (
+    "prefetch the next all-gather while the current layer computes: FSDP2 (fully_shard) "
+    "layer.set_modules_to_forward_prefetch([next_layer]) and set_modules_to_backward_prefetch([previous_layer]); "
+    "FSDP1 FullyShardedDataParallel(forward_prefetch=True, backward_prefetch=BackwardPrefetch.BACKWARD_PRE); "
+    "reshard_after_forward=False on the last layers keeps their parameters gathered for the backward (memory "
+    "for one all-gather less per layer)"
+)
+
+
+@facts_words.register
+def _communication(c: CommunicationFacts, f: Finding) -> Words:
+    p, u = c.per, unit(c.per)
+    per = p.per
+    kinds = ", ".join(f"{kind} {fmt_ns(ns / per)}" for kind, ns in c.by_kind)
+    msg = (
+        f"Collectives run with nothing else on the GPU for {fmt_ns(c.exposed_ns / per)} per {u} "
+        f"({fmt_pct(c.exposed_ns / c.span_ns)} of the time; {kinds}); "
+        f"{fmt_ns(c.hidden_ns / per)} more run hidden under compute or memory work. "
+        "On a rank that waits for a later one this includes the wait (the ranks section names the straggler)"
+    )
+    first = c.by_kind[0][0] if c.by_kind else ""
+    return Words(msg, FSDP_ACTION if first in ("all_gather", "reduce_scatter") else DDP_ACTION)
+
+
+# ---------------------------------------------------------------------------------------------- efficiency
+
+_SHORT = re.compile(
+    r"cutlass_\w+|sm\d+_xmma\w+|nvjet\w+|ampere_\w+|turing_\w+|\w*gemm\w*|\w*(?:nchwToNhwc|nhwcToNchw)\w*"
+)
+
+
+def short_name(kernel: str, limit: int = 64) -> str:
+    """`cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1` out of a templated kernel name."""
+    found = _SHORT.findall(kernel)
+    s = max(found, key=len) if found else kernel
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _span(lo: float, hi: float, fmt: Callable[[float | None], str]) -> str:
+    a, b = fmt(lo), fmt(hi)
+    return a if a == b else f"{a}–{b}"
+
+
+def _rates(r: RateSpan) -> str:
+    """ "94.7–146 TFLOP/s of 775 TFLOP/s (12%–19% of the roof)" """
+    rate = _span(r.flops_lo, r.flops_hi, fmt_flops)
+    pct = _span(r.fraction_lo, r.fraction_hi, fmt_pct)
+    return f"{rate} of {fmt_flops(r.peak_flops_per_s)} ({pct} of the roof)"
+
+
+def _names(kernels: tuple[str, ...], k: int = 2) -> str:
+    names = dict.fromkeys(short_name(n) for n in kernels)
+    return ", ".join(list(names)[:k]) + (" …" if len(names) > k else "")
+
+
+def _dims(values: tuple[int, ...]) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def _cause_text(d: Diagnosis, conv: bool) -> tuple[str, str]:
+    """(why, what to do) for one cause."""
+    dims = _dims(d.dims)
+    if d.cause == "align":
+        padded = ", ".join(f"{v} to {round_up(v, pad_to(d, conv))}" for v in d.dims)
+        if conv:
+            return (
+                f"channels {dims} not a multiple of {d.align} ({d.align} elements = 16 bytes: tensor-core alignment)",
+                f"pad the channels {padded} with zeros (a multiple of 8; the conv's weight gets as many"
+                " channels), with the model and inputs in channels_last",
+            )
+        return (
+            f"a dimension of {dims}, not a multiple of {d.align} ({d.align} elements = 16 bytes, the"
+            " tensor-core alignment; strides are not recorded, so M, N or K may be a leading dimension)",
+            f"pad {padded} (a multiple of 64): for a vocabulary, add unused tokens to the embedding and output"
+            " layer (GPT-2's 50257 -> 50304); for a layer width, pick a multiple of 64",
+        )
+    if d.cause == "narrow":
+        return (
+            f"operands loaded {dims} bytes at a time though M, N and K are multiples of {d.align} (the kernel's"
+            " `_align` says so): an operand's row stride or start is not 16-byte aligned, from a view (a slice"
+            " such as x[:, 1:], a narrow()/chunk()/split() of a wider tensor, or a transposed non-contiguous"
+            " operand), and the GEMM runs on narrow loads through L1/shared memory",
+            "make that operand contiguous before the matmul (x.contiguous()), or slice so every row starts a"
+            " multiple of 16 bytes apart (pad the wider tensor's last dimension to a multiple of 8)",
+        )
+    if d.cause == "tiny":
+        return (
+            f"an output only {dims} wide: too little work for one tile, most of each tile is empty",
+            "batch such matmuls into one (stack them into a torch.bmm, or a larger batch)",
+        )
+    if d.cause == "grid":
+        return (
+            f"{d.dims[0]} blocks for {d.dims[1]} SMs: most SMs have nothing to do",
+            "give each launch more work (a larger batch, or several such ops in one), or torch.compile"
+            ' (mode="max-autotune") to pick a kernel that splits the work finer',
+        )
+    if d.cause == "split_k":
+        return (
+            f"a long K ({dims}) for a small output, so cuBLAS splits K over blocks and adds the partial sums"
+            " in a second pass",
+            "give the matmul more rows (a larger batch) so the output alone fills the GPU",
+        )
+    if d.cause == "tile":
+        return (
+            f"a dimension of {dims}, not a multiple of 64: the last tile is partly empty",
+            f"round {', '.join(f'{v} up to {round_up(v)}' for v in d.dims)} (a multiple of 64)",
+        )
+    return (
+        "a pre-Hopper kernel on this Hopper GPU: the library had no Hopper kernel for this shape or layout",
+        "make the operands contiguous (.contiguous()) with dimensions that are multiples of 64, or try"
+        ' torch.compile(mode="max-autotune")',
+    )
+
+
+@facts_words.register
+def _slow_gemm(c: SlowGemmFacts, f: Finding) -> Words:
+    p, u = c.per, unit(c.per)
+    d = c.diagnosis
+    why, act = _cause_text(d, c.conv)
+    shapes = c.shapes
+    fallback = (
+        f"; on this Hopper GPU the library fell back to {_names(c.kernel_names)}"
+        if c.fallback and d.cause != "fallback"
+        else f" ({_names(c.kernel_names)})"
+    )
+    padding = f", padded ({c.padded_work:.3g}× the FLOPs)" if c.padded_work >= 1.01 else ""
+    msg = (
+        f"{c.kernels / p.per:.3g} {'convolution' if c.conv else 'matmul'} kernels per {u} on {where(f.lines)}"
+        f" ({'; '.join(shapes[:3])}{' …' if len(shapes) > 3 else ''}) have {why}{fallback}: they achieved"
+        f" {_rates(c.rates)}, {fmt_ns(c.gpu_ns)} per {u}; at the {fmt_pct(c.target)} of the roof this"
+        f" run's other matmuls reach{padding}: ~{fmt_ns(f.saving_ns)} per {u} less"
+    )
+    return Words(msg, act)
+
+
+@facts_words.register
+def _conv_layout(c: ConvLayoutFacts, f: Finding) -> Words:
+    p, u = c.per, unit(c.per)
+    msg = (
+        f"cuDNN converts NCHW tensors to NHWC and back around {c.convolutions / p.per:.3g} convolutions per {u}"
+        f" on {where(f.lines)}: {c.layout_kernels / p.per:.3g} layout kernels ({_names(c.layout_names)})"
+        f" take {fmt_ns(c.layout_ns)} per {u}"
+    )
+    fb = c.fallback
+    if fb is not None:
+        hw = fb.spatial
+        msg += (
+            f", and {fb.kernels / p.per:.3g} convolution kernels run as pre-Hopper GEMMs"
+            f" ({_names(fb.kernel_names)}; on NCHW a 1x1 convolution's leading dimension is H×W"
+            f"{', here ' + _dims(hw[:4]) if hw else ''}) at {_rates(fb.rates)},"
+            f" {fmt_ns(fb.gpu_ns)} per {u}"
+        )
+    msg += (
+        f"; in channels_last the conversions do not run{' and those reach ' + fmt_pct(c.target) if fb else ''}:"
+        f" ~{fmt_ns(f.saving_ns)} per {u}"
+    )
+    act = (
+        "model = model.to(memory_format=torch.channels_last), and every input batch"
+        " x = x.to(memory_format=torch.channels_last) (cuDNN's bf16/fp16 convolutions run on NHWC)"
+    )
+    return Words(msg, act)
+
+
+UNKNOWN_ACTION = (
+    "cause unknown from the recording: profile one call with Nsight Compute (ncu --kernel-name regex:<kernel>"
+    ' --set full) for its memory and tensor-pipe throughput, and try torch.compile(mode="max-autotune"), which'
+    " times several kernels for the shape and keeps the fastest"
+)
+
+
+@facts_words.register
+def _unknown_gemm(c: UnknownGemmFacts, f: Finding) -> Words:
+    p, u = c.per, unit(c.per)
+    share = c.gpu_ns / p.step_ns if p.step_ns else None
+    blocks, sms, shapes = c.blocks, c.sms, c.shapes
+    grid = f"; {_dims(blocks[:3])} blocks{f' for {sms} SMs' if sms else ''}" if blocks else ""
+    checked = (
+        (
+            "the channels are 16-byte aligned"
+            if c.conv
+            else "the shapes are 16-byte aligned, M and N at least 64"
+        )
+        + ", whole tiles, no split-K, no narrow loads"
+        if shapes
+        else "its op's shapes were not recorded, so none of the shape causes can be read"
+    )
+    msg = (
+        f"{c.kernels / p.per:.3g} {'convolution' if c.conv else 'matmul'} kernels per {u} on {where(f.lines)}"
+        f" ({'; '.join(shapes[:3]) or 'shapes unknown'}{' …' if len(shapes) > 3 else ''};"
+        f" {_names(c.kernel_names)}) take {fmt_ns(c.gpu_ns)} per {u} ({fmt_pct(share)} of it) at"
+        f" {_rates(c.rates)}, cause unknown: {checked}{grid}; at the {fmt_pct(c.target)} of the roof this run's"
+        f" other matmuls reach: ~{fmt_ns(f.saving_ns)} per {u} less"
+    )
+    return Words(msg, UNKNOWN_ACTION)
+
+
+# ---------------------------------------------------------------------------------------------- compile
+
+_ADVICE = (
+    (
+        ("print", "logging", "warn"),
+        "move the print or logging out of the compiled function (or behind "
+        "`if not torch.compiler.is_compiling()`)",
+    ),
+    (
+        ("item", "data-dependent", "tolist", "nonzero", "unbacked"),
+        "keep the value a tensor (torch.where, a mask) "
+        "instead of reading it on the CPU, or set torch._dynamo.config.capture_scalar_outputs = True",
+    ),
+    (("numpy", "np."), "use torch ops instead of NumPy inside the compiled function"),
+)
+_GENERIC = (
+    "make the call traceable or move it out of the compiled function; torch._dynamo.explain(fn)(*args) lists "
+    "every break with its reason"
+)
+_RECOMPILE_ADVICE = (
+    (
+        ("size", "shape", "stride", "dim"),
+        "a tensor's shape changes between calls: mark that dimension dynamic "
+        "(torch._dynamo.mark_dynamic(x, dim)) or pad the inputs to a few fixed sizes",
+    ),
+    (
+        ("dtype", "device", "requires_grad", "grad_mode"),
+        "keep the inputs' dtype, device and requires_grad the "
+        "same on every call (or compile one function per variant)",
+    ),
+)
+_RECOMPILE_GENERIC = (
+    "a Python value the function reads changed between calls (an int, a flag, a list's length): pass it as a "
+    "tensor or keep it constant; TORCH_LOGS=recompiles prints every failed guard"
+)
+
+
+def _advice(reason: str, table: tuple[tuple[tuple[str, ...], str], ...], generic: str) -> str:
+    low = reason.lower()
+    return next((a for keys, a in table if any(k in low for k in keys)), generic)
+
+
+@facts_words.register
+def _graph_break(c: GraphBreakFacts, f: Finding) -> Words:
+    at = f.lines[0]
+    msg = (
+        f"torch.compile breaks the graph at {at} ({c.compiles}× while compiling): {c.reason or 'no reason given'}"
+        " — the code before and after it runs as separate graphs, with Python in between every step"
+    )
+    return Words(msg, _advice(c.reason, _ADVICE, _GENERIC))
+
+
+@facts_words.register
+def _recompile(c: RecompileFacts, f: Finding) -> Words:
+    guards = "; ".join(c.guards) or "no reason given"
+    msg = (
+        f"torch.compile compiled the function at {f.lines[0]} again {c.compiles}× (failed "
+        f"guards: {guards}) — compile time each time, and past recompile_limit it runs uncompiled"
+    )
+    return Words(msg, _advice(guards, _RECOMPILE_ADVICE, _RECOMPILE_GENERIC))
+
+
+# ---------------------------------------------------------------------------------------------- slow steps
+
+
+@facts_words.register
+def _slow_steps(c: SlowStepsFacts, f: Finding) -> Words:
+    s = c.steps
+    shown = ", ".join(str(k) for k in s.slow[:4]) + (
+        f" and {len(s.slow) - 4} more" if len(s.slow) > 4 else ""
+    )
+    at = f"they recur every {s.period} steps (steps {shown})" if s.period else f"steps {shown}"
+    msg = (
+        f"{len(s.slow)} of {s.steps} steady steps took over {SLOW:g}× the median step ({fmt_ns(s.median_ns)}), up to "
+        f"{fmt_ns(max(s.slow_ns))}; {at}. The mean step is {fmt_ns(s.lost_ns)} "
+        f"({fmt_pct(s.lost_ns / s.median_ns)}) longer than the median, time that no line's figures include: "
+        "they describe the median step"
+    )
+    if s.period:
+        act = (
+            f"Look at what runs every {s.period} steps (logging that calls .item() or .cpu(), evaluation, "
+            "checkpointing): do it less often, or without waiting for the GPU."
+        )
+    else:
+        act = (
+            "Slow steps at no fixed spacing come from outside the step's own work: Python's garbage collector "
+            "(gc.freeze() after set-up), a data loader falling behind (more workers, pin_memory=True), the "
+            "caching allocator growing, or other processes on the machine. `brrrtui record --stream` keeps "
+            "every kernel of those steps."
+        )
+    if c.streamed:  # the stream's buffer flushes cost GPT-2 small on an H200 2.4-2.9 % (docs/performance.md)
+        act = (
+            "This run was recorded with --stream, whose buffer flushes can slow steps themselves: record "
+            "without it to see the script's own. " + act
+        )
+    return Words(msg, act)
+
+
+# ---------------------------------------------------------------------------------------------- library knobs
+
+_KNOBS = {
+    Knob.HF_GELU: (
+        'Hugging Face: set the config\'s activation to "gelu_pytorch_tanh" (GPT-2 family: '
+        'GPT2Config(activation_function="gelu_pytorch_tanh"); BERT family: hidden_act="gelu_pytorch_tanh"): '
+        "the same tanh approximation in one kernel"
+    ),
+    Knob.HF_ATTENTION: (
+        'Hugging Face: load the model with attn_implementation="sdpa" (or "flash_attention_2"): '
+        "one fused attention kernel instead of matmul, softmax, dropout and matmul"
+    ),
+    Knob.HF_VOCAB: (
+        "Hugging Face: model.resize_token_embeddings(model.config.vocab_size, pad_to_multiple_of=64) pads the "
+        "embedding and the output layer"
+    ),
+    Knob.CHANNELS_LAST: (
+        "{lib}: model = model.to(memory_format=torch.channels_last) and feed inputs converted the same way "
+        "(x.to(memory_format=torch.channels_last)): the convolutions then run NHWC without layout conversions"
+    ),
+}
+
+
+def knob(place: Place | None) -> str | None:
+    """The library's own setting that fixes the finding placed at `place`, in words; None without one."""
+    if place is None or place.knob is None:
+        return None
+    return _KNOBS[place.knob].format(lib=place.library or "")
