@@ -49,6 +49,9 @@ SDPA_HELPERS = (
     (re.compile(r"compute_dot_do_o", re.I), 2 / 8),
     (re.compile(r"convert_dq_to_16bits", re.I), 3 / 8),
 )
+# cuDNN pads a convolution's channels to the tensor cores' width before it (opcost.conv_flops): the padding
+# kernel moves bytes (its share of the op's, by duration, as the other kernels) and does none of the FLOPs
+PAD_NAME = re.compile(r"addpadding", re.I)
 _HELPER_NAME = re.compile(
     r"splitkreduce|init_device_workspace|addpadding|memset|nchwtonhwc|nhwctonchw|convert", re.I
 )
@@ -376,8 +379,9 @@ def split_costs(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per gpu row, its share of its op's FLOPs and bytes (`op_flops`/`op_bytes`: the op's whole cost per row).
 
-    Shares go by duration among the op's kernels; layout conversions take no FLOPs, and share LAYOUT_TRAFFIC x
-    the op's bytes among themselves; cuDNN's SDPA helpers take no FLOPs and their SDPA_HELPERS share of the
+    Shares go by duration among the op's kernels; channel padding (PAD_NAME) takes its share of the bytes and
+    none of the FLOPs; layout conversions take no FLOPs, and share LAYOUT_TRAFFIC x the op's bytes among
+    themselves; cuDNN's SDPA helpers take no FLOPs and their SDPA_HELPERS share of the
     op's bytes. Memcpy/memset rows take no share (their own counts replace it).
     """
     gpu = trace.gpu
@@ -387,10 +391,11 @@ def split_costs(
     compute = kernel & ~layout
     for h, _ in helpers:
         compute &= ~h
-    flops_owner = np.where(compute, flops_op, NONE)
+    pad = kernel & flag_of(trace.string_flags(PAD_NAME.search), gpu.name)
+    flops_owner = np.where(compute & ~pad, flops_op, NONE)
     shares = duration_shares(flops_owner, gpu.dur_ns)
     flops = split_by_duration(op_flops, flops_owner, gpu.dur_ns, shares)
-    flops[~compute & kernel & (flops_op >= 0)] = 0.0
+    flops[~(compute & ~pad) & kernel & (flops_op >= 0)] = 0.0
     bytes_owner = np.where(compute, bytes_op, NONE)
     same = np.array_equal(bytes_owner, flops_owner)  # mostly one op gives a kernel both
     nbytes = split_by_duration(op_bytes, bytes_owner, gpu.dur_ns, shares if same else None)

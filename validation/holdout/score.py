@@ -2,6 +2,13 @@
 
     python validation/holdout/score.py                         # the committed data/: recordings reported now
     python validation/holdout/score.py RESULTS_DIR             # a device run: <name>.report.json, ncu_<name>/
+    python validation/holdout/score.py --old-four NCU_DIR      # the four workloads the rules were tuned on
+    python validation/holdout/score.py --all ...               # every disagreeing kernel, not the top 8
+
+--old-four: the H200 recordings under tests/fixtures reported by this checkout, against the Nsight Compute CSVs
+of validation/results/ncu_h200_inputs.tar.gz unpacked into NCU_DIR (its ncu_h200/ folder, the files gzipped or
+not). HF BERT's Nsight Compute run has no recording kept (tests/fixtures/h200_bert.brrr.gz is an fp32 BERT of
+other kernels), so three of the four are scored.
 
 Per workload, weighted by brrrtui's GPU time over the kernels matched to an ncu row:
 - clear: kernels where ncu gives a clear verdict: tensor pipe >= 50 % (compute), memory >= 60 % and above SM or
@@ -30,6 +37,14 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 DATA = os.path.join(HERE, "data")
 
 SM_BOUND_PCT = 60.0
+CSV_SEPARATOR = "\n\x00\n"  # between two ncu CSVs of one workload (a run, then a run of every call of a few names)
+
+# (workload, recording under tests/fixtures, ncu CSVs in ncu_h200/): the workloads docs/validation.md scores
+OLD_FOUR = (
+    ("gpt2_eager", "h200_gpt_small.brrr.gz", ("ncu_gpt2_eager_raw.csv", "ncu_gpt2_eager_named_raw.csv")),
+    ("hf_gpt2", "h200_hf_gpt2_vocab50257.brrr.gz", ("ncu_hf_gpt2_raw.csv", "ncu_hf_gpt2_named_raw.csv")),
+    ("resnet50", "h200_resnet50_modules.brrr.gz", ("ncu_resnet50_raw.csv",)),
+)
 
 
 def clear_verdict(row: dict[str, Any]) -> str | None:
@@ -41,8 +56,12 @@ def clear_verdict(row: dict[str, Any]) -> str | None:
     return None
 
 
-def score(report: dict[str, Any], csv_text: str) -> dict[str, Any]:
-    kernels = nv.parse_ncu_csv(csv_text)
+def score(report: dict[str, Any], csv_text: str, top: int | None = 8) -> dict[str, Any]:
+    kernels: list[nv.NcuKernel] = []
+    for part in csv_text.split(CSV_SEPARATOR):  # a later CSV's names replace their launches in the earlier
+        extra = nv.parse_ncu_csv(part)
+        sigs = {nv.signature(k.name) for k in extra}
+        kernels = [k for k in kernels if nv.signature(k.name) not in sigs] + extra
     gt = nv.compare_ground_truth(kernels, report)
     rows = [r for r in gt["kernels"] if r["agree"] is not None]
     scored_ns = sum(r["gpu_ns"] for r in rows)
@@ -65,7 +84,7 @@ def score(report: dict[str, Any], csv_text: str) -> dict[str, Any]:
         "disagreeing": [
             {"short": r["short"], "gpu_share": r["gpu_share"], "brrrtui": r["brrrtui"], "ncu": v,
              "sm_pct": r["sm_pct"], "mem_pct": r["mem_pct"], "tensor_pct": r["tensor_pct"], "roof": r["roof"]}
-            for r, v in wrong[:8]
+            for r, v in wrong[:top]
         ],
     }
 
@@ -101,11 +120,42 @@ def inputs(folder: str | None) -> dict[str, tuple[dict[str, Any], str | None]]:
     return out
 
 
+def _read(path: str) -> str | None:
+    for p, opener in ((path, open), (path + ".gz", gzip.open)):
+        if os.path.exists(p):
+            with opener(p, "rt") as f:
+                return str(f.read())
+    return None
+
+
+def old_four(ncu_dir: str) -> dict[str, tuple[dict[str, Any], str | None]]:
+    """The old four's reports (their recordings reported now) and ncu CSV texts, from NCU_DIR/ncu_h200/."""
+    out: dict[str, tuple[dict[str, Any], str | None]] = {}
+    folder = os.path.join(ncu_dir, "ncu_h200") if os.path.isdir(os.path.join(ncu_dir, "ncu_h200")) else ncu_dir
+    for name, recording, csvs in OLD_FOUR:
+        texts = [t for c in csvs if (t := _read(os.path.join(folder, c))) is not None]
+        report = report_now(os.path.join(ROOT, "tests", "fixtures", recording))
+        out[name] = (report, CSV_SEPARATOR.join(texts) if texts else None)
+    return out
+
+
 def main() -> int:
-    folder = sys.argv[1] if len(sys.argv) > 1 else None
+    args = sys.argv[1:]
+    top: int | None = 8
+    if "--all" in args:
+        args.remove("--all")
+        top = None
+    old = "--old-four" in args
+    if old:
+        args.remove("--old-four")
+    folder = args[0] if args else None
+    if old and folder is None:
+        print("score.py: error: --old-four needs the folder validation/results/ncu_h200_inputs.tar.gz was "
+              "unpacked into", file=sys.stderr)
+        return 2
     out: dict[str, Any] = {}
-    for name, (report, csv_text) in inputs(folder).items():
-        out[name] = score(report, csv_text) if csv_text is not None else {"missing": "no ncu_raw.csv"}
+    for name, (report, csv_text) in (old_four(folder) if old and folder else inputs(folder)).items():
+        out[name] = score(report, csv_text, top) if csv_text is not None else {"missing": "no ncu_raw.csv"}
     print("| workload | GPU time scored by ncu | clear-verdict share | agreement on clear | either bucket "
           "| GPU time on a line | phase |")
     print("|---|---:|---:|---:|---:|---:|---|")
@@ -119,7 +169,7 @@ def main() -> int:
         for d in s.get("disagreeing", []):
             print(f"  {name}: {d['short']} {pct(d['gpu_share'])} brrrtui={d['brrrtui']} ncu={d['ncu']} "
                   f"SM={d['sm_pct']} Mem={d['mem_pct']} Tensor={d['tensor_pct']} roof={d['roof']}")
-    if folder is not None:
+    if folder is not None and not old:
         with open(os.path.join(folder, "holdout_scores.json"), "w") as f:
             json.dump(out, f, indent=1)
     return 0
