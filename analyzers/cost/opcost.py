@@ -9,11 +9,13 @@ attention in cost/attention_cost.py), so offline numbers match FlopCounterMode's
   are costed like the SDPA op above them (flop_counter never sees them: they run beneath it).
 - convolution_backward's grad-weight FLOPs equal the forward FLOPs with the weight's per-group C_in, which keeps
   grouped convolutions right.
-- a dense (ungrouped) convolution with 16-bit or 8-bit operands whose C_in is not a multiple of the tensor
-  cores' 16-byte operand width (8 channels in bf16) is costed on C_in rounded up to it: cuDNN pads the
-  channels first (its `nhwcAddPaddingKernel`) and its tensor cores multiply the zeros too. A 3-channel image
-  stem in bf16 does 8/3 of flop_counter's count; counted without them, its kernel looked memory-bound at a
-  tenth of its roof while Nsight Compute measured the tensor pipe at 65 %.
+
+The FLOPs are the useful work. A dense (ungrouped) convolution with 16-bit or 8-bit operands whose C_in is not a
+multiple of the tensor cores' 16-byte operand width (8 channels in bf16) makes its tensor cores do more: cuDNN
+pads the channels first (its `nhwcAddPaddingKernel`) and multiplies the zeros too. `OpCost.padding` is that
+ratio (C_in rounded up / C_in; 8/3 for a 3-channel image stem in bf16), and the roofline judges the kernel's
+intensity on the padded work (cost/roofline.py): counted without it, the stem looked memory-bound at a tenth of
+its roof while Nsight Compute measured its tensor pipe at 65 %.
 
 Bytes are inputs + outputs (shape x dtype size), each read or written once: the DRAM traffic of a kernel that
 streams its tensors once. It overstates traffic when tensors fit in L2. Layers whose kernels read a tensor twice
@@ -85,6 +87,7 @@ class OpCost:
     output: TensorArg | None
     low_precision: bool | None  # bf16/fp16/fp8 operands (tensor-core eligible); None without dtypes
     tensor_list: bool = False  # some input was a TensorList (foreach ops, cat)
+    padding: float = 1.0  # the tensor cores' work per FLOP counted: a convolution's channels padded (module doc)
 
 
 def parse_args(shapes_json: str | None, dtypes_json: str | None) -> Args | None:
@@ -130,17 +133,25 @@ def broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
 TENSOR_CORE_OPERAND_BYTES = 16  # the channels of a tensor-core convolution come in multiples of 16 bytes
 
 
-def conv_flops(
-    x: tuple[int, ...], w: tuple[int, ...], out_spatial: tuple[int, ...], pad_for: str | None = None
-) -> float:
-    """2 · N · C_out · (C_in/groups) · prod(kernel) · prod(output spatial); `w` is [C_out, C_in/groups, *k].
-    `pad_for`: the dtype of an ungrouped convolution, whose C_in a low-precision dtype rounds up to the tensor
-    cores' operand width (module doc)."""
-    c_in = w[1]
-    if pad_for in LOW_PRECISION:
-        step = max(1, TENSOR_CORE_OPERAND_BYTES // DTYPE_BYTES.get(pad_for, 2))
-        c_in = -(-c_in // step) * step
-    return 2.0 * x[0] * w[0] * c_in * prod(w[2:]) * prod(out_spatial)
+def conv_flops(x: tuple[int, ...], w: tuple[int, ...], out_spatial: tuple[int, ...]) -> float:
+    """2 · N · C_out · (C_in/groups) · prod(kernel) · prod(output spatial); `w` is [C_out, C_in/groups, *k]."""
+    return 2.0 * x[0] * w[0] * w[1] * prod(w[2:]) * prod(out_spatial)
+
+
+def channel_padding(family: Family, b: str, ts: list[TensorArg]) -> float:
+    """Tensor-core work / FLOPs of a convolution (module doc): C_in rounded up to the operand width over C_in
+    for a dense one with low-precision operands, else 1."""
+    if family == Family.CONV and len(ts) >= 2 and b not in CONV_TRANSPOSE:
+        x, w = ts[0], ts[1]
+    elif family == Family.CONV_BACKWARD and len(ts) >= 3:
+        x, w = ts[1], ts[2]
+    else:
+        return 1.0
+    if len(x.shape) < 2 or len(w.shape) < 2 or x.shape[1] != w.shape[1] or x.dtype not in LOW_PRECISION:
+        return 1.0
+    c = w.shape[1]
+    step = max(1, TENSOR_CORE_OPERAND_BYTES // DTYPE_BYTES.get(x.dtype, 2))
+    return float(-(-c // step) * step) / c if c > 0 else 1.0
 
 
 def _widest(tensors: list[TensorArg]) -> str:
@@ -219,16 +230,14 @@ def _conv(b: str, ts: list[TensorArg], in_bytes: float, out_spatial_hint: tuple[
     out_sp = out_spatial_hint or xs[2:]
     if b in CONV_TRANSPOSE:  # flop_counter: a transposed conv iterates the *input* spatial positions
         return conv_flops(xs, ws, xs[2:]), TensorArg((xs[0], ws[1], *out_sp), ts[0].dtype), in_bytes, 0.0
-    flops = conv_flops(xs, ws, out_sp, ts[0].dtype if len(xs) > 1 and ws[1] == xs[1] else None)
-    return flops, TensorArg((xs[0], ws[0], *out_sp), ts[0].dtype), in_bytes, 0.0
+    return conv_flops(xs, ws, out_sp), TensorArg((xs[0], ws[0], *out_sp), ts[0].dtype), in_bytes, 0.0
 
 
 def _conv_backward(ts: list[TensorArg], mask: tuple[bool, bool]) -> Traffic:
     """Reads grad_out, input and weight; writes the gradients `mask` asks for (input's, weight's)."""
     go, x, w = ts[0], ts[1], ts[2]
     grads = int(mask[0]) + int(mask[1])
-    dense = len(x.shape) > 1 and len(w.shape) > 1 and x.shape[1] == w.shape[1]
-    flops = grads * conv_flops(go.shape, w.shape, go.shape[2:], x.dtype if dense else None)
+    flops = grads * conv_flops(go.shape, w.shape, go.shape[2:])
     in_bytes = float(go.nbytes + x.nbytes + w.nbytes)
     return flops, None, in_bytes, float(x.nbytes * mask[0] + w.nbytes * mask[1])
 
@@ -290,7 +299,7 @@ def op_cost(
     total = None if flops is None and out is None and extra_out_bytes == 0 else in_bytes + extra_out_bytes
     if total is not None and out is not None:
         total += out.nbytes
-    return OpCost(family, flops, total, tuple(args), out, low)
+    return OpCost(family, flops, total, tuple(args), out, low, padding=channel_padding(family, b, ts))
 
 
 def _elementwise(

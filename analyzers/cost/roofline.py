@@ -27,7 +27,9 @@ The verdict, per kernel (the article's three regimes)::
 
     dur <= 5 us and achieved < 5 % of both roofs (or unknown)       -> OVERHEAD (launch-bound: the GPU finishes
                                                                         before the CPU can issue the next one)
-    FLOPs/byte >= ridge = unit peak FLOP/s / peak bytes/s             -> COMPUTE
+    FLOPs/byte >= ridge = unit peak FLOP/s / peak bytes/s             -> COMPUTE   (the FLOPs the unit does:
+                                                                        a convolution's padded channels
+                                                                        included, opcost.OpCost.padding)
     FLOPs/byte <  ridge                                               -> MEMORY
     intensity unknown: matmul/conv/attention op or GEMM-like name     -> COMPUTE, else MEMORY
     CUTLASS tensor-core GEMM with operands aligned under 16 bytes     -> MEMORY (on chip: narrow loads
@@ -164,6 +166,7 @@ class _RowCosts:
     op_bytes: np.ndarray  # the whole bytes op's bytes (its working set)
     family: np.ndarray  # int8 Family of the flops op, else of the bytes op
     low: np.ndarray  # int8 low-precision operands: 1 yes, 0 no, -1 unknown
+    padding: np.ndarray  # float64 the unit's work per FLOP counted (OpCost.padding of the flops op; 1 unknown)
 
 
 def _lower_flags(trace: Trace, pattern: re.Pattern[str]) -> np.ndarray:
@@ -180,6 +183,7 @@ def _row_costs(
     c_bytes = np.array([np.nan if c.bytes is None else c.bytes for c in costs] + [np.nan])
     c_fam = np.array([int(c.family) for c in costs] + [-1], dtype=np.int8)
     c_low = np.array([-1 if c.low_precision is None else int(c.low_precision) for c in costs] + [-1], np.int8)
+    c_pad = np.array([c.padding for c in costs] + [1.0])
 
     def slot(op: np.ndarray) -> np.ndarray:
         """Each op's place in the tables above (the last, unknown, for NONE and the ops not costed)."""
@@ -202,6 +206,7 @@ def _row_costs(
         op_bytes=op_bytes,
         family=np.where(flops_op >= 0, c_fam[flops_slot], c_fam[bytes_slot]),
         low=c_low[np.where(flops_op >= 0, flops_slot, bytes_slot)],
+        padding=c_pad[flops_slot],
     )
 
 
@@ -283,7 +288,7 @@ def roofline(trace: Trace, links: Calls, peaks: Peaks) -> Roofline:
 
     frac = roof_fraction(flops, nbytes, gpu.dur_ns, unit_peak, bw)
     with np.errstate(divide="ignore", invalid="ignore"):
-        intensity = flops / nbytes
+        intensity = flops * rc.padding / nbytes
         ridge = unit_peak / bw
 
     regime = np.full(len(gpu), MEMORY, dtype=np.int8)
