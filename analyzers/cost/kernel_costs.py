@@ -28,7 +28,7 @@ import numpy as np
 
 from analyzers.arrays import dense_ids, lexsort, per_owner_sums
 from analyzers.cost.attention_cost import is_causal
-from analyzers.cost.op_families import Family, base_name
+from analyzers.cost.op_families import RNN, Family, base_name
 from analyzers.cost.opcost import OpCost, op_cost, parse_args
 from analyzers.cost.optimizer_cost import optimizer_bytes
 from analyzers.link.links import Calls
@@ -52,6 +52,9 @@ SDPA_HELPERS = (
 # cuDNN pads a convolution's channels to the tensor cores' width before it (opcost.conv_flops): the padding
 # kernel moves bytes (its share of the op's, by duration, as the other kernels) and does none of the FLOPs
 PAD_NAME = re.compile(r"addpadding", re.I)
+# a recurrent op (op_families.RNN) launches a GEMM per step and layer and elementwise kernels between them (the
+# gates' activations, dropout): its FLOPs are the GEMMs', split among them alone when it launched any
+RNN_GEMM_NAME = re.compile(r"gemm|xmma|wgmma|nvjet|hmma|tensorop", re.I)
 _HELPER_NAME = re.compile(
     r"splitkreduce|init_device_workspace|addpadding|memset|nchwtonhwc|nhwctonchw|convert", re.I
 )
@@ -374,13 +377,31 @@ def split_by_duration(
     return out
 
 
+def _rnn_elementwise(trace: Trace, kernel: np.ndarray, flops_op: np.ndarray) -> np.ndarray:
+    """Per gpu row: a kernel of a recurrent op that launched GEMMs, not itself one (split_costs)."""
+    ops = trace.ops
+    out = np.zeros(len(kernel), dtype=bool)
+    if not len(ops):
+        return out
+    rnn_op = flag_of(trace.string_flags(lambda s: base_name(s) in RNN), ops.name)
+    mine = kernel & (flops_op >= 0)
+    mine[mine] = rnn_op[flops_op[mine]]
+    if not mine.any():
+        return out
+    gemm = mine & flag_of(trace.string_flags(RNN_GEMM_NAME.search), trace.gpu.name)
+    has_gemm = np.zeros(len(ops), dtype=bool)
+    has_gemm[flops_op[gemm]] = True
+    out[mine] = ~gemm[mine] & has_gemm[flops_op[mine]]
+    return out
+
+
 def split_costs(
     trace: Trace, op_flops: np.ndarray, op_bytes: np.ndarray, flops_op: np.ndarray, bytes_op: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per gpu row, its share of its op's FLOPs and bytes (`op_flops`/`op_bytes`: the op's whole cost per row).
 
-    Shares go by duration among the op's kernels; channel padding (PAD_NAME) takes its share of the bytes and
-    none of the FLOPs; layout conversions take no FLOPs, and share LAYOUT_TRAFFIC x the op's bytes among
+    Shares go by duration among the op's kernels; channel padding (PAD_NAME) and a recurrent op's elementwise
+    kernels (beside its GEMMs, RNN_GEMM_NAME) take their share of the bytes and none of the FLOPs; layout conversions take no FLOPs, and share LAYOUT_TRAFFIC x the op's bytes among
     themselves; cuDNN's SDPA helpers take no FLOPs and their SDPA_HELPERS share of the
     op's bytes. Memcpy/memset rows take no share (their own counts replace it).
     """
@@ -392,6 +413,7 @@ def split_costs(
     for h, _ in helpers:
         compute &= ~h
     pad = kernel & flag_of(trace.string_flags(PAD_NAME.search), gpu.name)
+    pad |= _rnn_elementwise(trace, kernel, flops_op)
     flops_owner = np.where(compute & ~pad, flops_op, NONE)
     shares = duration_shares(flops_owner, gpu.dur_ns)
     flops = split_by_duration(op_flops, flops_owner, gpu.dur_ns, shares)
