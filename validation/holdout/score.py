@@ -2,12 +2,13 @@
 
     python validation/holdout/score.py                         # the committed data/: recordings reported now
     python validation/holdout/score.py RESULTS_DIR             # a device run: <name>.report.json, ncu_<name>/
-    python validation/holdout/score.py --old-four NCU_DIR      # the four workloads the rules were tuned on
+    python validation/holdout/score.py --old-four validation/results/ncu_h200_inputs.tar.gz   # the four scored
+                                                               # before these rules (or the folder it unpacks to)
     python validation/holdout/score.py --all ...               # every disagreeing kernel, not the top 8
 
 --old-four: the H200 recordings under tests/fixtures reported by this checkout, against the Nsight Compute CSVs
-of validation/results/ncu_h200_inputs.tar.gz unpacked into NCU_DIR (its ncu_h200/ folder, the files gzipped or
-not). HF BERT's Nsight Compute run has no recording kept (tests/fixtures/h200_bert.brrr.gz is an fp32 BERT of
+of validation/results/ncu_h200_inputs.tar.gz (the archive itself, or a folder it was unpacked into: its
+ncu_h200/ folder, the files gzipped or not). HF BERT's Nsight Compute run has no recording kept (tests/fixtures/h200_bert.brrr.gz is an fp32 BERT of
 other kernels), so three of the four are scored.
 
 Per workload, weighted by brrrtui's GPU time over the kernels matched to an ncu row:
@@ -27,6 +28,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -128,12 +130,28 @@ def _read(path: str) -> str | None:
     return None
 
 
-def old_four(ncu_dir: str) -> dict[str, tuple[dict[str, Any], str | None]]:
-    """The old four's reports (their recordings reported now) and ncu CSV texts, from NCU_DIR/ncu_h200/."""
+def _read_tar(archive: str, name: str) -> str | None:
+    with tarfile.open(archive) as tar:
+        for member in (f"ncu_h200/{name}.gz", f"ncu_h200/{name}"):
+            try:
+                f = tar.extractfile(member)
+            except KeyError:
+                continue
+            if f is not None:
+                data = f.read()
+                return (gzip.decompress(data) if member.endswith(".gz") else data).decode()
+    return None
+
+
+def old_four(source: str) -> dict[str, tuple[dict[str, Any], str | None]]:
+    """The old four's reports (their recordings reported now) and ncu CSV texts, from the archive `source` or
+    the folder it was unpacked into."""
     out: dict[str, tuple[dict[str, Any], str | None]] = {}
-    folder = os.path.join(ncu_dir, "ncu_h200") if os.path.isdir(os.path.join(ncu_dir, "ncu_h200")) else ncu_dir
+    folder = os.path.join(source, "ncu_h200") if os.path.isdir(os.path.join(source, "ncu_h200")) else source
     for name, recording, csvs in OLD_FOUR:
-        texts = [t for c in csvs if (t := _read(os.path.join(folder, c))) is not None]
+        read = (lambda c: _read_tar(source, c)) if os.path.isfile(source) else (
+            lambda c: _read(os.path.join(folder, c)))
+        texts = [t for c in csvs if (t := read(c)) is not None]
         report = report_now(os.path.join(ROOT, "tests", "fixtures", recording))
         out[name] = (report, CSV_SEPARATOR.join(texts) if texts else None)
     return out
@@ -150,8 +168,8 @@ def main() -> int:
         args.remove("--old-four")
     folder = args[0] if args else None
     if old and folder is None:
-        print("score.py: error: --old-four needs the folder validation/results/ncu_h200_inputs.tar.gz was "
-              "unpacked into", file=sys.stderr)
+        print("score.py: error: --old-four needs validation/results/ncu_h200_inputs.tar.gz (or the folder it "
+              "was unpacked into)", file=sys.stderr)
         return 2
     out: dict[str, Any] = {}
     for name, (report, csv_text) in (old_four(folder) if old and folder else inputs(folder)).items():
