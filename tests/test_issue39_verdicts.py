@@ -185,6 +185,28 @@ def test_the_rnn_gemms_take_its_flops_and_its_elementwise_kernels_only_bytes():
     assert op_costs.of(int(flops_op[cell])) is not None  # the cell's op is the RNN's: it shares its bytes
 
 
+# --- a cat's bytes, from the op that consumes its output ----------------------------------------------------
+
+
+def test_a_cat_of_unrecorded_tensors_moves_twice_the_output_its_consumer_takes():
+    """torch.cat((-x2, x1), dim=-1) then `* sin`: the TensorList has no shapes; the mul's first tensor is the
+    cat's output (8 x 16 x 1024 x 64 bf16, 16 MiB): read once as the inputs, written once."""
+    b = TraceBuilder(peaks=MEASURED)
+    line = b.line("train.py", 10)
+    b.span(line, 0, 5_000_000)
+    b.op("aten::cat", 0, 10_000, shapes=[[], []], dtypes=["TensorList", "Scalar"])
+    cat = b.launch("void at::native::CatArrayBatchedCopy<OpaqueType<2u>, unsigned int, 4, 64, 64>", 1_000,
+                   20_000, 40_000)  # fmt: skip
+    b.op("aten::mul", 20_000, 5_000, shapes=[[8, 16, 1024, 64], [1024, 64]], dtypes=[BF16, BF16])
+    b.launch(MUL, 21_000, 70_000, 30_000)
+    b.window(0, 5_000_000)
+    roof = _roof(b.build())
+    out = 8 * 16 * 1024 * 64 * 2
+    assert (roof.flops[cat], roof.bytes[cat]) == (0.0, 2.0 * out)
+    # 33.5 MB in 40 us: 0.21 of the bandwidth for a kernel that long, SIMT-bound
+    assert 2.0 * out / 40e-6 / BW < SIMT_BOUND_BYTES_SHARE and int(roof.regime[cat]) == COMPUTE
+
+
 # --- capped roof fractions, with their reason ----------------------------------------------------------------
 
 
@@ -259,14 +281,7 @@ def old_four():
     "name",
     [
         "cnn_channels_last",
-        pytest.param(
-            "llama_decoder",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="its SIMT-bound `cat` (rotary embeddings) takes a TensorList, whose shapes torch.profiler "
-                "does not record: no bytes, so no bandwidth to judge it by",
-            ),
-        ),
+        "llama_decoder",
         "lstm_lm",
         "moe_layer",
         "unet_diffusion",

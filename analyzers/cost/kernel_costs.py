@@ -13,9 +13,10 @@ no math: the op's FLOPs and its own bytes are split among its other kernels, and
 LAYOUT_TRAFFIC x the op's bytes (each of the op's tensors read and written once more in the other layout; on an
 H200, ResNet-50's conversions ran at 2.0-2.6 TB/s by that count).
 
-Each distinct (name, shapes, dtypes) is costed once. Two costs need the op's context and are redone per op:
-a forward convolution's output size (read from the op that consumes the output) and which gradients a
-convolution_backward computed (read from the names of the kernels it launched).
+Each distinct (name, shapes, dtypes) is costed once. Three costs need the op's context and are redone per op:
+a forward convolution's output size (read from the op that consumes the output), a `cat`'s or `stack`'s output
+(its TensorList of inputs is recorded without shapes: read from the op that consumes it, as the convolution's)
+and which gradients a convolution_backward computed (read from the names of the kernels it launched).
 """
 
 from __future__ import annotations
@@ -102,6 +103,62 @@ def _unique_keys(rows: np.ndarray, *cols: np.ndarray) -> np.ndarray:
         del c
         key = dense_ids(key)
     return key
+
+
+def _next_shaped_ops(trace: Trace, rows: np.ndarray, look: int = 8) -> dict[int, list[int]]:
+    """For each op of `rows`, the next `look` aten ops on its thread that start after it ends and have
+    recorded shapes, the nearest first (autograd nodes and record_function scopes are passed over: their
+    shapes are not an op's tensors)."""
+    ops = trace.ops
+    order = lexsort((ops.start_ns, ops.tid))
+    pos = np.empty(len(order), dtype=np.int64)
+    pos[order] = np.arange(len(order))
+    out: dict[int, list[int]] = {}
+    for r in rows.tolist():
+        end, tid = int(ops.start_ns[r] + ops.dur_ns[r]), int(ops.tid[r])
+        found: list[int] = []
+        p = int(pos[r]) + 1
+        while p < len(order) and len(found) < look:
+            o = int(order[p])
+            p += 1
+            if int(ops.tid[o]) != tid:
+                break
+            name = trace.name(int(ops.name[o]))
+            if int(ops.start_ns[o]) >= end and base_name(name) != name and trace.name(int(ops.shapes[o])):
+                found.append(o)
+        out[r] = found
+    return out
+
+
+CAT_OPS = ("cat", "_cat", "stack")
+
+
+def _recost_cats(trace: Trace, cand: np.ndarray, index: np.ndarray, costs: list[OpCost]) -> None:
+    """`cat`/`stack` ops, whose TensorList inputs have no recorded shapes: their output is the first tensor of
+    the next op on the thread that takes a tensor (the op that consumes the result, as in
+    `torch.cat(...)` then `* sin`, `norm(...)`, `conv(...)`); the kernel reads its inputs (the output's size)
+    and writes the output: 2 x its bytes, no FLOPs. One cost per distinct output (appended, index updated)."""
+    ops = trace.ops
+    unknown = np.array([c.bytes is None and c.tensor_list for c in costs], dtype=bool)
+    if not unknown.any():
+        return
+    rows = cand[(index[cand] >= 0) & unknown[np.maximum(index[cand], 0)]]
+    rows = rows[[base_name(trace.name(int(ops.name[r]))) in CAT_OPS for r in rows.tolist()]]
+    variants: dict[tuple[int, tuple[int, ...], str], int] = {}
+    for r, after in _next_shaped_ops(trace, rows, look=1).items():
+        if not after:
+            continue
+        o = after[0]
+        args = parse_args(trace.name(int(ops.shapes[o])), trace.name(int(ops.dtypes[o])))
+        first = next((a for a in (args or []) if a is not None and a.shape), None)
+        if first is None:
+            continue
+        key = (int(index[r]), first.shape, first.dtype)
+        if key not in variants:
+            c = costs[index[r]]
+            costs.append(replace(c, flops=0.0, bytes=2.0 * first.nbytes, output=first))
+            variants[key] = len(costs) - 1
+        index[r] = variants[key]
 
 
 def conv_output_hints(trace: Trace, rows: np.ndarray, costs: dict[int, OpCost]) -> dict[int, tuple[int, ...]]:
@@ -316,6 +373,7 @@ def cost_ops(trace: Trace, links: Calls) -> tuple[OpCosts, np.ndarray, np.ndarra
     _recost_forward_convs(trace, cand, index, costs)
     _recost_optimizers(trace, links, cand, index, costs)
     _recost_causal(trace, cand, index, costs)
+    _recost_cats(trace, cand, index, costs)
 
     flops_known = np.array([c.flops is not None for c in costs] + [False], dtype=bool)
     bytes_known = np.array([c.bytes is not None for c in costs] + [False], dtype=bool)
