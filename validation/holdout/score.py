@@ -143,15 +143,17 @@ def _read_tar(archive: str, name: str) -> str | None:
     return None
 
 
+def _read_csv(source: str, folder: str, name: str) -> str | None:
+    return _read_tar(source, name) if os.path.isfile(source) else _read(os.path.join(folder, name))
+
+
 def old_four(source: str) -> dict[str, tuple[dict[str, Any], str | None]]:
     """The old four's reports (their recordings reported now) and ncu CSV texts, from the archive `source` or
     the folder it was unpacked into."""
     out: dict[str, tuple[dict[str, Any], str | None]] = {}
     folder = os.path.join(source, "ncu_h200") if os.path.isdir(os.path.join(source, "ncu_h200")) else source
     for name, recording, csvs in OLD_FOUR:
-        read = (lambda c: _read_tar(source, c)) if os.path.isfile(source) else (
-            lambda c: _read(os.path.join(folder, c)))
-        texts = [t for c in csvs if (t := read(c)) is not None]
+        texts = [t for c in csvs if (t := _read_csv(source, folder, c)) is not None]
         report = report_now(os.path.join(ROOT, "tests", "fixtures", recording))
         out[name] = (report, CSV_SEPARATOR.join(texts) if texts else None)
     return out
