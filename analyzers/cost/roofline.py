@@ -442,13 +442,10 @@ def capped_names(
         return {}
     _, over = ceilings(trace, peaks, flops, nbytes, unit_peak, fits_in_l2)
     capped = np.flatnonzero(over != WITHIN)
-    out: dict[str, str] = {}
     if not len(capped):
-        return out
-    names, codes = trace.gpu.name[capped], over[capped]
-    dur = trace.gpu.dur_ns[capped].astype(np.float64) + 1.0
-    for name in np.unique(names).tolist():
-        mine = names == name
-        by = {c: float(dur[mine & (codes == c)].sum()) for c in CAPPED_REASONS}
-        out[trace.name(int(name))] = CAPPED_REASONS[max(by, key=lambda c: by[c])]
-    return out
+        return {}
+    uniq, inv = np.unique(trace.gpu.name[capped], return_inverse=True)
+    dur = trace.gpu.dur_ns[capped].astype(np.float64) + 1.0  # +1: a 0 ns call still counts
+    codes = list(CAPPED_REASONS)
+    by = np.stack([np.bincount(inv, weights=dur * (over[capped] == c), minlength=len(uniq)) for c in codes])
+    return {trace.name(int(n)): CAPPED_REASONS[codes[int(j)]] for n, j in zip(uniq, by.argmax(axis=0), strict=True)}

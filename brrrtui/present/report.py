@@ -198,7 +198,7 @@ def capped_kernels(a: Analysis) -> dict[str, str]:
 
 # the kernel table's footnote for a capped roof fraction, by reason
 CAPPED_NOTES = {
-    "l2_resident": "the working set fits in L2 and moved faster than DRAM allows: served from L2 (no L2 roof known)",
+    "l2_resident": "the working set fits in L2 and moved faster than DRAM allows: served from L2 (no L2 roof known, or above it)",
     "over_peak": "a rate above the roof: the calibrated peak is below what this GPU reached",
 }
 

@@ -20,7 +20,7 @@ from brrrtui.present.verdicts import finite, kernel_verdict
 L2_NOTE = "working set fits in L2: bytes overstate DRAM traffic"
 # why a roof fraction reads 100 %: the rate it was worked out from is above the roof (analyzers.cost.roofline)
 CAPPED_NOTES = {
-    "l2_resident": "roof capped at 100 %: the working set fits in L2 and moved faster than DRAM allows (no L2 roof known)",
+    "l2_resident": "roof capped at 100 %: the working set fits in L2 and moved faster than DRAM allows (no L2 roof known, or above it)",
     "over_peak": "roof capped at 100 %: a rate above the roof (the calibrated peak is below what the GPU reached)",
 }
 
