@@ -13,9 +13,10 @@ no math: the op's FLOPs and its own bytes are split among its other kernels, and
 LAYOUT_TRAFFIC x the op's bytes (each of the op's tensors read and written once more in the other layout; on an
 H200, ResNet-50's conversions ran at 2.0-2.6 TB/s by that count).
 
-Each distinct (name, shapes, dtypes) is costed once. Two costs need the op's context and are redone per op:
-a forward convolution's output size (read from the op that consumes the output) and which gradients a
-convolution_backward computed (read from the names of the kernels it launched).
+Each distinct (name, shapes, dtypes) is costed once. Three costs need the op's context and are redone per op:
+a forward convolution's output size (read from the op that consumes the output), a `cat`'s or `stack`'s output
+(its TensorList of inputs is recorded without shapes: read from the op that consumes it, as the convolution's)
+and which gradients a convolution_backward computed (read from the names of the kernels it launched).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 
 from analyzers.arrays import dense_ids, lexsort, per_owner_sums
 from analyzers.cost.attention_cost import is_causal
-from analyzers.cost.op_families import Family, base_name
+from analyzers.cost.op_families import RNN, Family, base_name
 from analyzers.cost.opcost import OpCost, op_cost, parse_args
 from analyzers.cost.optimizer_cost import optimizer_bytes
 from analyzers.link.links import Calls
@@ -49,6 +50,12 @@ SDPA_HELPERS = (
     (re.compile(r"compute_dot_do_o", re.I), 2 / 8),
     (re.compile(r"convert_dq_to_16bits", re.I), 3 / 8),
 )
+# cuDNN pads a convolution's channels to the tensor cores' width before it (opcost.conv_flops): the padding
+# kernel moves bytes (its share of the op's, by duration, as the other kernels) and does none of the FLOPs
+PAD_NAME = re.compile(r"addpadding", re.I)
+# a recurrent op (op_families.RNN) launches a GEMM per step and layer and elementwise kernels between them (the
+# gates' activations, dropout): its FLOPs are the GEMMs', split among them alone when it launched any
+RNN_GEMM_NAME = re.compile(r"gemm|xmma|wgmma|nvjet|hmma|tensorop", re.I)
 _HELPER_NAME = re.compile(
     r"splitkreduce|init_device_workspace|addpadding|memset|nchwtonhwc|nhwctonchw|convert", re.I
 )
@@ -96,6 +103,62 @@ def _unique_keys(rows: np.ndarray, *cols: np.ndarray) -> np.ndarray:
         del c
         key = dense_ids(key)
     return key
+
+
+def _next_shaped_ops(trace: Trace, rows: np.ndarray, look: int = 8) -> dict[int, list[int]]:
+    """For each op of `rows`, the next `look` aten ops on its thread that start after it ends and have
+    recorded shapes, the nearest first (autograd nodes and record_function scopes are passed over: their
+    shapes are not an op's tensors)."""
+    ops = trace.ops
+    order = lexsort((ops.start_ns, ops.tid))
+    pos = np.empty(len(order), dtype=np.int64)
+    pos[order] = np.arange(len(order))
+    out: dict[int, list[int]] = {}
+    for r in rows.tolist():
+        end, tid = int(ops.start_ns[r] + ops.dur_ns[r]), int(ops.tid[r])
+        found: list[int] = []
+        p = int(pos[r]) + 1
+        while p < len(order) and len(found) < look:
+            o = int(order[p])
+            p += 1
+            if int(ops.tid[o]) != tid:
+                break
+            name = trace.name(int(ops.name[o]))
+            if int(ops.start_ns[o]) >= end and base_name(name) != name and trace.name(int(ops.shapes[o])):
+                found.append(o)
+        out[r] = found
+    return out
+
+
+CAT_OPS = ("cat", "_cat", "stack")
+
+
+def _recost_cats(trace: Trace, cand: np.ndarray, index: np.ndarray, costs: list[OpCost]) -> None:
+    """`cat`/`stack` ops, whose TensorList inputs have no recorded shapes: their output is the first tensor of
+    the next op on the thread that takes a tensor (the op that consumes the result, as in
+    `torch.cat(...)` then `* sin`, `norm(...)`, `conv(...)`); the kernel reads its inputs (the output's size)
+    and writes the output: 2 x its bytes, no FLOPs. One cost per distinct output (appended, index updated)."""
+    ops = trace.ops
+    unknown = np.array([c.bytes is None and c.tensor_list for c in costs], dtype=bool)
+    if not unknown.any():
+        return
+    rows = cand[(index[cand] >= 0) & unknown[np.maximum(index[cand], 0)]]
+    rows = rows[[base_name(trace.name(int(ops.name[r]))) in CAT_OPS for r in rows.tolist()]]
+    variants: dict[tuple[int, tuple[int, ...], str], int] = {}
+    for r, after in _next_shaped_ops(trace, rows, look=1).items():
+        if not after:
+            continue
+        o = after[0]
+        args = parse_args(trace.name(int(ops.shapes[o])), trace.name(int(ops.dtypes[o])))
+        first = next((a for a in (args or []) if a is not None and a.shape), None)
+        if first is None:
+            continue
+        key = (int(index[r]), first.shape, first.dtype)
+        if key not in variants:
+            c = costs[index[r]]
+            costs.append(replace(c, flops=0.0, bytes=2.0 * first.nbytes, output=first))
+            variants[key] = len(costs) - 1
+        index[r] = variants[key]
 
 
 def conv_output_hints(trace: Trace, rows: np.ndarray, costs: dict[int, OpCost]) -> dict[int, tuple[int, ...]]:
@@ -310,6 +373,7 @@ def cost_ops(trace: Trace, links: Calls) -> tuple[OpCosts, np.ndarray, np.ndarra
     _recost_forward_convs(trace, cand, index, costs)
     _recost_optimizers(trace, links, cand, index, costs)
     _recost_causal(trace, cand, index, costs)
+    _recost_cats(trace, cand, index, costs)
 
     flops_known = np.array([c.flops is not None for c in costs] + [False], dtype=bool)
     bytes_known = np.array([c.bytes is not None for c in costs] + [False], dtype=bool)
@@ -371,13 +435,32 @@ def split_by_duration(
     return out
 
 
+def _rnn_elementwise(trace: Trace, kernel: np.ndarray, flops_op: np.ndarray) -> np.ndarray:
+    """Per gpu row: a kernel of a recurrent op that launched GEMMs, not itself one (split_costs)."""
+    ops = trace.ops
+    out = np.zeros(len(kernel), dtype=bool)
+    if not len(ops):
+        return out
+    rnn_op = flag_of(trace.string_flags(lambda s: base_name(s) in RNN), ops.name)
+    mine = kernel & (flops_op >= 0)
+    mine[mine] = rnn_op[flops_op[mine]]
+    if not mine.any():
+        return out
+    gemm = mine & flag_of(trace.string_flags(RNN_GEMM_NAME.search), trace.gpu.name)
+    has_gemm = np.zeros(len(ops), dtype=bool)
+    has_gemm[flops_op[gemm]] = True
+    out[mine] = ~gemm[mine] & has_gemm[flops_op[mine]]
+    return out
+
+
 def split_costs(
     trace: Trace, op_flops: np.ndarray, op_bytes: np.ndarray, flops_op: np.ndarray, bytes_op: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per gpu row, its share of its op's FLOPs and bytes (`op_flops`/`op_bytes`: the op's whole cost per row).
 
-    Shares go by duration among the op's kernels; layout conversions take no FLOPs, and share LAYOUT_TRAFFIC x
-    the op's bytes among themselves; cuDNN's SDPA helpers take no FLOPs and their SDPA_HELPERS share of the
+    Shares go by duration among the op's kernels; channel padding (PAD_NAME) and a recurrent op's elementwise
+    kernels (beside its GEMMs, RNN_GEMM_NAME) take their share of the bytes and none of the FLOPs; layout conversions take no FLOPs, and share LAYOUT_TRAFFIC x the op's bytes among
+    themselves; cuDNN's SDPA helpers take no FLOPs and their SDPA_HELPERS share of the
     op's bytes. Memcpy/memset rows take no share (their own counts replace it).
     """
     gpu = trace.gpu
@@ -387,10 +470,12 @@ def split_costs(
     compute = kernel & ~layout
     for h, _ in helpers:
         compute &= ~h
-    flops_owner = np.where(compute, flops_op, NONE)
+    pad = kernel & flag_of(trace.string_flags(PAD_NAME.search), gpu.name)
+    pad |= _rnn_elementwise(trace, kernel, flops_op)
+    flops_owner = np.where(compute & ~pad, flops_op, NONE)
     shares = duration_shares(flops_owner, gpu.dur_ns)
     flops = split_by_duration(op_flops, flops_owner, gpu.dur_ns, shares)
-    flops[~compute & kernel & (flops_op >= 0)] = 0.0
+    flops[~(compute & ~pad) & kernel & (flops_op >= 0)] = 0.0
     bytes_owner = np.where(compute, bytes_op, NONE)
     same = np.array_equal(bytes_owner, flops_owner)  # mostly one op gives a kernel both
     nbytes = split_by_duration(op_bytes, bytes_owner, gpu.dur_ns, shares if same else None)

@@ -19,6 +19,14 @@ input's shape: normalisations, the pieces of cross-entropy, embedding backward, 
                                                                        sorting reads and writes the indices and
                                                                        their positions
     gather                                     index + 2 out           out has the index's shape
+    _cudnn_rnn, miopen_rnn                     x + w + h0/c0 + y       every recurrent layer's weights multiply
+                                                                       every token once: 2 · tokens · weights
+                                                                       FLOPs (y: tokens x hidden)
+    _cudnn_rnn_backward, miopen_rnn_backward   inputs + gx + gw        grad input and grad weights: twice the
+                                                                       forward's FLOPs
+
+An RNN op takes (input, the flat weight buffer, h0, c0, ...): `weights` is the buffer's element count (every
+layer's and direction's matrices and biases), `tokens` the input's elements over its feature size.
 
 FLOPs are per-element estimates (8 per element for a norm, forward or backward; one add per picked loss
 element or per gradient element): they only need to be small next to the bytes, which they are.
@@ -52,6 +60,22 @@ _NORM_BACKWARD_INPUT_FIRST = name_set(
 _NLL = name_set("nll_loss nll_loss_nd nll_loss_forward nll_loss2d nll_loss2d_forward")
 _NLL_BACKWARD = name_set("nll_loss_backward nll_loss2d_backward")  # (grad_out, self, target, ...)
 _EMBEDDING_BACKWARD = name_set("embedding_dense_backward embedding_backward")
+RNN_FORWARD = name_set("_cudnn_rnn miopen_rnn")
+RNN_BACKWARD = name_set("_cudnn_rnn_backward miopen_rnn_backward")
+
+
+def _rnn(ts: list[TensorArg], backward: bool) -> LayerCost | None:
+    """A recurrent layer stack (module doc); None when the second tensor is not a flat weight buffer."""
+    x, w, h0 = ts[0], ts[1], ts[2]
+    if len(w.shape) != 1 or len(x.shape) < 2 or not h0.shape or not x.shape[-1]:
+        return None
+    tokens = x.numel // x.shape[-1]
+    forward = 2.0 * tokens * w.numel
+    in_bytes = float(sum(t.nbytes for t in ts))
+    if backward:
+        return 2 * forward, None, in_bytes + x.nbytes + w.nbytes
+    y = TensorArg((*x.shape[:-1], h0.shape[-1]), x.dtype)
+    return forward, y, in_bytes + y.nbytes
 
 
 def _norm(x: TensorArg, params: list[TensorArg], passes: int) -> LayerCost:
@@ -101,6 +125,8 @@ def layer_cost(b: str, ts: list[TensorArg]) -> LayerCost | None:
     if b in _EMBEDDING_BACKWARD and len(ts) >= 2:
         go, indices = ts[0], ts[1]
         return float(go.numel), None, float(2 * go.nbytes + 4 * indices.nbytes)
+    if (b in RNN_FORWARD or b in RNN_BACKWARD) and len(ts) >= 3:
+        return _rnn(ts, b in RNN_BACKWARD)
     if b == "gather" and len(ts) >= 2:
         out = TensorArg(ts[1].shape, ts[0].dtype)
         return 0.0, out, float(ts[1].nbytes + 2 * out.nbytes)

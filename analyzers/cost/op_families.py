@@ -45,6 +45,8 @@ MATMUL_FAMILIES = (
 _MATMUL = name_set(
     "mm addmm bmm baddbmm matmul linear mv addmv dot vdot _scaled_mm addbmm _addmm_activation addr outer ger"
 )
+# recurrent layers: a GEMM per step and layer, with small elementwise kernels between (cost/layer_costs.py)
+RNN = name_set("_cudnn_rnn _cudnn_rnn_backward miopen_rnn miopen_rnn_backward")
 _CONV = name_set(
     "conv1d conv2d conv3d convolution _convolution cudnn_convolution mkldnn_convolution "
     "_slow_conv2d_forward miopen_convolution convolution_overrideable thnn_conv2d _conv_depthwise2d "
@@ -119,7 +121,7 @@ def family_of(name: str) -> Family:
     b = base_name(name)
     if b == name:
         return Family.OTHER
-    if b in _MATMUL:
+    if b in _MATMUL or b in RNN:
         return Family.MATMUL
     if b in _CONV or b in CONV_TRANSPOSE:
         return Family.CONV

@@ -10,6 +10,13 @@ attention in cost/attention_cost.py), so offline numbers match FlopCounterMode's
 - convolution_backward's grad-weight FLOPs equal the forward FLOPs with the weight's per-group C_in, which keeps
   grouped convolutions right.
 
+The FLOPs are the useful work. A dense (ungrouped) convolution with 16-bit or 8-bit operands whose C_in is not a
+multiple of the tensor cores' 16-byte operand width (8 channels in bf16) makes its tensor cores do more: cuDNN
+pads the channels first (its `nhwcAddPaddingKernel`) and multiplies the zeros too. `OpCost.padding` is that
+ratio (C_in rounded up / C_in; 8/3 for a 3-channel image stem in bf16), and the roofline judges the kernel's
+intensity on the padded work (cost/roofline.py): counted without it, the stem looked memory-bound at a tenth of
+its roof while Nsight Compute measured its tensor pipe at 65 %.
+
 Bytes are inputs + outputs (shape x dtype size), each read or written once: the DRAM traffic of a kernel that
 streams its tensors once. It overstates traffic when tensors fit in L2. Layers whose kernels read a tensor twice
 or touch only part of one (norms, nll_loss, embedding backward, gather) have their own formulas in
@@ -80,6 +87,7 @@ class OpCost:
     output: TensorArg | None
     low_precision: bool | None  # bf16/fp16/fp8 operands (tensor-core eligible); None without dtypes
     tensor_list: bool = False  # some input was a TensorList (foreach ops, cat)
+    padding: float = 1.0  # the tensor cores' work per FLOP counted: a convolution's channels padded (module doc)
 
 
 def parse_args(shapes_json: str | None, dtypes_json: str | None) -> Args | None:
@@ -122,9 +130,28 @@ def broadcast(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
     return tuple(out)
 
 
+TENSOR_CORE_OPERAND_BYTES = 16  # the channels of a tensor-core convolution come in multiples of 16 bytes
+
+
 def conv_flops(x: tuple[int, ...], w: tuple[int, ...], out_spatial: tuple[int, ...]) -> float:
     """2 · N · C_out · (C_in/groups) · prod(kernel) · prod(output spatial); `w` is [C_out, C_in/groups, *k]."""
     return 2.0 * x[0] * w[0] * w[1] * prod(w[2:]) * prod(out_spatial)
+
+
+def channel_padding(family: Family, b: str, ts: list[TensorArg]) -> float:
+    """Tensor-core work / FLOPs of a convolution (module doc): C_in rounded up to the operand width over C_in
+    for a dense one with low-precision operands, else 1."""
+    if family == Family.CONV and len(ts) >= 2 and b not in CONV_TRANSPOSE:
+        x, w = ts[0], ts[1]
+    elif family == Family.CONV_BACKWARD and len(ts) >= 3:
+        x, w = ts[1], ts[2]
+    else:
+        return 1.0
+    if len(x.shape) < 2 or len(w.shape) < 2 or x.shape[1] != w.shape[1] or x.dtype not in LOW_PRECISION:
+        return 1.0
+    c = w.shape[1]
+    step = max(1, TENSOR_CORE_OPERAND_BYTES // DTYPE_BYTES.get(x.dtype, 2))
+    return float(-(-c // step) * step) / c if c > 0 else 1.0
 
 
 def _widest(tensors: list[TensorArg]) -> str:
@@ -272,7 +299,7 @@ def op_cost(
     total = None if flops is None and out is None and extra_out_bytes == 0 else in_bytes + extra_out_bytes
     if total is not None and out is not None:
         total += out.nbytes
-    return OpCost(family, flops, total, tuple(args), out, low)
+    return OpCost(family, flops, total, tuple(args), out, low, padding=channel_padding(family, b, ts))
 
 
 def _elementwise(

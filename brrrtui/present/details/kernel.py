@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from analyzers.cost.rates import Rates
+from analyzers.cost.roofline import CAPPED_REASONS, ceilings
 from analyzers.results import REGIMES_BY_CODE, KernelStat, Regime
 from brrrtui.contract.units import NA, fmt_bw, fmt_bytes, fmt_flop_count, fmt_flops, fmt_ns, fmt_pct
 from brrrtui.present.details.common import Detail, cause_of, display_path, rate, rel_start, short
@@ -17,6 +19,26 @@ from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.verdicts import finite, kernel_verdict
 
 L2_NOTE = "working set fits in L2: bytes overstate DRAM traffic"
+# why a roof fraction reads 100 %: the rate it was worked out from is above the roof (analyzers.cost.roofline)
+CAPPED_NOTES = {
+    "l2_resident": "roof capped at 100 %: the working set fits in L2 and moved faster than DRAM allows (no L2 roof known, or above it)",
+    "over_peak": "roof capped at 100 %: a rate above the roof (the calibrated peak is below what the GPU reached)",
+}
+
+
+def capped_rates(snap: Snapshot, rows: np.ndarray) -> tuple[Rates, list[str]] | None:
+    """The roofline's rates of gpu `rows` (the fraction capped at 100 %, L2-resident bytes against L2) and
+    the notes on why any of them was capped; None without the per-row FLOP roofs."""
+    a = snap.analysis
+    if a.kernel_unit_peak_flops_per_s is None or not len(rows):
+        return None
+    fits = None if a.kernel_fits_in_l2 is None else a.kernel_fits_in_l2[rows]
+    rates, over = ceilings(
+        a.trace, a.peaks, a.kernel_flops[rows], a.kernel_bytes[rows], a.kernel_unit_peak_flops_per_s[rows],
+        fits, rows,
+    )
+    codes = sorted(set(over.tolist()) & set(CAPPED_REASONS))
+    return rates, [CAPPED_NOTES[CAPPED_REASONS[c]] for c in codes]
 
 
 def kernel_name(snap: Snapshot, name: int, line_id: int = -2, op_name: int = -2, shapes: int = -2) -> Detail:
@@ -73,6 +95,9 @@ def _kernel_stat(snap: Snapshot, ks: KernelStat, rows: np.ndarray, d: Detail) ->
             "",
         )
     )
+    capped = capped_rates(snap, rows)
+    for note in [] if capped is None else capped[1]:
+        d.add((note, "muted"))
     extra = []
     if ks.uses_tensor_cores is not None:
         extra.append("tensor cores" if ks.uses_tensor_cores else "no tensor cores")
@@ -133,7 +158,8 @@ def kernel(snap: Snapshot, row: int) -> Detail:
 
 def _kernel_roof(snap: Snapshot, row: int, tensor: bool | None, d: Detail) -> None:
     a, p = snap.analysis, snap.analysis.peaks
-    rates = a.kernel_rates(np.array([row])) if 0 <= row < len(a.trace.gpu) else None
+    capped = capped_rates(snap, np.array([row])) if 0 <= row < len(a.trace.gpu) else None
+    rates = None if capped is None else capped[0]
     ach_f, ach_b, roof = (None, None, None) if rates is None else (_at(c, 0) for c in rates)
     if ach_f is not None or ach_b is not None or roof is not None:
         peak_f = p.tensor_flops_per_s if tensor is not False else p.fp32_flops_per_s
@@ -144,6 +170,8 @@ def _kernel_roof(snap: Snapshot, row: int, tensor: bool | None, d: Detail) -> No
                 "",
             )
         )
+    for note in [] if capped is None else capped[1]:
+        d.add((note, "muted"))
     extra = []
     if tensor is not None:
         extra.append("tensor cores" if tensor else "no tensor cores (SIMT)")
