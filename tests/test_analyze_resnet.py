@@ -37,7 +37,7 @@ def test_fixture_is_small():
 def test_rows_and_regimes(a):
     gpu = a.trace.gpu
     assert np.bincount(gpu.kind, minlength=3).tolist() == [910, 2, 49]  # kernels, memcpys, memsets
-    assert np.bincount(a.kernel_regime, minlength=3).tolist() == [132, 583, 246]  # compute, memory, overhead
+    assert np.bincount(a.kernel_regime, minlength=3).tolist() == [199, 516, 246]  # compute, memory, overhead
     assert a.steps_analysed == 1
     assert a.peaks.source == "datasheet:H200 SXM"
 
@@ -45,7 +45,7 @@ def test_rows_and_regimes(a):
 def test_breakdown_sums_to_the_span(a):
     b = a.breakdown
     assert (b.span_ns, b.compute_ns, b.memory_ns, b.overhead_ns, b.idle_ns) == (
-        53_901_539, 4_269_074, 23_685_177, 25_947_288, 25_659_251
+        53_901_539, 12_691_997, 15_262_254, 25_947_288, 25_659_251
     )  # fmt: skip
     assert b.compute_ns + b.memory_ns + b.overhead_ns == b.span_ns
     assert int(a.gaps.dur_ns.sum()) == b.idle_ns
@@ -76,13 +76,16 @@ def test_conv_and_gemm_kernels(a):
     ]
     assert (big.calls, big.regime) == (14, Regime.COMPUTE)
     assert big.roof_fraction == pytest.approx(0.713, abs=0.005)
-    # the stem (7x7 over 3 channels) cannot feed the tensor cores: memory-bound at 6% of its roof
+    # the stem (7x7 over 3 channels, padded to 8): compute-bound on its padded channels, 6 % of its roof
     stem = next(k for k in a.kernels if "s16816fprop" in k.name)
-    assert (stem.calls, stem.regime) == (1, Regime.MEMORY)
-    # batch norm and pointwise kernels are memory-bound
+    assert (stem.calls, stem.regime) == (1, Regime.COMPUTE)
+    # batch norm and pointwise kernels are memory-bound, but for the batch-norm kernels that move their bytes
+    # at under a third of the bandwidth for long: their time goes to instructions (compute on the SIMT units)
+    simt = ("batch_norm_collect_statistics_channels_last", "batch_norm_transform_input_channels_last")
     for k in a.kernels:
         if "batch_norm" in k.name or "elementwise_kernel<8" in k.name and k.gpu_ns > 1e6:
-            assert k.regime == Regime.MEMORY, k.name
+            allowed = (Regime.MEMORY, Regime.COMPUTE) if any(n in k.name for n in simt) else (Regime.MEMORY,)
+            assert k.regime in allowed, k.name
 
 
 def test_lines_and_findings(a):
@@ -99,13 +102,13 @@ def test_lines_and_findings(a):
     # the whole step is one line of one function: its chains are one "compile it" estimate over that function
     (fusion,) = [f for f in a.findings if f.kind == "fusion"]
     assert "native_batch_norm, clamp_min_" in message(fusion)
-    assert "threshold_backward, native_batch_norm_backward" in message(fusion)
+    assert "native_batch_norm_backward, threshold_backward" in message(fusion)
 
 
 def test_report_round_trips(a):
     doc = to_json(a)
     again = json.loads(json.dumps(doc))
-    parts = {"compute": 4_269_074, "memory": 23_685_177, "communication": 0, "overhead": 25_947_288}
+    parts = {"compute": 12_691_997, "memory": 15_262_254, "communication": 0, "overhead": 25_947_288}
     assert again["breakdown_ns"] == parts
     assert sum(again["breakdown_ns"].values()) == again["span_ns"]
     text = render_text(a, top=5)

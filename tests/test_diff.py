@@ -106,7 +106,7 @@ def build_run(script: str, fused: bool, step_ms: float, jitter_us: int = 50) -> 
                 cpu = start + (400 + 100 * k) * US
                 ln = b.line(script, line, "step")
                 b.span(ln, cpu, 90 * US)
-                b.op(op, cpu + 5 * US, 80 * US, shapes=[[8192, 8192], []], dtypes=[BF16, "Scalar"])
+                b.op(op, cpu + 5 * US, 80 * US, shapes=[[8192, 65536], []], dtypes=[BF16, "Scalar"])
                 b.launch(kernel, cpu + 10 * US, gpu_t, 1 * MS)
                 gpu_t += 1 * MS
             b.window(start, t, first_step=step, last_step=step)

@@ -34,7 +34,7 @@ class Script:
         self.cpu, self.gpu = 0, 10_000
 
     def op(self, line: int, name: str, shapes, dtypes, module: str | None = None, func: str = "forward",
-           kernel: str | None = None, dur_ns: int = 50_000) -> int:  # fmt: skip
+           kernel: str | None = None, dur_ns: int = 20_000) -> int:  # fmt: skip
         b = self.b
         if (line, func) not in self.lines:
             self.lines[(line, func)] = b.line("model.py", line, func)

@@ -14,7 +14,7 @@ from analyzers.results import GAP_CAUSE_CODES, GapCause
 from brrrtui.contract.model import GpuKind
 
 N = 1 << 24
-MUL = dict(shapes=[[N], []], dtypes=[BF16, "Scalar"])
+MUL = dict(shapes=[[4 * N], []], dtypes=[BF16, "Scalar"])
 ADD = dict(shapes=[[N], [N], []], dtypes=[BF16, BF16, "Scalar"])
 
 

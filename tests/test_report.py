@@ -93,7 +93,8 @@ def test_json_schema_exactly():
     assert line["flops"] == 2 * 4096**3  # the foreach kernel's unknown FLOPs do not make the sum unknown
     kernels = {k["name"]: k for k in doc["kernels"]}
     assert list(kernels["sm90_xmma_gemm_bf16bf16"]) == [
-        "name", "calls", "gpu_ns", "regime", "achieved_flops_per_s", "achieved_bytes_per_s", "narrow_load_bytes"
+        "name", "calls", "gpu_ns", "regime", "achieved_flops_per_s", "achieved_bytes_per_s", "narrow_load_bytes",
+        "roof_fraction", "capped",
     ]  # fmt: skip
     assert kernels["sm90_xmma_gemm_bf16bf16"]["narrow_load_bytes"] is None
     assert kernels["sm90_xmma_gemm_bf16bf16"]["regime"] == "compute"
