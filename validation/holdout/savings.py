@@ -2,7 +2,7 @@
 fixes.py) timed against the unfixed workload, beside the saving brrrtui predicted for it.
 
     python validation/holdout/savings.py --reports DIR --out $OUT          # GPU: all five workloads
-    python validation/holdout/savings.py --reports DIR --measured runs.json --out D    # the table again, no runs
+    python validation/holdout/savings.py --reports DIR --measured a/runs.json b/runs.json --out D   # no runs
     python validation/holdout/savings.py --smoke --out /tmp/s llama_decoder lstm_lm    # CPU: tiny sizes
 
 Predictions: the workload's `brrrtui report --json` (DIR/<workload>.report.json; made from the committed
@@ -226,6 +226,19 @@ def measure(args: argparse.Namespace, workloads: list[str]) -> dict[str, Any]:
     return doc
 
 
+def merge_runs(paths: list[str]) -> dict[str, Any]:
+    """The runs of several calls' runs.json as one: a call's repeat i becomes (repeats so far) + i."""
+    doc: dict[str, Any] = {"runs": [], "not_run": [], "sources": paths}
+    offset = 0
+    for path in paths:
+        with open(path) as f:
+            part = json.load(f)
+        for key in ("runs", "not_run"):
+            doc[key] += [dict(r, repeat=r["repeat"] + offset, source=path) for r in part.get(key, [])]
+        offset += int(part.get("repeats", 1))
+    return doc
+
+
 def write_json(path: str, doc: Any) -> None:
     with open(path + ".tmp", "w") as f:
         json.dump(doc, f, indent=1)
@@ -304,7 +317,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--reports", help="folder of <workload>.report.json (default: report the committed recordings)"
     )
-    p.add_argument("--measured", help="runs.json of an earlier run: the table again, no runs")
+    p.add_argument("--measured", nargs="+", help="runs.json of earlier calls: the table again, no runs (the"
+                   " repeats of each later file numbered after those of the ones before it)")  # fmt: skip
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--steps", type=int, default=25, help="timed steps per run, after the warm-up")
     p.add_argument("--warmup", type=int, default=8, help="warm-up steps per run (moe_layer: 20)")
@@ -325,8 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     args.logs = args.logs or os.path.join(args.out, "logs")
     os.makedirs(args.logs, exist_ok=True)
     if args.measured:
-        with open(args.measured) as f:
-            doc = json.load(f)
+        doc = merge_runs(args.measured)
     else:
         doc = measure(args, args.workloads)
     rows: list[dict[str, Any]] = []
