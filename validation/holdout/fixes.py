@@ -1,0 +1,191 @@
+"""The hold-out workloads with one of brrrtui's advised fixes applied: an opt-in `--fix NAME` for each script.
+
+    python validation/holdout/fixes.py llama_decoder --fix compile_forward --steps 30 --sync-steps
+    python validation/holdout/fixes.py lstm_lm --steps 30            # no --fix: the workload as it is
+
+The workload scripts are left line for line as recorded (the recordings' line numbers stay valid), so the
+fix is applied from here: the script is imported as a module (its `main()` does not run on import), the fix
+patches a class's method, a global setting or the `train` the script calls, and then the script's own
+`main()` runs with the remaining arguments.
+
+Each fix is the advice of one of the workload's top findings, applied as the advice reads:
+
+  compile_forward   torch.compile the `forward` the fusion finding names: the method whose lines carry its
+                    kernels (DecoderLayer.forward, UNet.forward, LSTMLanguageModel.forward, MoELayer.forward).
+  compile_loss      torch.compile the function `loss_of`, its model call left eager (torch.compiler.disable):
+                    the finding is on the loss line's kernels, not the model's, which another finding covers.
+                    In cnn_channels_last the model is torchvision's, whose kernels all land on the loss line:
+                    there the whole `loss_of` is compiled, model included.
+  reduce_overhead   torch.compile(mode="reduce-overhead") of the model's forward: CUDA graphs replay the
+                    forward and backward kernels without the CPU launching each (overhead, small_kernels).
+  tf32              torch.set_float32_matmul_precision("high"): fp32 matmuls on TF32 tensor cores.
+  channels_last     the model and its input in channels_last (conv_layout).
+  gc_freeze         gc.collect(); gc.freeze() after set-up, before the loop (slow_steps).
+  pad_channels      the 3 input channels padded with zeros to 8, conv1 given 8 input channels whose extra
+                    weights are zero: the same function, on tensor-core-aligned shapes (slow_gemm).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import os
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = ("llama_decoder", "unet_diffusion", "lstm_lm", "moe_layer", "cnn_channels_last")
+
+Train = Callable[..., None]
+Transform = Callable[[argparse.Namespace, Any, Callable[[], Any], Any], tuple[Any, Callable[[], Any], Any]]
+
+
+def load(workload: str) -> ModuleType:
+    """The workload script as a module named after it (so `if __name__ == "__main__"` does not fire)."""
+    if workload not in WORKLOADS:
+        raise ValueError(f"unknown workload {workload!r} (one of {', '.join(WORKLOADS)})")
+    path = os.path.join(HERE, f"{workload}.py")
+    spec = importlib.util.spec_from_file_location(workload, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[workload] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def wrap_train(mod: ModuleType, transform: Transform) -> None:
+    """Have the script's main() hand train() a transformed (model, loss_of, optimizer)."""
+    original: Train = mod.train
+
+    def train(
+        name: str, args: argparse.Namespace, model: Any, loss_of: Callable[[], Any], optimizer: Any
+    ) -> None:
+        model, loss_of, optimizer = transform(args, model, loss_of, optimizer)
+        original(name, args, model, loss_of, optimizer)
+
+    mod.train = train
+
+
+def compile_method(cls: type, name: str = "forward", **kwargs: Any) -> None:
+    import torch
+
+    setattr(cls, name, torch.compile(getattr(cls, name), **kwargs))
+
+
+def _compile_loss(keep_model_eager: bool) -> Transform:
+    def transform(args: argparse.Namespace, model: Any, loss_of: Callable[[], Any], opt: Any) -> Any:
+        import torch
+
+        if keep_model_eager:
+            model.forward = torch.compiler.disable(model.forward)
+        return model, torch.compile(loss_of), opt
+
+    return transform
+
+
+def _gc_freeze(args: argparse.Namespace, model: Any, loss_of: Callable[[], Any], opt: Any) -> Any:
+    gc.collect()
+    gc.freeze()
+    return model, loss_of, opt
+
+
+def _pad_channels(args: argparse.Namespace, model: Any, loss_of: Callable[[], Any], opt: Any) -> Any:
+    """conv1 with 8 input channels (the 5 extra weights zero) and the input batch padded to 8 channels with
+    zeros, once: the same outputs, on channel counts the tensor-core convolutions take. The optimizer is made
+    again the same way over the new parameters (no step has run yet)."""
+    import torch
+
+    free = loss_of.__code__.co_freevars
+    cell = loss_of.__closure__[free.index("x")]  # type: ignore[index]
+    x = cell.cell_contents
+    old = model.conv1
+    new = torch.nn.Conv2d(
+        8, old.out_channels, old.kernel_size, old.stride, old.padding, bias=old.bias is not None
+    )
+    new = new.to(device=old.weight.device, memory_format=torch.channels_last)
+    with torch.no_grad():
+        new.weight.zero_()
+        new.weight[:, : old.in_channels].copy_(old.weight)
+    model.conv1 = new
+    pad = torch.zeros(x.shape[0], 8 - x.shape[1], *x.shape[2:], device=x.device, dtype=x.dtype)
+    cell.cell_contents = torch.cat([x, pad], dim=1).contiguous(memory_format=torch.channels_last)
+    group = opt.param_groups[0]
+    opt = type(opt)(model.parameters(), **{k: v for k, v in group.items() if k != "params"})
+    return model, loss_of, opt
+
+
+def _channels_last(args: argparse.Namespace, model: Any, loss_of: Callable[[], Any], opt: Any) -> Any:
+    import torch
+
+    model.to(memory_format=torch.channels_last)
+    inner = model.forward
+
+    def forward(x: Any, *rest: Any) -> Any:
+        return inner(x.contiguous(memory_format=torch.channels_last), *rest)
+
+    model.forward = forward
+    return model, loss_of, opt
+
+
+def apply(mod: ModuleType, workload: str, fix: str) -> None:
+    """Patch the loaded workload module with the fix."""
+    import torch
+
+    if fix == "tf32":
+        torch.set_float32_matmul_precision("high")
+        torch.backends.cudnn.allow_tf32 = True
+    elif fix == "compile_forward":
+        cls = {"llama_decoder": "DecoderLayer", "unet_diffusion": "UNet", "lstm_lm": "LSTMLanguageModel",
+               "moe_layer": "MoELayer"}.get(workload)  # fmt: skip
+        if cls is None:
+            raise ValueError(f"no compile_forward for {workload}")
+        compile_method(getattr(mod, cls))
+    elif fix == "reduce_overhead":
+        cls = {"unet_diffusion": "UNet", "moe_layer": "MoELayer", "llama_decoder": "Decoder"}.get(workload)
+        if cls is None:
+            raise ValueError(f"no reduce_overhead for {workload}")
+        compile_method(getattr(mod, cls), mode="reduce-overhead")
+    elif fix == "compile_loss":
+        wrap_train(mod, _compile_loss(keep_model_eager=workload != "cnn_channels_last"))
+    elif fix == "gc_freeze":
+        wrap_train(mod, _gc_freeze)
+    elif fix == "pad_channels":
+        if workload != "cnn_channels_last":
+            raise ValueError(f"no pad_channels for {workload}")
+        wrap_train(mod, _pad_channels)
+    elif fix == "channels_last":
+        wrap_train(mod, _channels_last)
+    else:
+        raise ValueError(f"unknown fix {fix!r}")
+
+
+FIXES = (
+    "compile_forward",
+    "compile_loss",
+    "reduce_overhead",
+    "tf32",
+    "channels_last",
+    "gc_freeze",
+    "pad_channels",
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workload", choices=WORKLOADS)
+    p.add_argument("--fix", choices=FIXES, default=None)
+    ours, rest = p.parse_known_args(argv)
+    mod = load(ours.workload)
+    if ours.fix:
+        apply(mod, ours.workload, ours.fix)
+    sys.argv = [os.path.join(HERE, f"{ours.workload}.py"), *rest]
+    mod.main()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
