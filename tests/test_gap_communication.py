@@ -190,3 +190,33 @@ def test_the_regime_bar_shows_the_wait_as_communication():
 
     text = "".join(s for s, _ in regime_bar("window 0", analyze(two_collectives()).breakdown, 20))
     assert " N 35%" in text and " O 22%" in text  # 21 and 13 of 60 ms
+
+
+def test_a_module_whose_kernels_waited_inside_a_collective_is_communication_bound():
+    """gloo_rank0's optimizer step run inside an nn.Module (`model.opt`, a 4.4 ms kernel): the 31 ms the GPU
+    waited inside the all-reduce before it is communication in the module's regime, not overhead; the 2.6 ms
+    of other idle before it stays overhead."""
+    from test_issue39_communication import F32, MS
+
+    from brrrtui.contract.model import GpuKind
+
+    b = TraceBuilder()
+    bwd, opt = b.line("train.py", 20, "step"), b.line("train.py", 21, "step")
+    b.span(bwd, 0, 62 * MS)
+    b.launch(GEMM, cpu_ns=1 * MS, gpu_ns=1 * MS, dur_ns=29 * MS)
+    b.op("gloo:all_reduce", 30 * MS, 31 * MS, shapes=[[1048576]], dtypes=[F32])
+    b.launch("Memcpy DtoH (Device -> Pinned)", cpu_ns=30 * MS + 100_000, gpu_ns=30 * MS + 200_000,
+             dur_ns=800_000, stream=30, kind=GpuKind.MEMCPY, nbytes=4 * 1048576)  # fmt: skip
+    b.runtime("cudaStreamSynchronize", 30 * MS + 200_000, 800_000, tid=9)
+    b.span(opt, 63 * MS, 7 * MS, modules=[("model", "Net"), ("model.opt", "Step")])
+    b.op("aten::_foreach_add_", 63 * MS + 100_000, 1 * MS)
+    b.launch("multi_tensor_apply_kernel", cpu_ns=63 * MS + 500_000, gpu_ns=63 * MS + 600_000, dur_ns=4_400_000)
+    b.window(0, 70 * MS, first_step=1, last_step=1)
+    b.step(0, 0)
+    b.step(1, 70 * MS)
+    a = analyze(b.build())
+    assert a.modules is not None
+    node = next(n for n in a.modules.nodes if n.path == "model.opt")
+    waited = int(a.gaps.dur_ns[a.gaps.cause == GAP_CAUSE_CODES[GapCause.COMMUNICATION]].sum())
+    assert waited > node.gpu_ns and node.idle_ns >= waited
+    assert node.regime is Regime.COMMUNICATION

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analyzers.results import REGIME_CODES, Regime
+from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, GapCause, Regime
 from brrrtui.contract.model import SourceLine, Table
 from brrrtui.contract.modules import decode, fold_chains
 
@@ -43,7 +43,7 @@ class ModuleNode:
     kernels: int
     flops: float | None
     bytes: float | None
-    regime: Regime  # dominant, idle counting as overhead
+    regime: Regime  # dominant, idle counting as overhead (inside collectives: as communication)
     lib_line: SourceLine | None  # the model-library line holding most of its time
     user_line: SourceLine | None  # the user's line that called it (most time)
     children: tuple[Key, ...] = ()
@@ -83,6 +83,7 @@ class _Acc:
     gpu: np.ndarray = field(default_factory=lambda: np.zeros(len(_REGIMES), np.int64))
     self_gpu: int = 0
     idle: float = 0.0
+    comm_idle: float = 0.0  # the part of `idle` inside CPU-side collectives (GapCause.COMMUNICATION)
     kernels: int = 0
     flops: float = 0.0
     flops_known: int = 0
@@ -134,6 +135,7 @@ def module_tree(
     chains = _chains(k.module, name)
     scale = 1.0 if idle_scale is None else idle_scale
     idle_by_row = _idle_by_next_kernel(gaps, len(k.dur_ns)) * scale
+    comm_by_row = _idle_by_next_kernel(gaps, len(k.dur_ns), GapCause.COMMUNICATION) * scale
     accs: dict[Key, _Acc] = {}
     order: dict[Key, list[Key]] = {}
     outside_gpu = outside_idle = 0.0
@@ -147,7 +149,7 @@ def module_tree(
             outside_gpu += float(k.dur_ns[rows].sum())
             outside_idle += float(idle_by_row[rows].sum())
             continue
-        _fold(accs, order, levels, rows, k, idle_by_row)
+        _fold(accs, order, levels, rows, k, idle_by_row, comm_by_row)
     nodes = _nodes(accs, order, lines)
     total = int(k.dur_ns.sum())
     return ModuleTree(
@@ -162,11 +164,14 @@ def module_tree(
     )
 
 
-def _idle_by_next_kernel(gaps: Table, n_rows: int) -> np.ndarray:
+def _idle_by_next_kernel(gaps: Table, n_rows: int, cause: GapCause | None = None) -> np.ndarray:
+    """GPU idle per gpu row: the gaps its start ended (of `cause` only, when given)."""
     out = np.zeros(n_rows, dtype=np.float64)
     if len(gaps) and n_rows:
         nxt = gaps.next_row
         ok = (nxt >= 0) & (nxt < n_rows)
+        if cause is not None:
+            ok &= gaps.cause == GAP_CAUSE_CODES[cause]
         np.add.at(out, nxt[ok], gaps.dur_ns[ok].astype(np.float64))
     return out
 
@@ -178,6 +183,7 @@ def _fold(
     rows: np.ndarray,
     k: KernelColumns,
     idle_by_row: np.ndarray,
+    comm_by_row: np.ndarray,
 ) -> None:
     dur = k.dur_ns[rows].astype(np.int64)
     by_regime = np.array([int(dur[k.regime[rows] == REGIME_CODES[r]].sum()) for r in _REGIMES], np.int64)
@@ -185,6 +191,7 @@ def _fold(
     flops_sum, flops_known = float(np.nansum(flops)), int(np.isfinite(flops).sum())
     bytes_sum, bytes_known = float(np.nansum(nbytes)), int(np.isfinite(nbytes).sum())
     idle = float(idle_by_row[rows].sum())
+    comm_idle = float(comm_by_row[rows].sum())
     lib = _ns_by(k.lib_line[rows], dur)
     user = _ns_by(k.line[rows], dur)
     parent: Key | None = None
@@ -196,6 +203,7 @@ def _fold(
         acc.instances.add(path)
         acc.gpu += by_regime
         acc.idle += idle
+        acc.comm_idle += comm_idle
         acc.kernels += len(rows)
         acc.flops += flops_sum
         acc.flops_known += flops_known
@@ -243,8 +251,9 @@ def _nodes(accs: dict[Key, _Acc], order: dict[Key, list[Key]], lines: list[Sourc
         if len(a.instances) == 1 and "*" in name:  # one module: its own index, not `*`
             name = ".".join(next(iter(a.instances)).split(".")[-(name.count(".") + 1) :])
         per = {r: int(a.gpu[i]) for i, r in enumerate(_REGIMES)}
-        weights = [per[Regime.COMPUTE], per[Regime.MEMORY], per[Regime.OVERHEAD] + a.idle]
-        weights.append(per[Regime.COMMUNICATION])
+        # idle counts as overhead, but for the waits inside collectives: communication
+        weights = [per[Regime.COMPUTE], per[Regime.MEMORY], per[Regime.OVERHEAD] + a.idle - a.comm_idle]
+        weights.append(per[Regime.COMMUNICATION] + a.comm_idle)
         out.append(
             ModuleNode(
                 key=key,
