@@ -34,7 +34,7 @@ def _one_of_each() -> list[Finding]:
     return [
         f(
             FindingKind.FUSION,
-            F.FusionFacts(PER, 3, 3, ("mul", "add"), 2, 400e6, 1e12, 4e12, 200e6, 2, None, "forward", False),
+            F.FusionFacts(PER, 3, 3, 0, ("mul", "add"), 2, 400e6, 1e12, 4e12, 200e6, 2, None, "forward", False),
         ),
         f(FindingKind.ATTENTION, F.AttentionFacts(PER, 3, 80e6)),
         f(FindingKind.NO_TENSOR_CORES, F.TensorCoreFacts(PER, 40e6, 20e12, 60e12, 400e12, 800e12)),

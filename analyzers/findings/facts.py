@@ -46,7 +46,8 @@ class Facts:
 class FusionFacts(Facts):
     per: Per
     kernels: int  # kernels in the chain
-    memory_bound: int  # of them memory-bound (the others launch-bound)
+    memory_bound: int  # of them memory-bound
+    instruction_bound: int  # of them bound by instructions on the SIMT units (compute); the others launch-bound
     ops: tuple[str, ...]  # the ops' base names, in order
     occurrences: int  # times the chain ran (run total)
     bytes_now: float | None  # bytes it moves (run total)

@@ -61,10 +61,12 @@ def fusion_findings(ctx: Context, chains: list[FusionChain]) -> list[Finding]:
         ops = tuple(dict.fromkeys(base_name(n) for n in c.op_names if n))
         regimes = ctx.roof.regime[c.rows]
         n_mem = int((regimes == REGIME_CODES[Regime.MEMORY]).sum())
+        n_instr = int((regimes == REGIME_CODES[Regime.COMPUTE]).sum())
         facts = FusionFacts(
             ctx.scale,
             len(c.rows),
             n_mem,
+            n_instr,
             ops,
             c.occurrences,
             c.bytes_now,

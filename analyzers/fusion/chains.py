@@ -9,7 +9,9 @@ trips; fused it is 2 (read x, write y). A chain here::
 
 Two neighbouring kernels of one stream (nothing else runs between them on that stream) are linked when
 
-1. both are memory- or overhead-bound kernels of pointwise, reduction, normalisation or copy ops;
+1. both are memory- or overhead-bound kernels of pointwise, reduction, normalisation or copy ops, or such kernels
+   bound by their instructions on the SIMT units (a long kernel far under the memory roof: roofline.simt_bound):
+   fused, their arithmetic runs once in one kernel, without the intermediates and the launches;
    (fills and memsets of at most 1 MiB between them, such as a reduction zeroing its counters, are skipped);
 2. they come from one op, or from the same line, lines at most 2 apart in one file, or one function;
 3. data flows: the first op's output (shape and dtype; an in-place op's output is its self) equals one of the
@@ -56,7 +58,7 @@ _FUSIBLE = {int(f) for f in (Family.POINTWISE, Family.REDUCTION, Family.NORM, Fa
 _ELEMENTWISE_NAME = re.compile(
     r"elementwise|reduce_kernel|triton_(poi|red|per)|batch_norm|layer_norm|softmax", re.I
 )
-_MEM, _OVH = REGIME_CODES[Regime.MEMORY], REGIME_CODES[Regime.OVERHEAD]
+_MEM, _OVH, _COMPUTE = REGIME_CODES[Regime.MEMORY], REGIME_CODES[Regime.OVERHEAD], REGIME_CODES[Regime.COMPUTE]
 
 
 def _feeds(a: OpCost | None, b: OpCost | None) -> tuple[bool, float]:
@@ -87,7 +89,8 @@ def _neighbours(trace: Trace, roof: Roofline) -> tuple[np.ndarray, np.ndarray, n
     gpu = trace.gpu
     name_ok = trace.string_flags(_ELEMENTWISE_NAME.search)
     fam_ok = np.isin(roof.family, list(_FUSIBLE)) | ((roof.family < 0) & name_ok[np.maximum(gpu.name, 0)])
-    cand = (gpu.kind == GpuKind.KERNEL) & np.isin(roof.regime, [_MEM, _OVH]) & fam_ok
+    simt = (roof.regime == _COMPUTE) & (roof.tensor_cores == 0)  # bound by instructions, off the tensor cores
+    cand = (gpu.kind == GpuKind.KERNEL) & (np.isin(roof.regime, [_MEM, _OVH]) | simt) & fam_ok
     # small fills and memsets (zeroing a counter or workspace) neither join nor break a chain
     small = np.where(np.isfinite(roof.bytes), roof.bytes, 0.0) <= TRANSPARENT_BYTES
     transparent = ((roof.family == Family.FILL) | (gpu.kind == GpuKind.MEMSET)) & small

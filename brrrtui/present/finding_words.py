@@ -125,13 +125,14 @@ _PATTERN_ACTIONS = {
 def _fusion(c: FusionFacts, f: Finding) -> Words:
     p, u = c.per, unit(c.per)
     per_occ = c.occurrences / p.per
-    n_mem, n = c.memory_bound, c.kernels
+    n_mem, n_instr, n = c.memory_bound, c.instruction_bound, c.kernels
+    n_launch = n - n_mem - n_instr
+    parts = [(n_mem, "memory-bound"), (n_instr, "instruction-bound"), (n_launch, "launch-bound")]
+    present = [(k, name) for k, name in parts if k]
     kind_txt = (
-        "memory-bound"
-        if n_mem == n
-        else "launch-bound"
-        if n_mem == 0
-        else f"pointwise ({n_mem} memory-bound, {n - n_mem} launch-bound)"
+        present[0][1]
+        if len(present) == 1
+        else f"pointwise ({', '.join(f'{k} {name}' for k, name in present)})"
     )
     msg = (
         f"{n} {kind_txt} kernels ({', '.join(c.ops)}) on {where(f.lines)}"
