@@ -63,7 +63,7 @@ def compiled_trace():
     l57, l58, lib = b.line("model.py", 57, "forward"), b.line("model.py", 58, "forward"), b.line(
         "/venv/site-packages/transformers/activations.py", 66, "forward")  # fmt: skip
     for i, t in enumerate((0, 100_000)):
-        b.op("triton_poi_fused_add_tanh_0", t, 5_000, shapes=[[1024, 1024], [1024, 1024], []],
+        b.op("triton_poi_fused_add_tanh_0", t, 5_000, shapes=[[8192, 4096], [8192, 4096], []],
              dtypes=[BF16, BF16, "Scalar"])  # fmt: skip
         b.launch("triton_poi_fused_add_tanh_0", t + 1_000, t + 10_000, 40_000 + 20_000 * i)
     b.window(0, 200_000, first_step=0, last_step=0)
@@ -83,9 +83,9 @@ def test_a_compiled_kernel_takes_its_top_line_and_splits_its_time_by_share():
     by_line = {s.line.line: s for s in a.lines}
     assert by_line[57].gpu_ns == 75_000 and by_line[58].gpu_ns == 25_000  # (40 + 60 µs) x 3/4 and x 1/4
     assert by_line[57].kernels == 2 and by_line[58].kernels == 0  # half a launch rounds down
-    assert a.kernel_bytes[0] == 2 * 1024 * 1024 * 2  # two bf16 buffers of 1 Mi elements
-    assert a.kernel_flops[0] == 2 * 1024 * 1024  # two fused ops per element
-    assert a.kernels[0].regime.value == "memory"
+    assert a.kernel_bytes[0] == 2 * 8192 * 4096 * 2  # two bf16 buffers of 32 Mi elements
+    assert a.kernel_flops[0] == 2 * 8192 * 4096  # two fused ops per element
+    assert a.kernels[0].regime.value == "memory"  # 134 MB in 40-60 µs: 2.2-3.4 TB/s, bandwidth-bound
 
 
 def test_a_kernel_traced_to_library_code_only_takes_its_library_line_and_the_compiled_calls_line():
