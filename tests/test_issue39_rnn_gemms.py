@@ -152,6 +152,20 @@ def test_half_precision_rnn_gemms_claim_no_fp16_saving():
     assert [f for f in analyze(trace).findings if f.kind is FindingKind.SLOW_GEMM] == []
 
 
+def test_a_saving_at_an_assumed_reference_does_not_claim_the_run_s_other_matmuls_reach_it():
+    """With no undiagnosed matmuls to measure a reference from, the saving uses DEFAULT_TARGET, and the words
+    say it is assumed rather than what "this run's other matmuls reach"."""
+    from test_issue39_slow_gemms import model_trace
+
+    from analyzers.findings.efficiency import DEFAULT_TARGET
+
+    f = next(f for f in analyze(model_trace(plain=0)).findings if f.kind is FindingKind.SLOW_GEMM)
+    assert f.facts.target == DEFAULT_TARGET
+    assert "other matmuls reach" not in message(
+        f
+    ) and f"at {DEFAULT_TARGET:.0%} of the roof (assumed" in message(f)
+
+
 # ---------------------------------------------------------------------------------------------- the recording
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -478,9 +478,9 @@ def _recurrent(c: SlowGemmFacts, f: Finding) -> Words:
         f"{c.kernels / p.per:.3g} matmul kernels per {u} on {where(f.lines)} ({_shapes(c.shapes)}) are a"
         f" recurrent layer's GEMMs ({_names(c.kernel_names)}): {layers} of {steps}, each step one GEMM of the"
         f" previous step's hidden state by the recurrent weights with only M = batch = {r.batch} rows, run one"
-        " after another (each step needs the one before), beside one big input-projection GEMM per layer over"
-        f" all steps; they achieved {_rates(c.rates)} (the op's FLOPs spread over its GEMMs by time),"
-        f" {fmt_ns(c.gpu_ns)} per {u}{gain}"
+        " after another (each step needs the one before), beside a few big GEMMs over all steps at once (each"
+        " layer's input projection; backward, the weight gradients); they achieved"
+        f" {_rates(c.rates)} (the op's FLOPs spread over its GEMMs by time), {fmt_ns(c.gpu_ns)} per {u}{gain}"
     )
     return Words(msg, RECURRENT_ACTION if fp32 else RECURRENT_HALF_ACTION)
 
