@@ -17,6 +17,10 @@ Causes, strongest first (a kernel gets the first that applies)::
               (`_align2`: narrow_load_bytes) though the shapes are aligned: a stride or a start that is not,
               from a view (a slice, a narrow()/chunk() of a wider tensor, a transposed non-contiguous operand).
 
+Before all of these, a GEMM kernel of a library recurrent op (`_cudnn_rnn`, `_cudnn_rnn_backward`, MIOpen's)
+is `recurrent`: the op runs one GEMM per time step and layer on the previous step's hidden state, M = batch,
+whatever the kernel. Its shapes come from the op's recorded tensors (`recurrence`), not from its first two.
+
 With none of them, the finding says "cause unknown" and what was checked (findings/efficiency.py).
 
 `narrow_load_bytes` reads a CUTLASS tensor-core GEMM's name for its operand alignment (`_align2`: two
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 from math import prod
 from typing import Protocol
 
-from analyzers.cost.op_families import Family, base_name
+from analyzers.cost.op_families import RNN, Family, base_name
 
 ALIGN_BYTES = 16  # tensor-core operands want 16-byte aligned leading dimensions
 TILE = 64  # a dimension that is a multiple of this fills whole tiles (128 and 256 tiles are multiples)
@@ -79,12 +83,94 @@ Inputs = Sequence["TensorArg | None"]
 
 
 @dataclass(frozen=True)
+class Recurrence:
+    """A library recurrent op's layer stack, read from its recorded tensors (`recurrence`).
+
+    Each time step of each layer (and direction) runs one GEMM of the previous step's hidden state [batch,
+    proj] by the recurrent weights [gates x hidden, proj]: M = batch, N = gates x hidden, K = proj (the hidden
+    size without a projection). The backward pass runs the transposed one per step: M = batch, N = proj,
+    K = gates x hidden. The input projection of a whole layer is one big GEMM over all the steps at once.
+    """
+
+    batch: int
+    steps: int  # time steps; 0 when the input is a packed sequence (its lengths are not recorded)
+    layers: int
+    directions: int
+    gates: int  # 4 LSTM, 3 GRU, 1 plain RNN; 0 when the recording does not say
+    hidden: int
+    proj: int  # the hidden state's width (the hidden size unless an LSTM has proj_size)
+    backward: bool
+
+    @property
+    def shape(self) -> str:
+        """ "M=64 N=4096 K=1024" of the per-step GEMM; without N when the gates are unknown."""
+        n = self.gates * self.hidden
+        if self.backward:
+            return f"M={self.batch} N={self.proj} K={n}" if n else f"M={self.batch} N={self.proj}"
+        return f"M={self.batch} N={n} K={self.proj}" if n else f"M={self.batch} K={self.proj}"
+
+
+@dataclass(frozen=True)
 class Diagnosis:
-    cause: str  # align, tiny, grid, split_k, tile, fallback, narrow
-    dims: tuple[int, ...]  # the offending values (dimensions, or (blocks, SMs) for grid)
-    shape: str  # "M=8192 N=50257 K=768" or "C_in=3 C_out=64"
+    cause: str  # recurrent, align, tiny, grid, split_k, tile, fallback, narrow
+    dims: tuple[int, ...]  # the offending values (dimensions, (blocks, SMs) for grid, (batch,) for recurrent)
+    shape: str  # "M=8192 N=50257 K=768" or "C_in=3 C_out=64"; "" when the recorded shapes do not say
     align: int = 8  # elements per 16 bytes of the operands' dtype
     fallback: bool = False  # also a pre-Hopper kernel on a Hopper GPU
+    recurrence: Recurrence | None = None  # the recurrent op's layer stack (cause "recurrent")
+
+
+# where hx sits in a recurrent op's recorded arguments (cx follows it): after input, weight[],
+# weight_stride0 and, but for miopen_rnn, the flat weight buffer
+_HX_AT = {"_cudnn_rnn": 4, "_cudnn_rnn_backward": 4, "miopen_rnn": 3, "miopen_rnn_backward": 4}
+_WEIGHT_BUF_AT = {"_cudnn_rnn": 3, "_cudnn_rnn_backward": 3, "miopen_rnn_backward": 3}
+
+
+def _directions(weights: int, gates: int, inp: int, hidden: int, stacked: int) -> tuple[int, int] | None:
+    """(gates, directions) whose layer stack holds exactly `weights` elements (with or without biases), for
+    `gates` (0: try GRU's 3 and a plain RNN's 1); None when none does. `stacked`: layers x directions."""
+    for g in (gates,) if gates else (3, 1):
+        for d in (1, 2):
+            if stacked % d:
+                continue
+            layers = stacked // d
+            for bias in (2 * g * hidden, 0):
+                first = g * hidden * (inp + hidden) + bias
+                rest = g * hidden * (d * hidden + hidden) + bias
+                if d * (first + (layers - 1) * rest) == weights:
+                    return g, d
+    return None
+
+
+def recurrence(op_name: str, inputs: Inputs) -> Recurrence | None:
+    """The layer stack of a library recurrent op (op_families.RNN) from its recorded tensors: hx [layers x
+    directions, batch, proj] gives the batch, the layers and the hidden state's width; cx (an LSTM's, the same
+    layout with the hidden size) the gates; without cx, the flat weight buffer's size tells a GRU (3 gates)
+    from a plain RNN (1). The input is [batch, steps, features] or [steps, batch, features] (batch_first is
+    not recorded: the dimension that is not the batch is the steps). None for any other op, or when hx is
+    missing."""
+    b = base_name(op_name)
+    if b not in RNN or not inputs or inputs[0] is None:
+        return None
+    x = inputs[0].shape
+    at = _HX_AT.get(b, 3)
+    hx = inputs[at] if at < len(inputs) else None
+    if hx is None or len(hx.shape) != 3 or len(x) < 2:
+        return None
+    stacked, batch, proj = hx.shape
+    cx = inputs[at + 1] if at + 1 < len(inputs) else None
+    lstm = cx is not None and len(cx.shape) == 3 and cx.shape[:2] == hx.shape[:2]
+    hidden = cx.shape[2] if cx is not None and lstm else proj
+    steps = 0
+    if len(x) == 3:
+        steps = x[1] if x[0] == batch else x[0]
+    buf_at = _WEIGHT_BUF_AT.get(b)
+    buf = inputs[buf_at] if buf_at is not None and buf_at < len(inputs) else None
+    found = None
+    if buf is not None and len(buf.shape) == 1 and proj == hidden:
+        found = _directions(buf.numel, 4 if lstm else 0, x[-1], hidden, stacked)
+    gates, directions = found if found else (4 if lstm else 0, 1)
+    return Recurrence(batch, steps, stacked // directions, directions, gates, hidden, proj, "backward" in b)
 
 
 def gemm_dims(op_name: str, inputs: Inputs) -> tuple[int, int, int] | None:
@@ -137,6 +223,9 @@ def diagnose(
     """The cause of a slow matmul/conv kernel (module doc), or None when the recording shows none."""
     fallback = hopper and bool(_FALLBACK.search(kernel))
     align = _align_elems(inputs)
+    rec = recurrence(op_name, inputs)
+    if rec is not None:
+        return Diagnosis("recurrent", (rec.batch,), rec.shape, align, fallback, rec)
     if family in (Family.CONV, Family.CONV_BACKWARD):
         ch = conv_channels(family, inputs)
         if ch is None:
@@ -174,7 +263,11 @@ def diagnose(
 
 
 def shape_text(op_name: str, family: int, inputs: Inputs) -> str:
-    """ "M=8192 N=50257 K=768" or "C_in=3 C_out=64"; "" when the recorded shapes do not say."""
+    """ "M=8192 N=50257 K=768" or "C_in=3 C_out=64" (a recurrent op's: its per-step GEMM's); "" when the
+    recorded shapes do not say."""
+    rec = recurrence(op_name, inputs)
+    if rec is not None:
+        return rec.shape
     if family in (Family.CONV, Family.CONV_BACKWARD):
         ch = conv_channels(family, inputs)
         return "" if ch is None else f"C_in={ch[0]} C_out={ch[1]}"

@@ -24,6 +24,14 @@ of the FLOPs; a vocabulary of 50257 padded to 50304, 1.0009), so the padded kern
 | slow_gemm   | tiny M or N, small grid, split-K, partial tiles, pre-Hopper kernel| bigger or batched matmuls        |
 | conv_layout | cuDNN nchwToNhwc / nhwcToNchw kernels around NCHW convolutions    | model and inputs channels_last   |
 
+The GEMMs of a library recurrent op (cause `recurrent`: one GEMM per time step and layer with M = batch) are
+held to no reference: the sequential steps are the cure's limit, not a rate this run shows. Their saving is
+what half precision gives at most: cuDNN's RNN under torch.autocast runs in fp16, whose tensor-core roof is
+twice TF32's and whose weights, read again at every step, are half the bytes, so a GEMM bound by either takes
+at most RECURRENT_SAVING less (one bound by launch latency and the steps' dependency, less than that). On
+operands already 2 bytes wide there is no such gain and no saving is claimed; a larger batch lowers the time
+per sample, not per step.
+
 A kernel with no cause found makes a "cause unknown" finding only beside MIN_REFERENCE calls of this run's
 undiagnosed matmuls at BELOW_ROOF or better: they show what this GPU and library reach on such work, so the
 saving is a measured one; a run whose every matmul runs low gives no evidence that one of them could do better.
@@ -52,6 +60,7 @@ DEFAULT_TARGET = 0.8
 MIN_REFERENCE = 5
 MAX_EFFICIENCY_FINDINGS = 6
 UNKNOWN_MIN_SHARE = 0.05  # slow kernels with no cause found make a finding from this share of the step
+RECURRENT_SAVING = 0.5  # of a recurrent op's GEMM time: fp16's roof is 2x TF32's, its bytes half fp32's
 
 _GEMM_FAMILIES = [int(Family.MATMUL), int(Family.CONV), int(Family.CONV_BACKWARD)]
 _CONV_FAMILIES = [int(Family.CONV), int(Family.CONV_BACKWARD)]
@@ -122,14 +131,23 @@ def diagnoses(ctx: Context, rows: np.ndarray) -> tuple[list[Diagnosis | None], n
     return out, key
 
 
+def _weighted_median(frac: np.ndarray, dur: np.ndarray) -> float:
+    order = np.argsort(frac)
+    cum = np.cumsum(dur[order].astype(np.float64))
+    return float(frac[order][np.searchsorted(cum, cum[-1] / 2)])
+
+
 def reference_fraction(frac: np.ndarray, dur: np.ndarray) -> float:
     """Duration-weighted median of `frac`, clamped to BELOW_ROOF..1; DEFAULT_TARGET for under MIN_REFERENCE."""
     if len(frac) < MIN_REFERENCE:
         return DEFAULT_TARGET
-    order = np.argsort(frac)
-    cum = np.cumsum(dur[order].astype(np.float64))
-    median = float(frac[order][np.searchsorted(cum, cum[-1] / 2)])
-    return min(1.0, max(BELOW_ROOF, median))
+    return min(1.0, max(BELOW_ROOF, _weighted_median(np.asarray(frac), np.asarray(dur))))
+
+
+def measured_reference(frac: np.ndarray, dur: np.ndarray) -> bool:
+    """Whether reference_fraction(frac, dur) is a rate this run's matmuls reach: MIN_REFERENCE of them or
+    more, their median not raised to BELOW_ROOF."""
+    return len(frac) >= MIN_REFERENCE and _weighted_median(np.asarray(frac), np.asarray(dur)) >= BELOW_ROOF
 
 
 def efficiency_findings(ctx: Context) -> list[Finding]:
@@ -140,6 +158,7 @@ def efficiency_findings(ctx: Context) -> list[Finding]:
     diags, of_row = diagnoses(ctx, rows)
     plain = np.array([d is None for d in diags], dtype=bool)[of_row]
     target = reference_fraction(frac[plain], gpu.dur_ns[rows][plain])
+    measured = measured_reference(frac[plain], gpu.dur_ns[rows][plain])
     slow = frac < BELOW_ROOF
     conv = np.isin(roof.family[rows], _CONV_FAMILIES)
     pairs, of_pair = unique_inverse(of_row * 2 + conv)  # (diagnosis, conv) per row
@@ -147,6 +166,10 @@ def efficiency_findings(ctx: Context) -> list[Finding]:
     pair_conv = [bool(p % 2) for p in pairs.tolist()]
     work = np.array([padded_work(d, c) for d, c in zip(pair_diag, pair_conv, strict=True)])[of_pair]
     shortfall = np.where(slow, gpu.dur_ns[rows] * np.clip(1.0 - frac * work / target, 0.0, None), 0.0)
+    # a recurrent op's GEMMs: fp16's gain at most on 4-byte operands, none on 2-byte ones (module doc)
+    recurrent = np.array([d is not None and d.cause == "recurrent" for d in diags], dtype=bool)[of_row]
+    gain = np.array([RECURRENT_SAVING if d is not None and d.align == 4 else 0.0 for d in diags])[of_row]
+    shortfall[recurrent] = np.where(slow, gpu.dur_ns[rows] * gain, 0.0)[recurrent]
     layout_rows = _layout_rows(ctx)
     nchw = len(layout_rows) > 0
     # a 1x1 conv lowered to a GEMM on NCHW data: the layout's cost
@@ -173,14 +196,14 @@ def efficiency_findings(ctx: Context) -> list[Finding]:
         sel = rows[ix]
         lines = ctx.source_lines(count_lines(ctx.links.kernel_line[sel]))
         group = [d for d in (diags[k] for k in of_row[ix].tolist()) if d is not None]
-        out.append(slow_gemm_finding(ctx, lines, sel, group, saving, target))
+        out.append(slow_gemm_finding(ctx, lines, sel, group, saving, target, measured))
     if int((plain & ~slow).sum()) >= MIN_REFERENCE:  # the run's own GEMMs show the GPU doing better
-        out.extend(_unknown_findings(ctx, rows, np.flatnonzero(slow & plain), shortfall, target))
+        out.extend(_unknown_findings(ctx, rows, np.flatnonzero(slow & plain), shortfall, target, measured))
     return out
 
 
 def _unknown_findings(
-    ctx: Context, rows: np.ndarray, idx: np.ndarray, shortfall: np.ndarray, target: float
+    ctx: Context, rows: np.ndarray, idx: np.ndarray, shortfall: np.ndarray, target: float, measured: bool
 ) -> list[Finding]:
     """The slow kernels `idx` (into `rows`) with no cause found, by kernel name: one "cause unknown" finding
     per name holding UNKNOWN_MIN_SHARE of the step or more."""
@@ -208,7 +231,9 @@ def _unknown_findings(
                 shapes.append(text)
         lines = ctx.source_lines(count_lines(ctx.links.kernel_line[sel]))
         out.append(
-            unknown_gemm_finding(ctx, lines, sel, shapes, float(shortfall[ix].sum()) / ctx.per, target)
+            unknown_gemm_finding(
+                ctx, lines, sel, shapes, float(shortfall[ix].sum()) / ctx.per, target, measured
+            )
         )
     return out
 
@@ -267,6 +292,7 @@ def slow_gemm_finding(
     diags: list[Diagnosis],
     saving: float,
     target: float,
+    measured: bool = True,
 ) -> Finding:
     d = diags[0]
     conv = _is_conv(ctx, rows)
@@ -282,6 +308,7 @@ def slow_gemm_finding(
         padded_work(d, conv),
         rate_span(ctx, rows),
         target,
+        measured,
     )
     kernels = tuple(int(r) for r in rows[:64])
     return Finding(FindingKind.SLOW_GEMM, lines, saving, facts, kernels=kernels)
@@ -335,6 +362,7 @@ def unknown_gemm_finding(
     shapes: list[str],
     saving: float,
     target: float,
+    measured: bool = True,
 ) -> Finding:
     """Matmul or convolution kernels far under their roof, a good share of the step, whose cause
     gemm_shapes.diagnose does not find: the evidence it checked, and a saving at the run's reference."""
@@ -349,6 +377,7 @@ def unknown_gemm_finding(
         tuple(sorted({b for b in (_blocks(ctx, int(r)) for r in rows.tolist()) if b})),
         ctx.trace.device.num_sms,
         target,
+        measured,
     )
     return Finding(FindingKind.SLOW_GEMM, lines, saving, facts, kernels=tuple(int(r) for r in rows[:64]))
 

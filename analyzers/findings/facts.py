@@ -174,6 +174,7 @@ class SlowGemmFacts(Facts):
     padded_work: float  # the padded kernel's FLOPs over today's
     rates: RateSpan
     target: float  # the reference roof fraction
+    measured: bool = True  # the target is a rate this run's matmuls reach (not the default nor the floor)
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,7 @@ class UnknownGemmFacts(Facts):
     blocks: tuple[int, ...]  # distinct grid sizes, ascending
     sms: int | None
     target: float
+    measured: bool = True  # as SlowGemmFacts.measured
 
 
 @dataclass(frozen=True)

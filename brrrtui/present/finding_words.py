@@ -436,10 +436,62 @@ def _cause_text(d: Diagnosis, conv: bool) -> tuple[str, str]:
     )
 
 
+def _shapes(shapes: tuple[str, ...]) -> str:
+    """ "M=64 N=4096 K=1024; M=64 N=1024 K=4096" (three at most), or "shapes unknown"."""
+    return "; ".join(shapes[:3]) + (" …" if len(shapes) > 3 else "") if shapes else "shapes unknown"
+
+
+def _reference(target: float, measured: bool) -> str:
+    """ "at the 80% of the roof this run's other matmuls reach", or the assumed target said as such."""
+    if measured:
+        return f"at the {fmt_pct(target)} of the roof this run's other matmuls reach"
+    return f"at {fmt_pct(target)} of the roof (assumed: this run's other matmuls do not show that rate)"
+
+
+RECURRENT_ACTION = (
+    'run the model under torch.autocast("cuda") with a torch.amp.GradScaler: autocast runs cuDNN\'s RNN in'
+    " float16 (whatever dtype it is given), half the bytes and twice the tensor-core roof of TF32; and a larger"
+    " batch: the steps run one after another whatever the batch, so more rows per GEMM add little time per"
+    " step and the time per sample falls"
+)
+RECURRENT_HALF_ACTION = (
+    "a larger batch: the steps run one after another whatever the batch, so more rows per GEMM add little time"
+    " per step and the time per sample falls"
+)
+
+
+def _recurrent(c: SlowGemmFacts, f: Finding) -> Words:
+    """GEMMs of a library recurrent op: the recurrence's per-step GEMM, M = batch (gemm_shapes.Recurrence)."""
+    p, u, r = c.per, unit(c.per), c.diagnosis.recurrence
+    assert r is not None
+    layers = f"{r.layers} layer{'s' if r.layers != 1 else ''}" + (
+        f" × {r.directions} directions" if r.directions > 1 else ""
+    )
+    steps = f"{r.steps} time steps" if r.steps else "every time step of a packed sequence"
+    fp32 = c.diagnosis.align == 4
+    gain = (
+        f"; in float16 the tensor-core roof doubles and the weights read again at every step are half the bytes:"
+        f" up to ~{fmt_ns(f.saving_ns)} per {u} less"
+        if fp32
+        else ""
+    )
+    msg = (
+        f"{c.kernels / p.per:.3g} matmul kernels per {u} on {where(f.lines)} ({_shapes(c.shapes)}) are a"
+        f" recurrent layer's GEMMs ({_names(c.kernel_names)}): {layers} of {steps}, each step one GEMM of the"
+        f" previous step's hidden state by the recurrent weights with only M = batch = {r.batch} rows, run one"
+        " after another (each step needs the one before), beside a few big GEMMs over all steps at once (each"
+        " layer's input projection; backward, the weight gradients); they achieved"
+        f" {_rates(c.rates)} (the op's FLOPs spread over its GEMMs by time), {fmt_ns(c.gpu_ns)} per {u}{gain}"
+    )
+    return Words(msg, RECURRENT_ACTION if fp32 else RECURRENT_HALF_ACTION)
+
+
 @facts_words.register
 def _slow_gemm(c: SlowGemmFacts, f: Finding) -> Words:
     p, u = c.per, unit(c.per)
     d = c.diagnosis
+    if d.cause == "recurrent" and d.recurrence is not None:
+        return _recurrent(c, f)
     why, act = _cause_text(d, c.conv)
     shapes = c.shapes
     fallback = (
@@ -450,9 +502,9 @@ def _slow_gemm(c: SlowGemmFacts, f: Finding) -> Words:
     padding = f", padded ({c.padded_work:.3g}× the FLOPs)" if c.padded_work >= 1.01 else ""
     msg = (
         f"{c.kernels / p.per:.3g} {'convolution' if c.conv else 'matmul'} kernels per {u} on {where(f.lines)}"
-        f" ({'; '.join(shapes[:3])}{' …' if len(shapes) > 3 else ''}) have {why}{fallback}: they achieved"
-        f" {_rates(c.rates)}, {fmt_ns(c.gpu_ns)} per {u}; at the {fmt_pct(c.target)} of the roof this"
-        f" run's other matmuls reach{padding}: ~{fmt_ns(f.saving_ns)} per {u} less"
+        f" ({_shapes(shapes)}) have {why}{fallback}: they achieved"
+        f" {_rates(c.rates)}, {fmt_ns(c.gpu_ns)} per {u}; {_reference(c.target, c.measured)}{padding}:"
+        f" ~{fmt_ns(f.saving_ns)} per {u} less"
     )
     return Words(msg, act)
 
@@ -510,10 +562,9 @@ def _unknown_gemm(c: UnknownGemmFacts, f: Finding) -> Words:
     )
     msg = (
         f"{c.kernels / p.per:.3g} {'convolution' if c.conv else 'matmul'} kernels per {u} on {where(f.lines)}"
-        f" ({'; '.join(shapes[:3]) or 'shapes unknown'}{' …' if len(shapes) > 3 else ''};"
-        f" {_names(c.kernel_names)}) take {fmt_ns(c.gpu_ns)} per {u} ({fmt_pct(share)} of it) at"
-        f" {_rates(c.rates)}, cause unknown: {checked}{grid}; at the {fmt_pct(c.target)} of the roof this run's"
-        f" other matmuls reach: ~{fmt_ns(f.saving_ns)} per {u} less"
+        f" ({_shapes(shapes)}; {_names(c.kernel_names)}) take {fmt_ns(c.gpu_ns)} per {u} ({fmt_pct(share)} of it)"
+        f" at {_rates(c.rates)}, cause unknown: {checked}{grid}; {_reference(c.target, c.measured)}:"
+        f" ~{fmt_ns(f.saving_ns)} per {u} less"
     )
     return Words(msg, UNKNOWN_ACTION)
 
