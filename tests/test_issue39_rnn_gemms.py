@@ -226,10 +226,6 @@ def test_lstm_recording_saving_is_its_rnn_gemms_not_counted_twice(lstm):
     assert all(not set(g.kernels) & set(rows.tolist()) for g in ntc)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs analyzers/findings/finders.py's tensor_core_findings to leave out kernels of no FLOPs",
-)
 def test_lstm_recording_no_tensor_cores_takes_only_the_simt_matmuls(lstm):
     """no_tensor_cores is the head's fp32 SIMT GEMMs (line 26), not the LSTM's elementwise cell kernels (line 25,
     family matmul by their op, no FLOPs): TF32 would not run them, and their time is no saving of it."""

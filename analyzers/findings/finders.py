@@ -137,7 +137,9 @@ def attention_findings(ctx: Context) -> list[Finding]:
 def tensor_core_findings(ctx: Context) -> list[Finding]:
     """fp32 matmuls on the SIMT units: TF32 or bf16 tensor cores would raise their roof 8-15×."""
     roof, gpu = ctx.roof, ctx.trace.gpu
-    mm = np.isin(roof.family, [int(f) for f in MATMUL_FAMILIES]) & (roof.tensor_cores == 0)
+    # a matmul op's kernels that do no FLOPs (a recurrent op's elementwise cells, layout and padding kernels)
+    # are no matmuls on the SIMT units: tensor cores would not run them
+    mm = np.isin(roof.family, [int(f) for f in MATMUL_FAMILIES]) & (roof.tensor_cores == 0) & (roof.flops != 0)
     if not mm.any() or ctx.peaks.tensor_flops_per_s is None:
         return []
     tf32 = ctx.peaks.tensor_flops_per_s * 0.5
