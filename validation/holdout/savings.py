@@ -58,6 +58,7 @@ FIXES: dict[str, tuple[Fix, ...]] = {
         Fix("tf32", ("no_tensor_cores",)),
         Fix("compile_forward", ("fusion",), r"`forward`", True),
         Fix("compile_loss", ("fusion",), r"`loss_of`", True),
+        Fix("autocast_rnn", ("slow_gemm",), r"autocast"),
     ),
     "cnn_channels_last": (
         Fix("gc_freeze", ("slow_steps",)),
@@ -327,6 +328,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--prewarm", action="store_true", help="run the compiled fixes once, at once, untimed")
     p.add_argument("--prewarm-timeout", type=float, default=150)
     p.add_argument("--smoke", action="store_true", help="tiny sizes (CPU); no reports needed")
+    p.add_argument("--fixes", help="comma-separated: time only these fixes (and the unfixed runs)")
     return p.parse_args(argv)
 
 
@@ -336,6 +338,10 @@ def main(argv: list[str] | None = None) -> int:
         if w not in FIXES:
             print(f"savings: error: unknown workload {w!r}", file=sys.stderr)
             return 2
+    if args.fixes:
+        keep = set(args.fixes.split(","))
+        for w in list(FIXES):
+            FIXES[w] = tuple(f for f in FIXES[w] if f.name in keep)
     args.logs = args.logs or os.path.join(args.out, "logs")
     os.makedirs(args.logs, exist_ok=True)
     if args.measured:
