@@ -186,20 +186,24 @@ def child_env() -> dict[str, str]:
     return env
 
 
+def timed_run(cmd: list[str], timeout: float, env: dict[str, str]) -> tuple[int, str, float]:
+    """Run `cmd` from the repository root: (exit code, its stdout and stderr, wall seconds); 124 when it ran past
+    `timeout` seconds (what it printed by then kept)."""
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+        rc, log = proc.returncode, proc.stdout + "\n--- stderr\n" + proc.stderr
+    except subprocess.TimeoutExpired as e:
+        rc, log = 124, f"timed out after {timeout} s\n{_text(e.stdout)}\n--- stderr\n{_text(e.stderr)}"
+    return rc, log, time.perf_counter() - t0
+
+
 def run_workload(args: argparse.Namespace, run: str, script: str, extra: list[str]) -> dict[str, Any]:
     """One timed run; its per-step times come from the script's own JSON (steps_ms)."""
     cmd = [sys.executable, script, *extra, "--steps", str(args.warmup + args.steps)]
     cmd += ["--warmup", str(args.warmup), "--out", args.out, "--name", f"savings_{run}"]
     print("$ " + " ".join(cmd), flush=True)
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout, env=child_env()
-        )
-        rc, log = proc.returncode, proc.stdout + "\n--- stderr\n" + proc.stderr
-    except subprocess.TimeoutExpired as e:
-        rc, log = 124, f"timed out after {args.timeout} s\n{_text(e.stdout)}\n--- stderr\n{_text(e.stderr)}"
-    wall = time.perf_counter() - t0
+    rc, log, wall = timed_run(cmd, args.timeout, child_env())
     with open(os.path.join(args.out, f"savings_{run}.log"), "w") as f:
         f.write(log)
     out = {"run": run, "cmd": " ".join(cmd[1:]), "rc": rc, "wall_s": round(wall, 1), "median_ms": None}

@@ -34,6 +34,10 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
+if ROOT not in sys.path:  # run as `python validation/holdout/savings.py`: the validation package beside it
+    sys.path.insert(0, ROOT)
+from validation.savings import timed_run  # noqa: E402
+
 FIXES_PY = os.path.join(HERE, "fixes.py")
 
 
@@ -134,15 +138,7 @@ def run_once(args: argparse.Namespace, workload: str, fix: str | None, repeat: i
     name = f"{workload}__{fix or 'unfixed'}__{repeat}"
     warm = warmup_of(args, workload)
     cmd = command(args, workload, fix, name, warm + args.steps)
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout, env=child_env()
-        )
-        rc, log = proc.returncode, proc.stdout + "\n--- stderr\n" + proc.stderr
-    except subprocess.TimeoutExpired as e:
-        rc, log = 124, f"timed out after {args.timeout} s\n{_text(e.stdout)}\n--- stderr\n{_text(e.stderr)}"
-    wall = time.perf_counter() - t0
+    rc, log, wall = timed_run(cmd, args.timeout, child_env())
     with open(os.path.join(args.logs, f"{name}.log"), "w") as f:
         f.write(" ".join(cmd) + "\n" + log)
     out: dict[str, Any] = {
@@ -163,10 +159,6 @@ def run_once(args: argparse.Namespace, workload: str, fix: str | None, repeat: i
         f"  {name}: rc={rc} {wall:.0f} s median {out.get('median_ms')} mean {out.get('mean_ms')}", flush=True
     )
     return out
-
-
-def _text(x: str | bytes | None) -> str:
-    return x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
 
 
 def prewarm(args: argparse.Namespace, workloads: list[str]) -> list[dict[str, Any]]:
