@@ -81,8 +81,8 @@ def test_a_20_step_run_after_a_long_first_step_gets_a_step_window_past_the_first
 
 
 def test_a_run_that_never_settles_gets_one_step_warm_up_windows_spread_over_its_steps():
-    """Step times that never settle (alternating 20 and 60 ms) in a 22-step run: the first window used to wait
-    for `warmup_max_steps` (30) and never came. Early windows of one step open at EARLY_STEPS."""
+    """Step times that never settle (alternating 20 and 60 ms) in a 22-step run ends before `warmup_max_steps`
+    (30), when a steady window would be forced: early windows of one step open at EARLY_STEPS."""
     sched = Scheduler(WindowConfig(), now_ns=0)
     run = Run(sched)
     run.steps([(20 if i % 2 else 60) * MS for i in range(22)])
@@ -104,9 +104,8 @@ def test_an_early_window_is_not_charged_to_the_loop_so_the_steady_state_still_ge
 
 
 def test_a_script_without_optimizer_steps_gets_its_first_time_windows_one_after_another():
-    """`--no-optimizer`: no steps, time windows only. A 1.5 s run used to get one (the next one waited its
-    cost / duty); the first EARLY_TIME_WINDOWS follow one another, each after its own cost, then the duty
-    spaces them."""
+    """`--no-optimizer`: no steps, time windows only. In a 1.5 s run, spacing by cost / duty would leave one;
+    the first EARLY_TIME_WINDOWS follow one another, each after its own cost, then the duty spaces them."""
     cfg = WindowConfig(first_time_window_after_s=0.5, time_window_s=0.2, duty=0.02, min_gap_s=1.0)
     sched = Scheduler(cfg, now_ns=0)
     sched.torch_seen_ns = 0
