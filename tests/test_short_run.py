@@ -2,8 +2,8 @@
 what the run was too short to show.
 
 Hand-built traces where the arithmetic must be exact; and validation/workloads/short_run.py recorded on an
-H200 (20 steps, one line of every regime) with the scheduler of the time: `h100_short_run20` (its one window
-opened on a timer tick partway through step 0 and closed at that step's end) and `h100_short_run20_noopt`
+H200 (20 steps, one line of every regime) with the scheduler of the time: `h200_short_run20` (its one window
+opened on a timer tick partway through step 0 and closed at that step's end) and `h200_short_run20_noopt`
 (`--no-optimizer`: one 259 ms time window over about nine iterations)."""
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def line_of(trace, a, number: int):
 def test_the_recorded_20_step_run_says_its_window_caught_only_the_end_of_step_0():
     """The one window opened on a timer tick 113 ms before step 0 ended: the matmul and pointwise lines (40-43)
     ran before it. The note says so, and which step the figures come from; every kernel it has is on a line."""
-    trace = recording("h100_short_run20")
+    trace = recording("h200_short_run20")
     a = analyze(trace)
     assert a.windows == (0,) and (a.links.kernel_line >= 0).all()
     assert not any("on no line" in n for n in a.notes)
@@ -127,7 +127,7 @@ def test_a_sleep_beside_first_call_module_loading_is_the_sleep_line_s_wait():
     """In step 0 of the recorded 20-step run, the gap that holds `time.sleep(0.02)` (line 47) also holds CUDA
     loading a kernel module for a first call. The sleep is a per-step cost: the gap is the sleep line's WAIT,
     not warm-up charged to no line, so the line is in the result."""
-    trace = recording("h100_short_run20")
+    trace = recording("h200_short_run20")
     a = analyze(trace)
     sleep = line_of(trace, a, 47)
     assert sleep is not None
@@ -135,7 +135,7 @@ def test_a_sleep_beside_first_call_module_loading_is_the_sleep_line_s_wait():
     assert int(a.gaps.dur_ns[wait].sum()) >= 20 * MS  # the sleep's 20 ms at least
 
 
-@pytest.mark.parametrize("name", ["h100_short_run20_noopt"])
+@pytest.mark.parametrize("name", ["h200_short_run20_noopt"])
 def test_a_recorded_window_over_whole_iterations_shows_every_regime_on_its_line(name):
     """Guard: a window over whole iterations shows each line of the script with its regime or cause, and every
     kernel on a line."""
