@@ -2,9 +2,10 @@
 what the run was too short to show.
 
 Hand-built traces where the arithmetic must be exact; and validation/workloads/short_run.py recorded on an
-H200 (20 steps, one line of every regime) with the scheduler of the time: `h200_short_run20` (its one window
-opened on a timer tick partway through step 0 and closed at that step's end) and `h200_short_run20_noopt`
-(`--no-optimizer`: one 259 ms time window over about nine iterations)."""
+H200 (20 steps, one line of every regime) without the early windows for short runs (the analysis is what these
+files test): `h200_short_run20` (its one window opened on a timer tick partway through step 0 and closed at that
+step's end) and `h200_short_run20_noopt` (`--no-optimizer`: one 259 ms time window over about nine
+iterations)."""
 
 from __future__ import annotations
 
