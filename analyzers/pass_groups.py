@@ -92,7 +92,7 @@ def idle_passes(trace: Trace, links: Links, roof: Roofline, g: GapsAndWaits) -> 
     replayed, (launch_gaps, per_launch, launch_bound), per_window, side, fusable = concurrently(
         lambda: unprofiled_gaps(trace, links, g.gaps, g.busy, unprofiled, g.waits),
         lambda: launch_timing(trace, links, g.busy),
-        lambda: bd.window_breakdowns(trace, g.busy, roof.regime),
+        lambda: bd.window_breakdowns(trace, g.busy, roof.regime, g.gaps),
         lambda: side_passes(trace, links, roof, steps),
         lambda: fusable_pairs(trace, links, roof),
     )

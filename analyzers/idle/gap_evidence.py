@@ -220,17 +220,10 @@ class GapEvidence:
 
 def in_collectives(comm: Intervals, g0: np.ndarray, g1: np.ndarray) -> np.ndarray:
     """Per gap [g0, g1): the CPU-side collectives (`comm`: their union) cover at least COVER_SHARE of it, the
-    rule that makes a gap COMMUNICATION (gaps.classify_gaps) and the breakdown count it as communication."""
+    rule that makes a gap COMMUNICATION (gaps.classify_gaps), which the breakdown counts as communication."""
     dur = (g1 - g0).astype(np.float64)
     inside: np.ndarray = comm.covered(g0, g1) >= COVER_SHARE * dur
     return inside
-
-
-def collective_union(trace: Trace) -> Intervals:
-    """The union of the CPU-side collectives' spans (collective_marks' intervals, without their lines)."""
-    ops = trace.ops
-    rows = np.flatnonzero(flag_of(trace.string_flags(is_comm_op), ops.name))
-    return Intervals(ops.start_ns[rows], ops.start_ns[rows] + ops.dur_ns[rows])
 
 
 def collective_marks(trace: Trace, links: Links) -> Marks:

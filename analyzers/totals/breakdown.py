@@ -49,10 +49,8 @@ from __future__ import annotations
 import numpy as np
 
 from analyzers.arrays import rows_per_window, unique_inverse
-from analyzers.idle.gap_evidence import collective_union, in_collectives
-from analyzers.idle.gaps import find_gaps
-from analyzers.results import REGIME_CODES, Breakdown, OverheadCorrection, Regime
-from brrrtui.contract.model import Trace, flag_of
+from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Breakdown, GapCause, OverheadCorrection, Regime
+from brrrtui.contract.model import Table, Trace, flag_of
 
 _C, _M, _O, _X = (
     REGIME_CODES[r] for r in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD, Regime.COMMUNICATION)
@@ -112,13 +110,15 @@ def span_breakdown(
     )
 
 
-def window_breakdowns(trace: Trace, busy: np.ndarray, regime: np.ndarray) -> dict[int, Breakdown]:
-    """One Breakdown per window of `trace.windows`, from its busy GPU rows and the idle gaps inside CPU-side
-    collectives (`collective_waits`)."""
+def window_breakdowns(
+    trace: Trace, busy: np.ndarray, regime: np.ndarray, gaps: Table | None = None
+) -> dict[int, Breakdown]:
+    """One Breakdown per window of `trace.windows`, from its busy GPU rows and, of its classified idle `gaps`
+    (idle/gaps.py), those inside CPU-side collectives (`collective_waits`)."""
     gpu, w = trace.gpu, trace.windows
     out: dict[int, Breakdown] = {}
     wins = w.window.tolist()
-    waits = collective_waits(trace, busy)
+    waits = {} if gaps is None else collective_waits(gaps)
     for win, lo, hi, rows in zip(
         wins, w.start_ns.tolist(), w.end_ns.tolist(), rows_per_window(gpu.window, wins), strict=True
     ):
@@ -129,17 +129,13 @@ def window_breakdowns(trace: Trace, busy: np.ndarray, regime: np.ndarray) -> dic
     return out
 
 
-def collective_waits(trace: Trace, busy: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """Per window, (start, end) of the idle gaps of `busy` rows that CPU-side collectives cover (the gaps
-    idle/gaps.py calls COMMUNICATION, by the same rule: gap_evidence.in_collectives); none without a
-    collective."""
-    comm = collective_union(trace)
-    if not len(comm.s):
+def collective_waits(gaps: Table) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per window, (start, end) of the idle `gaps` that CPU-side collectives cover (cause COMMUNICATION)."""
+    hit = gaps.cause == GAP_CAUSE_CODES[GapCause.COMMUNICATION]
+    if not hit.any():
         return {}
-    gaps = find_gaps(trace, busy)
     g0 = gaps.start_ns.astype(np.int64)
     g1 = g0 + gaps.dur_ns
-    hit = in_collectives(comm, g0, g1)
     return {
         int(win): (g0[hit & (gaps.window == win)], g1[hit & (gaps.window == win)])
         for win in np.unique(gaps.window[hit]).tolist()
