@@ -124,3 +124,22 @@ def test_recorded_gpt2_with_its_blocks_renamed_folds_the_same(tmp_path):
             n.idle_ns,
         )
     assert after[(2, "transformer.block_*", "GPT2Block")].instances == 12
+
+
+def test_a_finding_spread_over_named_layers_is_placed_on_their_folded_node():
+    """A finding whose kernels are every block's attention and MLP (1.8 ms, each block 1/12 of it, the
+    attentions 2/3): its place is the deepest folded node holding 60 % of it, the blocks' `attn` with its 12
+    instances, as for `h.0 … h.11`; not their container, which no single `encoder_layer_N` reaches."""
+    from analyzers.findings.facts import Facts
+    from analyzers.findings.places import place_findings
+    from analyzers.results import Finding, FindingKind
+
+    for names, folded in (([f"encoder_layer_{i}" for i in range(12)], "encoder.encoder_layer_*.attn"),
+                          ([f"h.{i}" for i in range(12)], "encoder.h.*.attn")):  # fmt: skip
+        trace = _layered_trace(names)
+        a = analyze(trace)
+        rows = tuple(range(len(names) * 2))  # the blocks' kernels, in launch order; the head's is last
+        f = Finding(FindingKind.FUSION, (), None, Facts(), kernels=rows)
+        (placed,) = place_findings(trace, a.links, a.modules, [f])
+        assert placed.place is not None
+        assert (placed.place.module, placed.place.module_kind, placed.place.instances) == (folded, "Linear", 12)

@@ -2,7 +2,10 @@
 
 A finding about kernels from `model(...)` would otherwise point at that one line of the user's script. Its
 place is the deepest module that holds at least PLACE_SHARE of the finding's GPU time (a chain spread over a
-block's attention and MLP lands on the block), and the library line holding most of that time.
+block's attention and MLP lands on the block), and the library line holding most of that time. Modules are
+the module tree's folded nodes: repeated siblings folded by structure (`encoder_layer_*` for
+`encoder_layer_0 … encoder_layer_11`, as `h.*` for `h.0 … h.11`), so a finding spread over every block lands
+on the blocks, not on their container.
 """
 
 from __future__ import annotations
@@ -29,10 +32,17 @@ def place_findings(
     for n in tree.nodes if tree is not None else ():
         key = (n.depth, n.path, n.kind)
         instances[key] = max(instances.get(key, 0), n.instances)
-    return [_placed(trace, links, f, instances) for f in findings]
+    folded = tree.folded_paths if tree is not None else {}
+    return [_placed(trace, links, f, instances, folded) for f in findings]
 
 
-def _placed(trace: Trace, links: Links, f: Finding, instances: dict[tuple[int, str, str], int]) -> Finding:
+def _placed(
+    trace: Trace,
+    links: Links,
+    f: Finding,
+    instances: dict[tuple[int, str, str], int],
+    folded: dict[int, tuple[str, ...]],
+) -> Finding:
     rows = np.asarray([r for r in f.kernels if 0 <= r < len(trace.gpu)], dtype=np.int64)
     if not len(rows):
         return f
@@ -44,8 +54,10 @@ def _placed(trace: Trace, links: Links, f: Finding, instances: dict[tuple[int, s
     for sid, ns in zip(links.kernel_module[rows].tolist(), dur.tolist(), strict=True):
         if sid < 0:
             continue
+        paths = folded.get(sid)
         for depth, frame in enumerate(decode(trace.name(sid))):
-            key = (depth, collapse(frame.path), frame.kind)
+            path = paths[depth] if paths is not None and depth < len(paths) else collapse(frame.path)
+            key = (depth, path, frame.kind)
             time[key] = time.get(key, 0.0) + ns
     held = [k for k, ns in time.items() if ns >= PLACE_SHARE * total]
     if not held:
