@@ -36,7 +36,7 @@ from analyzers.link.unplaced import unplaced_note
 from analyzers.pass_groups import idle_passes, links_roofline_gaps
 from analyzers.phases.run_phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
 from analyzers.phases.slow_steps import slow_steps, slow_steps_finding
-from analyzers.phases.window_edges import tail_notes, trim_close_stalls
+from analyzers.phases.window_edges import id_ranges, tail_notes, trim_close_stalls
 from analyzers.results import (
     Analysis,
     Breakdown,
@@ -297,13 +297,7 @@ def _steps_text(windows: Table) -> str:
     steps = _window_steps(windows)
     if not steps:
         return ""
-    runs: list[list[int]] = []
-    for s in steps:
-        if runs and s == runs[-1][1] + 1:
-            runs[-1][1] = s
-        else:
-            runs.append([s, s])
-    parts = [str(a) if a == b else f"{a}–{b}" for a, b in runs]
+    parts = id_ranges(steps)
     words = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     return f"step {words}" if len(steps) == 1 else f"steps {words}"
 

@@ -102,13 +102,18 @@ def tail_notes(trace: Trace, gaps: Table) -> list[str]:
 
 def window_ids_text(ids: list[int]) -> str:
     """`1–49`, `0, 2, 4–7`: window ids in order, each run of consecutive ones as a range."""
+    return ", ".join(id_ranges(ids))
+
+
+def id_ranges(ids: list[int]) -> list[str]:
+    """`["0", "2", "4–7"]`: ids in order, each run of consecutive ones as one range."""
     runs: list[list[int]] = []
-    for w in ids:
-        if runs and w == runs[-1][1] + 1:
-            runs[-1][1] = w
+    for i in ids:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
         else:
-            runs.append([w, w])
-    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in runs)
+            runs.append([i, i])
+    return [str(a) if a == b else f"{a}–{b}" for a, b in runs]
 
 
 def _span(values: list[int] | list[float], fmt: Callable[[float], str] = fmt_ns) -> str:
