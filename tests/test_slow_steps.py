@@ -12,7 +12,7 @@ from fixtures.synthetic import TraceBuilder, phased_trace
 
 from analyzers.analyze import analyze, phases_of
 from analyzers.phases.run_phases import Phase
-from analyzers.phases.slow_steps import slow_steps, slow_steps_finding
+from analyzers.phases.slow_steps import MIN_LOSS, slow_steps, slow_steps_finding
 from analyzers.results import FindingKind
 from brrrtui.contract.model import Table
 from brrrtui.contract.schema import CAPTURE_COST_SCHEMA
@@ -23,16 +23,20 @@ MS = 1_000_000
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_of(durations_ms, windows=(), convert_ms=()):
+def run_of(durations_ms, windows=(), convert_ms=(), kernels_ms=()):
     """Steps ending at the running sum of `durations_ms` (step 0 ends at 100 ms); `windows`: (first, last) step
     of each step window, which opens as its first step starts and closes as its last one ends; `convert_ms`:
-    each window's conversion after it closed."""
+    each window's conversion after it closed; `kernels_ms`: GPU rows (step, start after the step's start,
+    duration, stream), in the window that holds the step."""
     b = TraceBuilder()
     ends = (100 + np.concatenate([[0], np.cumsum(durations_ms)])) * MS
     for step, t in enumerate(ends.astype(np.int64).tolist()):
         b.step(step, t)
     for w, (first, last) in enumerate(windows):
         b.window(int(ends[first - 1]) + 1, int(ends[last]) + 1, first_step=first, last_step=last, window=w)
+    for step, at, dur, stream in kernels_ms:
+        (w,) = [w for w, (first, last) in enumerate(windows) if first <= step <= last]
+        b.gpu_row("k", int(ends[step - 1] + at * MS), int(dur * MS), stream=stream, window=w)
     trace = b.build()
     if convert_ms:
         costs = {
@@ -105,6 +109,94 @@ def test_two_slow_steps_of_a_few_percent_are_reported_one_is_not():
     f = slow_steps_finding(s, streamed=True)
     assert f is not None and "steps 51, 100." in message(f) and "garbage collector" in action(f)
     assert action(f).startswith("This run was recorded with --stream")
+
+
+def gpu_bound_run(pause_ms=()):
+    """A loop whose GPU works 12 ms a step (two overlapping rows on two streams: 0-8 ms and 5-12 ms) and whose
+    host runs ahead: in every 10 steps, 6 queue their work in 6 ms (36 ms ahead), 3 wait on a full queue
+    (12 ms, the GPU's pace) and the 10th waits at a sync for the 36 ms queued: 48 ms. Every 10 steps take 120
+    ms, 12 ms a step, the median step 6 ms. Steps 1-100 are steady, window 0 holds steps 101-102 (the GPU's
+    work in it), step 103 ends after it; `pause_ms`: {step: ms} the host pauses with the GPU idle (a garbage
+    collection), added to those steps."""
+    durations = [48 if k % 10 == 0 else 12 if k % 10 >= 7 else 6 for k in range(1, 101)] + [12, 12, 12]
+    for k, ms in dict(pause_ms).items():
+        durations[k - 1] += ms
+    kernels = [(k, 0, 8, 7) for k in (101, 102)] + [(k, 5, 7, 8) for k in (101, 102)]
+    return run_of(durations, windows=[(101, 102)], kernels_ms=kernels)
+
+
+def test_a_gpu_bound_loop_whose_host_runs_ahead_loses_nothing_and_its_real_step_is_the_mean():
+    trace = gpu_bound_run()
+    s = slow_steps(trace, phases_of(trace).run)
+    f = slow_steps_finding(s, streamed=False)
+    assert f.kind is FindingKind.SLOW_STEPS and f.saving_ns is None
+    assert message(f).startswith(
+        "The loop is GPU-bound and the host runs ahead of the GPU: the GPU works 12 ms a step (in the steady "
+        "windows), more than the median step on the CPU's clock (6 ms)"
+    )
+    assert "The real step is the mean over 100 steady steps, 12 ms" in message(f)
+    assert "understate it by 6 ms (100%)" in message(f) and "gc.freeze() or more" in action(f)
+    assert s.steps == 100 and s.median_ns == 6 * MS and s.mean_ns == pytest.approx(12 * MS)
+    assert s.gpu_step_ns == 12 * MS  # the union of the two streams' rows, not their 15 ms sum
+    assert s.host_ahead and s.typical_ns == 12 * MS and s.lost_ns == pytest.approx(0, abs=1)
+    # slow against the GPU's 12 ms a step: only the steps that wait at the sync
+    assert s.slow == tuple(range(10, 101, 10)) and s.period == 10 and s.gpu_bound
+
+
+def test_a_gpu_bound_loop_that_also_pauses_loses_the_pauses_against_the_gpus_step():
+    # two 30 ms pauses with the GPU idle: 60 ms over 100 steps, 0.6 ms a step (5 % of the GPU's 12 ms step)
+    trace = gpu_bound_run({45: 30, 83: 30})
+    s = slow_steps(trace, phases_of(trace).run)
+    f = slow_steps_finding(s, streamed=False)
+    assert f.saving_ns == pytest.approx(0.6 * MS)
+    assert message(f).startswith("12 of 100 steady steps took over 1.25× the GPU's work a step (12 ms, more")
+    assert "The mean step is 600 µs (5.0%) longer than the GPU's work a step" in message(f)
+    assert s.host_ahead and s.median_ns == 6 * MS and s.mean_ns == pytest.approx(12.6 * MS) and not s.gpu_bound
+    assert s.slow == (10, 20, 30, 40, 45, 50, 60, 70, 80, 83, 90, 100) and s.period is None
+
+
+def test_garbage_collections_with_the_gpu_idle_are_slow_steps_against_the_median():
+    # 10 ms steps whose GPU works 4 ms; steps 23, 58 and 71 pause 40 ms (the GPU idle): 120 ms over 100 steps
+    durations = [10] * 100 + [10, 10, 10]
+    for k in (23, 58, 71):
+        durations[k - 1] = 50
+    trace = run_of(durations, windows=[(101, 102)], kernels_ms=[(101, 1, 4, 7), (102, 1, 4, 7)])
+    s = slow_steps(trace, phases_of(trace).run)
+    assert s.gpu_step_ns == 4 * MS and not s.host_ahead and s.typical_ns == s.median_ns == 10 * MS
+    assert s.slow == (23, 58, 71) and s.lost_ns == pytest.approx(1.2 * MS) and not s.gpu_bound
+    f = slow_steps_finding(s, streamed=False)
+    assert f.saving_ns == pytest.approx(1.2 * MS)
+    assert message(f).startswith("3 of 100 steady steps took over 1.25× the median step (10 ms), up to 50 ms")
+    assert "gc.freeze()" in action(f)
+
+
+def test_a_gpu_at_the_median_step_is_not_ahead_of_it():
+    # the GPU works 10.4 ms a step against a 10 ms median: within AHEAD (the profiler's slower kernels), so
+    # the slow steps are measured against the median as before
+    durations = [30 if s % 10 == 0 else 10 for s in range(1, 101)] + [11, 11, 10]  # profiled: 11 ms
+    trace = run_of(durations, windows=[(101, 102)], kernels_ms=[(101, 0, 10.4, 7), (102, 0, 10.4, 7)])
+    s = slow_steps(trace, phases_of(trace).run)
+    assert s.gpu_step_ns == pytest.approx(10.4 * MS) and not s.host_ahead
+    assert s.lost_ns == pytest.approx(2 * MS) and slow_steps_finding(s, False).saving_ns == pytest.approx(2 * MS)
+
+
+CNN = os.path.join(os.path.dirname(HERE), "validation", "holdout", "data", "cnn_channels_last.brrr.gz")
+
+
+def test_h100_resnet18_whose_host_runs_ahead_has_no_slow_steps():
+    """The hold-out ResNet-18 in channels_last on an H100: a GPU-bound loop with `loss.item()` every 10 steps,
+    whose steps on the CPU's clock alternate between queueing (~7 ms) and waiting for the GPU; synchronised,
+    every step took the same and gc.freeze() saved nothing (validation/holdout/SAVINGS.md)."""
+    trace = load_trace(CNN)
+    a = analyze(trace)
+    (f,) = [f for f in a.findings if f.kind is FindingKind.SLOW_STEPS]
+    assert f.saving_ns is None and f is a.findings[-1]
+    assert message(f).startswith("The loop is GPU-bound and the host runs ahead of the GPU")
+    assert action(f).startswith("No time is lost in the long steps")
+    s = slow_steps(trace, phases_of(trace).run)
+    assert s.gpu_step_ns > 1.25 * s.median_ns and s.mean_ns > 1.25 * s.median_ns  # the median: a queueing step
+    assert s.host_ahead and s.lost_ns < MIN_LOSS * s.gpu_step_ns and s.gpu_bound  # the GPU's work is the mean
+    assert s.period == 10  # the steps that wait at the logged loss's sync
 
 
 def recording(name, tmp_path):
