@@ -139,6 +139,7 @@ def test_a_gpu_bound_loop_whose_host_runs_ahead_loses_nothing_and_its_real_step_
     assert s.steps == 100 and s.median_ns == 6 * MS and s.mean_ns == pytest.approx(12 * MS)
     assert s.gpu_step_ns == 12 * MS  # the union of the two streams' rows, not their 15 ms sum
     assert s.host_ahead and s.typical_ns == 12 * MS and s.lost_ns == pytest.approx(0, abs=1)
+    assert s.real_step_ns == s.mean_ns  # not the median
     # slow against the GPU's 12 ms a step: only the steps that wait at the sync
     assert s.slow == tuple(range(10, 101, 10)) and s.period == 10 and s.gpu_bound
 
@@ -164,6 +165,7 @@ def test_garbage_collections_with_the_gpu_idle_are_slow_steps_against_the_median
     s = slow_steps(trace, phases_of(trace).run)
     assert s.gpu_step_ns == 4 * MS and not s.host_ahead and s.typical_ns == s.median_ns == 10 * MS
     assert s.slow == (23, 58, 71) and s.lost_ns == pytest.approx(1.2 * MS) and not s.gpu_bound
+    assert s.real_step_ns == s.median_ns
     f = slow_steps_finding(s, streamed=False)
     assert f.saving_ns == pytest.approx(1.2 * MS)
     assert message(f).startswith("3 of 100 steady steps took over 1.25× the median step (10 ms), up to 50 ms")

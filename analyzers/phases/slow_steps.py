@@ -77,6 +77,12 @@ class SlowSteps:
         return self.gpu_step_ns if self.gpu_step_ns is not None and self.host_ahead else self.median_ns
 
     @property
+    def real_step_ns(self) -> float:
+        """The steady step's real time: the mean when the host runs ahead (the median is then a step that only
+        queued its work), else the median (the slow steps are then the script's own and lose time)."""
+        return self.mean_ns if self.host_ahead else self.median_ns
+
+    @property
     def lost_ns(self) -> float:
         """Time lost a step, on average, against a run whose every step took the typical step."""
         return max(self.mean_ns - self.typical_ns, 0.0)

@@ -691,9 +691,9 @@ def _gpu_bound_steps(c: SlowStepsFacts, at: str) -> Words:
         f"The loop is GPU-bound and the host runs ahead of the GPU: the GPU works {fmt_ns(s.typical_ns)} a step "
         f"(in the steady windows), more than the median step on the CPU's clock ({fmt_ns(s.median_ns)}), so steps "
         "that only queue kernels are short and steps that wait for the GPU (a full launch queue, a sync) are "
-        f"long{longest}. The real step is the mean over {s.steps} steady steps, {fmt_ns(s.mean_ns)}: figures given "
-        f"for the median step (the steady state's step, the unprofiled step) understate it by "
-        f"{fmt_ns(s.mean_ns - s.median_ns)} ({fmt_pct((s.mean_ns - s.median_ns) / s.median_ns)})"
+        f"long{longest}. The real step is the mean over {s.steps} steady steps, {fmt_ns(s.real_step_ns)}: figures "
+        f"given for the median step (the steady state's step, the unprofiled step) understate it by "
+        f"{fmt_ns(s.real_step_ns - s.median_ns)} ({fmt_pct((s.real_step_ns - s.median_ns) / s.median_ns)})"
     )
     act = (
         "No time is lost in the long steps: the GPU is busy through them, so gc.freeze() or more data-loader "
