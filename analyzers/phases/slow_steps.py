@@ -25,12 +25,15 @@ or a sync (a `.item()`) makes it wait for the GPU, and that step is long::
 
 No step is slow there: the GPU is busy through the long ones, and the run's real step is the mean (on an
 H100, a ResNet-18 whose steps read 7.5 ms median and 11.0 ms mean on the CPU's clock, its kernels 11.1 ms a
-step, took 12.0 ms a step synchronised, with gc.freeze() or without). Steady state holds the GPU's busy time
-a step only in the profiled steady windows (the union of their GPU rows, over the steps they hold); the
-GPU's work per step bounds the step from below, so where it exceeds the median step by more than AHEAD the
-time lost is the mean's excess over the GPU's step, not over the median, and steps are slow against it.
-Genuinely slow steps (a garbage collection: the GPU idle while the host pauses) leave the GPU's work per step
-under the median step, and are measured against the median as before.
+step, took 12.0 ms a step synchronised, with gc.freeze() or without). The recording holds the GPU's work only
+inside windows: its busy time a step is read from the profiled steady step windows (the union of their GPU
+rows on the busiest device, over the steps they hold). That work bounds the mean step from below, so where it
+exceeds the median step by more than AHEAD the typical step is the GPU's, not the median: slow steps are those
+over SLOW times it, and the time lost is the mean's excess over it. When nothing is lost but the mean still
+exceeds the median by MIN_LOSS, the finding has no saving and says the loop is GPU-bound. Genuinely slow steps
+(a garbage collection: the GPU idle while the host pauses) leave the GPU's work a step under the median step,
+and are measured against the median. The mean of a run that ends with the host ahead leaves out the work still
+queued at its last step, so it can read a little under the GPU's step.
 """
 
 from __future__ import annotations
@@ -45,8 +48,8 @@ from analyzers.phases.run_phases import TOLERANCE, Phase, RunPhases, perturbed_s
 from analyzers.results import Finding, FindingKind
 from brrrtui.contract.model import Trace, WindowMode
 
-SLOW = 1.0 + TOLERANCE  # a slow step takes longer than this times the median (outside the phases' tolerance)
-MIN_LOSS = 0.02  # reported when the run loses at least this share of the median step to them
+SLOW = 1.0 + TOLERANCE  # a slow step takes over this times the typical step (outside the phases' tolerance)
+MIN_LOSS = 0.02  # reported when the run loses at least this share of the typical step to them
 MIN_SLOW = 2  # and at least this many slow steps show it
 PERIODIC = 0.8  # share of the spacings between slow steps that must be multiples of the commonest one
 # the host runs ahead when the GPU's work a step exceeds the median step by this much (kernels run ~1 % longer in
