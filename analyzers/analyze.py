@@ -35,7 +35,7 @@ from analyzers.link.links import Links
 from analyzers.link.unplaced import unplaced_note
 from analyzers.pass_groups import idle_passes, links_roofline_gaps
 from analyzers.phases.run_phases import SETTLE_STEPS, Phase, TracePhases, trace_phases
-from analyzers.phases.slow_steps import slow_steps, slow_steps_finding
+from analyzers.phases.slow_steps import SlowSteps, slow_steps, slow_steps_finding
 from analyzers.phases.window_edges import id_ranges, tail_notes, trim_close_stalls
 from analyzers.results import (
     Analysis,
@@ -99,7 +99,8 @@ def analyze(
     tune_for_analysis()
     phases = phases_of(trace)
     lead, chosen = choose_windows(phases, windows, phase)
-    run_found = _run_findings(trace, phases, lead)
+    steps = slow_steps(trace, phases.run) if lead is phases.lead()[0] else None
+    run_found = _run_findings(trace, steps)
     trace, trim_notes = trim_close_stalls(select_windows(trace, chosen))
     # the passes in one concurrently(...) need only what came before it (brrrtui.runtime.parallel)
     links, peaks, roof, gw = links_roofline_gaps(trace, peaks_override)
@@ -146,15 +147,14 @@ def analyze(
         phase=lead,
         phases=phases,
         communication=g.side.comm,
+        slow_steps=steps,
     )
 
 
-def _run_findings(trace: Trace, phases: TracePhases, lead: Phase) -> list[Finding]:
-    """The whole run's own findings (its slow steps, from every step), in the analysis of the phase the run
-    leads with only: the set-up and warm-up analyses shown apart do not repeat them."""
-    if lead is not phases.lead()[0]:
-        return []
-    slow = slow_steps_finding(slow_steps(trace, phases.run), trace.stream_total > 0)
+def _run_findings(trace: Trace, steps: SlowSteps | None) -> list[Finding]:
+    """The whole run's own findings (its slow steps, from every step): `steps` is None outside the analysis
+    of the phase the run leads with, so the set-up and warm-up analyses shown apart do not repeat them."""
+    slow = slow_steps_finding(steps, trace.stream_total > 0)
     return [slow] if slow else []
 
 

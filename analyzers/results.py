@@ -21,6 +21,7 @@ from brrrtui.contract.model import Peaks, SourceLine, Table, Trace
 if TYPE_CHECKING:
     from analyzers.comm.collectives import Communication
     from analyzers.comm.ranks import Straggler
+    from analyzers.phases.slow_steps import SlowSteps
     from analyzers.totals.modules import ModuleTree
 
 
@@ -216,6 +217,8 @@ class Analysis:
     modules: ModuleTree | None = None  # time per nn.Module (None: no kernel ran inside one)
     library_lines: list[LineStat] = field(default_factory=list)  # GPU time per model-library line
     communication: Communication | None = None  # collectives: time, exposed, bytes (None: none recorded)
+    # the steady steps' durations against the GPU's work a step (None: under 3 steady steps outside windows)
+    slow_steps: SlowSteps | None = None
 
     @property
     def has_gpu(self) -> bool:

@@ -16,6 +16,7 @@ from analyzers.phases.slow_steps import MIN_LOSS, slow_steps, slow_steps_finding
 from analyzers.results import FindingKind
 from brrrtui.contract.model import Table
 from brrrtui.contract.schema import CAPTURE_COST_SCHEMA
+from brrrtui.contract.units import fmt_ns
 from brrrtui.present.finding_words import action, message
 from brrrtui.recording.load import load_trace
 
@@ -252,3 +253,28 @@ def test_the_finding_reaches_the_report_and_sarif():
     log = to_sarif(a, "test")["runs"][0]
     assert ("slow_steps", "SlowSteps") in [(r["id"], r["name"]) for r in log["tool"]["driver"]["rules"]]
     assert any(r["ruleId"] == "slow_steps" for r in log["results"])
+
+
+def test_the_phase_line_and_status_give_the_mean_step_when_the_host_runs_ahead():
+    """The step the header states is the loop's real step: on the ResNet-18 whose host runs ahead, the mean (the
+    median step only queued work); on HF GPT-2, whose host keeps pace, the median."""
+    from brrrtui.present.phase_report import phase_json, phase_line
+    from brrrtui.present.status import phase_text, phase_view
+
+    a = analyze(load_trace(CNN))
+    s = a.slow_steps
+    assert s is not None and s.host_ahead and s.real_step_ns == s.mean_ns > 1.25 * s.median_ns
+    line = phase_line(a)
+    assert f"({fmt_ns(s.mean_ns)} a step: the mean; the host runs ahead of the GPU" in line
+    assert f"the {fmt_ns(s.median_ns)} median step only queues work)" in line
+    assert f"· {fmt_ns(s.mean_ns)}/step (mean: the host runs ahead)" in phase_text(phase_view(a))
+    doc = phase_json(a, {})["phases"]
+    assert doc["host_ahead"] and doc["real_step_ns"] == s.mean_ns != doc["steady_step_ns"]
+
+
+def test_the_phase_line_keeps_the_median_step_when_the_host_keeps_pace(tmp_path):
+    from brrrtui.present.phase_report import phase_line
+
+    a = analyze(recording("h200_hf_gpt2_steady", tmp_path))
+    assert a.slow_steps is not None and not a.slow_steps.host_ahead
+    assert f"({fmt_ns(a.phases.run.steady_step_ns)} a step)" in phase_line(a)

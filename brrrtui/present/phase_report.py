@@ -27,6 +27,9 @@ def phase_json(a: Analysis, others: Mapping[Phase, Analysis]) -> dict[str, Any]:
             "steady_from_step": run.steady_from_step,
             "steady_step_ns": run.steady_step_ns,
             "reached": run.reached,
+            # the steady step's real time: the median, or the mean where the host runs ahead of the GPU
+            "real_step_ns": a.slow_steps.real_step_ns if a.slow_steps is not None else run.steady_step_ns,
+            "host_ahead": a.slow_steps is not None and a.slow_steps.host_ahead,
             "windows": {p.value: a.phases.windows_in(p) for p in Phase if a.phases.windows_in(p)},
         }
     doc["other_phases"] = {p.value: _other_json(o) for p, o in others.items()}
@@ -74,9 +77,22 @@ def phase_line(a: Analysis) -> str:
     ]
     aside = f" · shown apart below: {', '.join(apart)} window(s)" if apart else ""
     if a.phase is Phase.STEADY:
-        per = f" ({fmt_ns(run.steady_step_ns)} a step)" if run.steady_step_ns else ""
-        return f"phase    steady state, from step {run.steady_from_step} of {run.steps}{per}{aside}"
+        return f"phase    steady state, from step {run.steady_from_step} of {run.steps}{step_words(a)}{aside}"
     return f"phase    {a.phase.label} only: no steady-state window (see the note){aside}"
+
+
+def step_words(a: Analysis) -> str:
+    """ " (58 ms a step)": the median steady step; the mean where the host runs ahead of a GPU-bound loop (its
+    median step only queued work): " (11 ms a step: the mean; the host runs ahead of the GPU, and the 7.5 ms
+    median step only queues work)"."""
+    s = a.slow_steps
+    if s is not None and s.host_ahead:
+        return (
+            f" ({fmt_ns(s.real_step_ns)} a step: the mean; the host runs ahead of the GPU, and the"
+            f" {fmt_ns(s.median_ns)} median step only queues work)"
+        )
+    run = a.phases.run if a.phases is not None else None
+    return f" ({fmt_ns(run.steady_step_ns)} a step)" if run is not None and run.steady_step_ns else ""
 
 
 def phase_sections(others: Mapping[Phase, Analysis], line_text: Callable[[LineStat, int], str]) -> list[str]:

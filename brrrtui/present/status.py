@@ -33,9 +33,10 @@ class PhaseView:
     windows: tuple[tuple[Phase, int], ...]  # (phase, windows recorded in it) for every phase that has some
     steps: int
     steady_from_step: int | None
-    steady_step_ns: float | None
+    steady_step_ns: float | None  # the median steady step, or the mean where the host runs ahead
     picked: bool = False  # chosen with the phase key, not the automatic choice
     new: tuple[tuple[Phase, int], ...] = ()  # windows recorded in other phases since the pick
+    host_ahead: bool = False  # the host runs ahead of a GPU-bound loop: its steps are the mean's
 
     def count(self, phase: Phase) -> int:
         return dict(self.windows).get(phase, 0)
@@ -74,7 +75,9 @@ def phase_view(
     new: tuple[tuple[Phase, int], ...] = ()
     if picked and seen is not None:
         new = tuple((p, n - seen.get(p, 0)) for p, n in windows if p is not a.phase and n > seen.get(p, 0))
-    return PhaseView(a.phase, windows, run.steps, run.steady_from_step, run.steady_step_ns, picked, new)
+    ahead = a.slow_steps is not None and a.slow_steps.host_ahead
+    step = a.slow_steps.real_step_ns if a.slow_steps is not None and ahead else run.steady_step_ns
+    return PhaseView(a.phase, windows, run.steps, run.steady_from_step, step, picked, new, ahead)
 
 
 def phase_text(v: PhaseView) -> str:
@@ -82,7 +85,8 @@ def phase_text(v: PhaseView) -> str:
     if v.steps == 0:
         return "no optimizer steps: every window analysed"
     if v.shown is Phase.STEADY:
-        per = f" · {fmt_ns(v.steady_step_ns)}/step" if v.steady_step_ns else ""
+        mean = " (mean: the host runs ahead)" if v.host_ahead else ""
+        per = f" · {fmt_ns(v.steady_step_ns)}/step{mean}" if v.steady_step_ns else ""
         return f"steady state · from step {v.steady_from_step} of {v.steps}{per}"
     if v.shown is Phase.WARMUP:
         if not v.count(Phase.STEADY):
