@@ -2,6 +2,11 @@
 
     python validation/holdout/fusion_estimates.py              # the table
     python validation/holdout/fusion_estimates.py --kernels    # and each case's kernels, by name
+    python validation/holdout/fusion_estimates.py --pairs      # and the H200 before/after fixtures' kernel time
+
+`--pairs`: GPT-2 eager recorded on the H200 before and after each of its two fixes (tests/fixtures/
+h200_gpt2_*.brrr.gz): the drop in GPU kernel time per step against each estimate from the `before` recording,
+a check of the kernels alone, without the step time's noise.
 
 Each case is a fusion finding of a committed recording whose advised fix (torch.compile of the function the
 finding names) was timed: the hold-out workloads on an H100 (validation/holdout/SAVINGS.md) and GPT-2 eager on
@@ -83,6 +88,29 @@ CASES = (
     Case("lstm_lm", "compile_forward", "validation/holdout/data/lstm_lm.brrr.gz", 25, 0.04, -0.08, 0.12, "H100",
          H100),
 )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A fix recorded before and after on one GPU: the drop in GPU kernel time per step is what fusing saved
+    of the kernels themselves (the step time also moves with the host and the profiler)."""
+
+    fix: str
+    before: str
+    after: str
+    line: int
+
+
+FIXTURE = "tests/fixtures/h200_gpt2_{}.brrr.gz"
+PAIRS = (
+    Pair(
+        "compile Block.forward",
+        FIXTURE.format("eager_before_compile"),
+        FIXTURE.format("compile_block_after"),
+        39,
+    ),
+    Pair("compile the loss", FIXTURE.format("eager_before_compile"), FIXTURE.format("compiled_loss"), 98),
+)
 
 
 @dataclass
@@ -320,6 +348,41 @@ def kernel_table(cap: Captured, chain: Any, bwd: np.ndarray) -> list[str]:
     return lines
 
 
+def kernel_ms(cap: Captured) -> float:
+    """GPU kernel time per step of the analysed windows."""
+    return float(cap.trace.gpu.dur_ns.sum()) / cap.per / 1e6
+
+
+def pair_table(caps: dict[str, Captured]) -> list[str]:
+    """Each pair's drop in kernel time against every estimate made from its `before` recording."""
+    rows = []
+    for pr in PAIRS:
+        before, after = (caps.setdefault(p, capture(os.path.join(ROOT, p))) for p in (pr.before, pr.after))
+        chain = chain_of(before, pr.line)
+        if chain is None:
+            continue
+        est = {
+            "this checkout": chain.saving_ns / before.per / 1e6,
+            **estimates(before, chain, backward_rows(before)),
+        }
+        rows.append((pr, kernel_ms(before) - kernel_ms(after), est))
+    if not rows:
+        return []
+    names = list(rows[0][2])
+    out = [
+        "| estimate | " + " | ".join(f"GPT-2 {pr.fix}" for pr, _, _ in rows) + " |",
+        "|---|" + "---:|" * len(rows),
+    ]
+    out.append("| kernel time saved (H200 pair) | " + " | ".join(f"{d:.2f}" for _, d, _ in rows) + " |")
+    for n in names:
+        out.append(
+            f"| {n} | "
+            + " | ".join(f"{e[n]:.2f} (×{d / e[n]:.2f})" if e[n] > 0 else "0" for _, d, e in rows)
+            + " |"
+        )
+    return out
+
+
 def within(measured: float, predicted: float) -> bool:
     return predicted > 0 and 0.7 <= measured / predicted <= 1.3
 
@@ -327,6 +390,7 @@ def within(measured: float, predicted: float) -> bool:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kernels", action="store_true", help="list each case's kernels by name")
+    ap.add_argument("--pairs", action="store_true", help="also the H200 before/after pairs' kernel time")
     args = ap.parse_args(argv)
     caps: dict[str, Captured] = {}
     rows: list[tuple[Case, dict[str, float], str]] = []
@@ -365,6 +429,9 @@ def main(argv: list[str] | None = None) -> int:
             ratio = c.measured_ms / est[n] if est[n] > 0 else float("inf")
             cells.append(f"{est[n]:.2f} (×{ratio:.2f}){' ✓' if ok else ''}")
         print(f"| {n} | " + " | ".join(cells) + f" | {hits} of {len(rows)} |")
+    if args.pairs:
+        print()
+        print("\n".join(pair_table(caps)))
     return 0
 
 
