@@ -117,6 +117,27 @@ def test_a_same_shaped_input_from_outside_is_still_read():
     assert c.saving_ns == pytest.approx(2 * T / (5 * T / (2 * KERNEL_NS * 1e-9)) * 1e9 + LAUNCH)
 
 
+def test_a_cross_entropy_backward_still_reads_the_log_probabilities_and_writes_the_gradient():
+    """nll_loss_backward writes one gradient per target into an (R, V) fp32 tensor (its bytes: the scalar
+    grad_out, the targets and the picks), then _log_softmax_backward_data(grad, log_probs) reads that tensor
+    and the forward's log-probabilities, of the same shape, and writes the gradient. Shapes alone take all
+    three (R, V) reads and writes of the softmax backward for intermediates; the fused kernel still reads the
+    log-probabilities (a second input of that shape where the run made one) and writes the gradient: only
+    the grad tensor's read is saved. The nll op's (R, V) input is charged its picks, not the whole tensor."""
+    rows, vocab = 8192, 4096
+    x = rows * vocab * 4
+    s = Script()
+    s.op(20, "aten::nll_loss_backward", [[], [rows, vocab], [rows], [], [], [], []],
+         [F32, F32, "long int", "", "Scalar", "Scalar", F32])  # fmt: skip
+    s.op(20, "aten::_log_softmax_backward_data", [[rows, vocab], [rows, vocab], [], []],
+         [F32, F32, "Scalar", "Scalar"], dur_ns=200_000)  # fmt: skip
+    (c,) = s.chains()
+    nll = 4 + rows * 8 + rows * 4  # grad_out, targets, one fp32 pick per target
+    assert c.bytes_now == nll + 3 * x
+    assert c.bytes_saved == x
+    assert c.saving_ns == pytest.approx(x / ((nll + 3 * x) / (KERNEL_NS + 200_000)) + LAUNCH)
+
+
 def test_a_copy_destination_is_written_not_read():
     """y = x * 2 (bf16); out.copy_(y) into an fp32 tensor made before: the fused kernel reads x and writes
     out (T + 2T of the 2T + 3T moved); the copy's destination is not an input it reads."""
