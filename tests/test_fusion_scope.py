@@ -22,6 +22,8 @@ from brrrtui.recording.load import load_trace
 N = 1 << 24  # elements: 32 MiB per bf16 tensor, 64 MiB per fp32 one
 T, T4 = 2 * N, 4 * N
 LAUNCH = 2_000.0
+KERNEL_NS = 20_000  # Script's kernels: one reading and writing a bf16 tensor streams 2T in this time
+STREAMED = 2 * T / (KERNEL_NS * 1e-9)  # their bandwidth (3.4 TB/s, under H200_BW): the rate a run fuses at
 MM = ("sm90_xmma_gemm_bf16", "aten::mm", [[4096, 4096], [4096, 4096]], [BF16, BF16])
 
 
@@ -34,7 +36,7 @@ class Script:
         self.cpu, self.gpu = 0, 10_000
 
     def op(self, line: int, name: str, shapes, dtypes, module: str | None = None, func: str = "forward",
-           kernel: str | None = None, dur_ns: int = 20_000) -> int:  # fmt: skip
+           kernel: str | None = None, dur_ns: int = KERNEL_NS) -> int:  # fmt: skip
         b = self.b
         if (line, func) not in self.lines:
             self.lines[(line, func)] = b.line("model.py", line, func)
@@ -74,8 +76,77 @@ def test_two_chains_of_one_function_between_matmuls_are_one_estimate():
     assert c.bytes_now == 2 * (2 * 2 * T)  # two runs of two ops, each reading and writing T
     assert c.bytes_saved == 2 * (2 * T)  # per run: y not written, not re-read
     assert c.launches == 2 and c.launches_saved == 2  # one occurrence
-    assert c.saving_ns == pytest.approx(2 * (2 * T / H200_BW * 1e9 + LAUNCH))
+    assert c.saving_ns == pytest.approx(2 * (2 * T / STREAMED * 1e9 + LAUNCH))  # at the runs' own bandwidth
     assert len(c.all_rows) == 4
+
+
+def test_a_run_far_under_the_memory_roof_saves_in_proportion_to_its_time():
+    """The pair's kernels take 200 us each for 2T bytes (a tenth of STREAMED): fused, the remaining 2T
+    stream at that same rate, so the intermediate's 2T save half of the 400 us, not 2T at peak."""
+    s = Script()
+    s.op(10, "aten::mul", [[N], []], [BF16, "Scalar"], dur_ns=200_000)
+    s.op(11, "aten::add", [[N], []], [BF16, "Scalar"], dur_ns=200_000)
+    (c,) = s.chains()
+    assert c.scope and c.bytes_now == 4 * T and c.bytes_saved == 2 * T
+    assert c.saving_ns == pytest.approx(200_000 + LAUNCH)
+
+
+def test_a_run_faster_than_the_peak_fuses_at_the_peak():
+    """2T bytes in 13 us a kernel is above H200_BW (the bytes hit a cache): the fused kernel is not credited
+    with more than the peak. At peak its 2T take longer than the 28 us wall time (two kernels and the 2 us
+    gap between them) leaves of the 2T saved and the launch, so the wall caps the saving."""
+    s = Script()
+    s.op(10, "aten::mul", [[N], []], [BF16, "Scalar"], dur_ns=13_000)
+    s.op(11, "aten::add", [[N], []], [BF16, "Scalar"], dur_ns=13_000)
+    (c,) = s.chains()
+    assert 4 * T / 26_000e-9 > H200_BW
+    at_peak = 2 * T / H200_BW * 1e9
+    assert c.saving_ns == pytest.approx(min(at_peak + LAUNCH, 28_000 - at_peak))
+
+
+def test_a_same_shaped_input_from_outside_is_still_read():
+    """a = x.exp(); b = a * y, with y a tensor of a's shape made before the run. Shapes alone would take
+    both of the mul's inputs for a (3T saved); the mul reads two (N, bf16) tensors where the run made one, so
+    the fused kernel still reads x and y and writes b: 3T of its 5T, and only a's 2T are saved."""
+    s = Script()
+    s.op(10, "aten::exp", [[N]], [BF16])
+    s.op(11, "aten::mul", [[N], [N]], [BF16, BF16])
+    (c,) = s.chains()
+    assert c.bytes_now == 2 * T + 3 * T
+    assert c.bytes_saved == 2 * T
+    assert c.saving_ns == pytest.approx(2 * T / (5 * T / (2 * KERNEL_NS * 1e-9)) * 1e9 + LAUNCH)
+
+
+def test_a_cross_entropy_backward_still_reads_the_log_probabilities_and_writes_the_gradient():
+    """nll_loss_backward writes one gradient per target into an (R, V) fp32 tensor (its bytes: the scalar
+    grad_out, the targets and the picks), then _log_softmax_backward_data(grad, log_probs) reads that tensor
+    and the forward's log-probabilities, of the same shape, and writes the gradient. Shapes alone take all
+    three (R, V) reads and writes of the softmax backward for intermediates; the fused kernel still reads the
+    log-probabilities (a second input of that shape where the run made one) and writes the gradient: only
+    the grad tensor's read is saved. The nll op's (R, V) input is charged its picks, not the whole tensor."""
+    rows, vocab = 8192, 4096
+    x = rows * vocab * 4
+    s = Script()
+    s.op(20, "aten::nll_loss_backward", [[], [rows, vocab], [rows], [], [], [], []],
+         [F32, F32, "long int", "", "Scalar", "Scalar", F32])  # fmt: skip
+    s.op(20, "aten::_log_softmax_backward_data", [[rows, vocab], [rows, vocab], [], []],
+         [F32, F32, "Scalar", "Scalar"], dur_ns=200_000)  # fmt: skip
+    (c,) = s.chains()
+    nll = 4 + rows * 8 + rows * 4  # grad_out, targets, one fp32 pick per target
+    assert c.bytes_now == nll + 3 * x
+    assert c.bytes_saved == x
+    assert c.saving_ns == pytest.approx(x / ((nll + 3 * x) / (KERNEL_NS + 200_000)) + LAUNCH)
+
+
+def test_a_copy_destination_is_written_not_read():
+    """y = x * 2 (bf16); out.copy_(y) into an fp32 tensor made before: the fused kernel reads x and writes
+    out (T + 2T of the 2T + 3T moved); the copy's destination is not an input it reads."""
+    s = Script()
+    s.op(10, "aten::mul", [[N], []], [BF16, "Scalar"])
+    s.op(11, "aten::copy_", [[N], [N], []], [F32, BF16, "Scalar"])
+    (c,) = s.chains()
+    assert c.bytes_now == 2 * T + 3 * T
+    assert c.bytes_saved == 2 * T  # y not written, not re-read
 
 
 def test_without_a_chain_there_is_no_scope_to_widen():
@@ -98,7 +169,7 @@ def test_a_chain_seeds_its_scope_and_a_non_neighbour_intermediate_counts():
     (c,) = s.chains()
     # every op reads an earlier op's (N, bf16) output: 3 inputs not re-read, 3 productions not written
     assert c.bytes_saved == 6 * T and c.bytes_now == 4 * 2 * T
-    assert c.saving_ns == pytest.approx(6 * T / H200_BW * 1e9 + 3 * LAUNCH)
+    assert c.saving_ns == pytest.approx(6 * T / STREAMED * 1e9 + 3 * LAUNCH)
 
 
 BLOCK = "=Model;blocks.0=Block"
@@ -129,7 +200,7 @@ def test_with_module_chains_a_block_covers_its_submodules_but_not_the_model():
     assert len(block.all_rows) == 4
     assert block.bytes_now == 2 * 2 * T + 2 * T + 3 * T
     assert block.bytes_saved == 2 * T
-    assert block.saving_ns == pytest.approx(2 * T / H200_BW * 1e9 + LAUNCH)
+    assert block.saving_ns == pytest.approx(2 * T / STREAMED * 1e9 + LAUNCH)
     # the model's chain is its own lines only: a root module's scope is not the whole model
     assert len(model.all_rows) == 2 and model.bytes_saved == 2 * T
 

@@ -17,9 +17,17 @@ fills and memsets skipped; any other kernel ends a run) becomes one kernel. Ever
 that an earlier op of the run produced (same shape and dtype, "as far as shapes allow") is not re-read, and
 that producer's output is not written (counted once per production):
 
-    saved(run)  = sum of those inputs' sizes + sum of those producers' output sizes   (at most the run's bytes)
-    saving(run) = saved / peak bandwidth + (kernels - 1) x per-launch cost (unprofiled, as in fusion/chains.py),
-                  capped at the run's wall time less its fused bytes / peak bandwidth
+    saved(run)  = sum of those inputs' sizes + sum of those producers' output sizes, at most the run's bytes
+                  less its external ones (the inputs from outside the run and the last output: fusion/scope_runs.py)
+    rate(run)   = the run's bytes / its kernels' time, at most the peak bandwidth (the peak if its bytes are unknown)
+    saving(run) = saved / rate + (kernels - 1) x per-launch cost (unprofiled, as in fusion/chains.py),
+                  capped at the run's wall time less its fused bytes / rate
+
+The rate is the run's own: the fused kernel streams what is left at the bandwidth these kernels reached, so
+kernels far under the memory roof (strided copies, cuDNN's batch-norm statistics, a max-pool) save in
+proportion to their time. On the H200, compiling GPT-2's `Block` cut its kernels' time by 5.5 ms a step; the
+Inductor kernels that replaced them ran at ~3.3 TB/s of a 4.2 TB/s peak, and the Block's eager kernels at
+2.6 TB/s.
 
 The scope's saving is the sum over its runs. Chains of one scope become one chain; a scope inside another
 (MLP.forward inside Block.forward) is dropped, being part of what compiling the outer function fuses. Named

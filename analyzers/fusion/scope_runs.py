@@ -1,6 +1,14 @@
 """What fusing a scope's runs saves: each maximal run of consecutive fusable kernels of one stream in a
 scope (fusion/scope.py) becomes one kernel; its saving is summed over the runs.
 
+The bytes a run saves (its intermediates, matched by shape and dtype) are at most its bytes less what the
+fused kernel still moves: the inputs of its ops that no earlier op of the run produced (a copy's or fill's
+destination is written, not read; an op is charged at most the bytes it moves, so nll_loss reads its rows'
+target entries, not the rows) and its last op's output. The fused kernel moves its bytes at the bandwidth the
+run's kernels achieved (their bytes over their time, at most the peak): fusing removes traffic, it does not
+make the rest stream faster than these kernels streamed it. So a run's kernels far under the memory roof save
+in proportion to their time, not to their bytes at peak.
+
 The runs are found and costed a group of whole windows at a time (a run never leaves its window), so the
 per-kernel temporaries are a group's, not the trace's; the bytes a run saves go through Python once per
 distinct sequence of costed ops in a group (a model's runs repeat every layer and step).
@@ -13,11 +21,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from analyzers.arrays import window_groups
+from analyzers.cost.op_families import base_name
 from analyzers.cost.opcost import OpCost
 from analyzers.cost.roofline import Roofline
 from brrrtui.contract.model import NONE, Trace
 
 _P1, _P2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)  # as fusion._signatures
+WRITE_ONLY_SELF = frozenset({"copy_", "_copy_from", "fill_", "zero_"})  # their first argument is only written
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,36 @@ def _saved_bytes(costs: list[OpCost | None]) -> float:
         if c.output is not None:
             produced[(c.output.shape, c.output.dtype)] = True
     return saved
+
+
+def _external_bytes(costs: list[OpCost | None], names: list[str]) -> float:
+    """Bytes a fused kernel of the run still moves: per op, its inputs that no earlier op of the run produced
+    (an op reading more inputs of one shape and dtype than the run produced of it reads the rest from
+    outside), at most the bytes the op moves; plus the last op's output."""
+    produced: dict[tuple[tuple[int, ...], str], int] = {}
+    external = 0.0
+    last = None
+    for c, name in zip(costs, names, strict=True):
+        if c is None:
+            continue
+        inputs = c.inputs[1:] if base_name(name) in WRITE_ONLY_SELF else c.inputs
+        seen: dict[tuple[tuple[int, ...], str], int] = {}
+        outside = 0.0
+        for t in inputs:
+            if t is None:
+                continue
+            key = (t.shape, t.dtype)
+            seen[key] = seen.get(key, 0) + 1
+            if seen[key] > produced.get(key, 0):
+                outside += t.nbytes
+        external += outside if c.bytes is None else min(outside, c.bytes)
+        if c.output is not None:
+            key = (c.output.shape, c.output.dtype)
+            produced[key] = produced.get(key, 0) + 1
+        last = c
+    if last is not None and last.output is not None:
+        external += last.output.nbytes
+    return external
 
 
 @dataclass(frozen=True)
@@ -128,13 +168,14 @@ def _group_runs(
     last, first = o[ends], o[starts]
     wall = (gpu.start_ns[last] + gpu.dur_ns[last] - gpu.start_ns[first]).astype(np.float64)
     n_rows = (ends - starts + 1).astype(np.float64)
-    cached = _saved_per_run(roof, sel, run_of, first_in_run)
-    saved = np.where(any_run_known, np.minimum(cached, now), cached)
-    if bw:
-        rate = np.full(len(now), float(bw))
+    cached, external = _saved_per_run(trace, roof, sel, run_of, first_in_run)
+    saved = np.where(any_run_known, np.minimum(cached, np.maximum(now - external, 0.0)), cached)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        achieved = np.where(any_run_known & (dur > 0) & (now > 0), now / (dur * 1e-9), np.nan)
+    if bw:  # the run's own bandwidth, at most the peak; the peak where the run's bytes are unknown
+        rate = np.where(np.isfinite(achieved), np.minimum(achieved, float(bw)), float(bw))
     else:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rate = np.where((dur > 0) & (now > 0), now / (dur * 1e-9), np.nan)
+        rate = achieved
     has_rate = np.isfinite(rate)
     safe = np.where(has_rate, rate, 1.0)
     saving = np.where(has_rate, saved / safe * 1e9, 0.0) + (n_rows - 1) * per_launch
@@ -144,29 +185,33 @@ def _group_runs(
 
 
 def _saved_per_run(
-    roof: Roofline, sel: np.ndarray, run_of: np.ndarray, first_in_run: np.ndarray
-) -> np.ndarray:
-    """_saved_bytes of each run's sequence of costed ops (an op split over several kernels counts once).
+    trace: Trace, roof: Roofline, sel: np.ndarray, run_of: np.ndarray, first_in_run: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(_saved_bytes, _external_bytes) of each run's sequence of costed ops (an op split over several
+    kernels counts once).
 
     Runs are grouped by their sequence (a 64-bit polynomial hash with the length, then every element
     compared with the group's first run: a collision falls back to grouping the sequences' bytes in
-    Python), and _saved_bytes runs once per group."""
+    Python), and both run once per group (a cost is of one op name: its group's first op names it)."""
     op = roof.cost_op[sel]
     new_op = np.ones(len(op), dtype=bool)
     new_op[1:] = (op[1:] != op[:-1]) | (run_of[1:] != run_of[:-1])
     idx = roof.op_costs.index
-    cost_idx = np.where(op >= 0, idx[np.maximum(op, 0)] if len(idx) else NONE, NONE)[new_op]
-    del op
+    op = op[new_op]
+    cost_idx = np.where(op >= 0, idx[np.maximum(op, 0)] if len(idx) else NONE, NONE)
     bounds = np.searchsorted(np.nonzero(new_op)[0], first_in_run)
     lengths = np.diff(np.append(bounds, len(cost_idx)))
     group, rep = _same_sequences(cost_idx, bounds, lengths)
     costs = roof.op_costs.costs
-    values = np.empty(len(rep), dtype=np.float64)
+    saved = np.empty(len(rep), dtype=np.float64)
+    external = np.empty(len(rep), dtype=np.float64)
     for g, r in enumerate(rep.tolist()):
-        seq = cost_idx[bounds[r] : bounds[r] + lengths[r]].tolist()
-        values[g] = _saved_bytes([costs[j] if j >= 0 else None for j in seq])
-    out: np.ndarray = values[group]
-    return out
+        span = slice(int(bounds[r]), int(bounds[r] + lengths[r]))
+        seq = [costs[j] if j >= 0 else None for j in cost_idx[span].tolist()]
+        names = [trace.name(int(trace.ops.name[o])) if o >= 0 else "" for o in op[span].tolist()]
+        saved[g] = _saved_bytes(seq)
+        external[g] = _external_bytes(seq, names)
+    return saved[group], external[group]
 
 
 def _same_sequences(
