@@ -18,6 +18,9 @@ Each fix is the advice of one of the workload's top findings, applied as the adv
                     there the whole `loss_of` is compiled, model included.
   reduce_overhead   torch.compile(mode="reduce-overhead") of the model's forward: CUDA graphs replay the
                     forward and backward kernels without the CPU launching each (overhead, small_kernels).
+  cuda_graphs       torch.compile(backend="cudagraphs") of the model's forward: CUDA graphs alone, no Inductor
+                    fusion, so the saving is the launches' and the CPU's (overhead, small_kernels) without the
+                    fusion finding's (in cnn_channels_last: torchvision's ResNet.forward).
   tf32              torch.set_float32_matmul_precision("high"): fp32 matmuls on TF32 tensor cores.
   channels_last     the model and its input in channels_last (conv_layout).
   gc_freeze         gc.collect(); gc.freeze() after set-up, before the loop (slow_steps).
@@ -88,6 +91,13 @@ def _compile_loss(keep_model_eager: bool) -> Transform:
         return model, torch.compile(loss_of), opt
 
     return transform
+
+
+def _cuda_graphs_model(args: argparse.Namespace, model: Any, loss_of: Callable[[], Any], opt: Any) -> Any:
+    import torch
+
+    model.forward = torch.compile(model.forward, backend="cudagraphs")
+    return model, loss_of, opt
 
 
 def _gc_freeze(args: argparse.Namespace, model: Any, loss_of: Callable[[], Any], opt: Any) -> Any:
@@ -167,6 +177,13 @@ def apply(mod: ModuleType, workload: str, fix: str) -> None:
         if cls is None:
             raise ValueError(f"no reduce_overhead for {workload}")
         compile_method(getattr(mod, cls), mode="reduce-overhead")
+    elif fix == "cuda_graphs":
+        if workload == "cnn_channels_last":
+            wrap_train(mod, _cuda_graphs_model)
+        else:
+            cls = {"unet_diffusion": "UNet", "moe_layer": "MoEStack", "llama_decoder": "Decoder",
+                   "lstm_lm": "LSTMLanguageModel"}[workload]  # fmt: skip
+            compile_method(getattr(mod, cls), backend="cudagraphs")
     elif fix == "compile_loss":
         wrap_train(mod, _compile_loss(keep_model_eager=workload != "cnn_channels_last"))
     elif fix == "gc_freeze":
@@ -189,6 +206,7 @@ FIXES = (
     "compile_forward",
     "compile_loss",
     "reduce_overhead",
+    "cuda_graphs",
     "tf32",
     "channels_last",
     "gc_freeze",
