@@ -58,6 +58,8 @@ def test_json_schema_exactly():
         "steady_from_step": None,
         "steady_step_ns": None,
         "reached": False,
+        "real_step_ns": None,
+        "host_ahead": False,
         "windows": {"unknown": [0]},
     }
     assert doc["device"] == {"name": "NVIDIA H200", "peak_flops_per_s": 989e12, "peak_bytes_per_s": 4.8e12,
