@@ -32,6 +32,7 @@ from analyzers.cost.tensor_args import TensorArg, Traffic
 # op -> ((argument count, index of is_causal / custom_mask_type), ...): overloads differ in argument count
 CAUSAL_ARG: dict[str, tuple[tuple[int, int], ...]] = {
     "scaled_dot_product_attention": ((8, 5),),
+    "_scaled_dot_product_attention_math": ((9, 5),),
     "_scaled_dot_product_flash_attention": ((7, 4), (10, 7)),
     "_scaled_dot_product_efficient_attention": ((8, 6),),
     "_scaled_dot_product_cudnn_attention": ((9, 6),),
