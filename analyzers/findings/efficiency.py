@@ -1,7 +1,7 @@
 """Findings for matmul and convolution kernels that are compute-class yet well below their roof: why, from the op's
 shapes and dtypes and the kernel's name and launch (cost/gemm_shapes.py), and what to change.
 
-Which kernels: GPU kernels of a matmul/conv op (attention has its own finder) on tensor cores, at under
+Which kernels: GPU kernels of a matmul/conv op (attention's are below) on tensor cores, at under
 BELOW_ROOF of the roof at their intensity (cost/roofline.py's roof_fraction), helper kernels (layout conversions,
 split-K reductions, workspace fills) left out. fp32 matmuls on the SIMT units are `no_tensor_cores`
 findings (findings/finders.py): their roof is the fp32 one, and the fix (TF32) is that finding's.
@@ -22,6 +22,9 @@ of the FLOPs; a vocabulary of 50257 padded to 50304, 1.0009), so the padded kern
 | slow_gemm   | narrow: aligned shapes on narrow loads (a view's stride or start) | .contiguous(), aligned slices    |
 | slow_gemm   | no cause found, >= UNKNOWN_MIN_SHARE of the step under BELOW_ROOF | "cause unknown", the evidence    |
 | slow_gemm   | tiny M or N, small grid, split-K, partial tiles, pre-Hopper kernel| bigger or batched matmuls        |
+| slow_gemm   | transposed: a TF32/fp8 GEMM on Hopper with an MN-major operand    | .contiguous(), weight (out, in)  |
+| slow_gemm   | attention: fp32, an explicit mask, flash's head_dim padding,      | bf16 autocast, is_causal=True,   |
+|             | little work per call, efficient where flash runs, math fallback   | a kernel head_dim, ...           |
 | conv_layout | cuDNN nchwToNhwc / nhwcToNchw kernels around NCHW convolutions    | model and inputs channels_last   |
 
 The GEMMs of a library recurrent op (cause `recurrent`: one GEMM per time step and layer with M = batch) are
@@ -35,6 +38,22 @@ per sample, not per step.
 A kernel with no cause found makes a "cause unknown" finding only beside MIN_REFERENCE calls of this run's
 undiagnosed matmuls at BELOW_ROOF or better: they show what this GPU and library reach on such work, so the
 saving is a measured one; a run whose every matmul runs low gives no evidence that one of them could do better.
+
+Attention kernels (SDPA's flash, memory-efficient and cuDNN kernels, the `flash_attn` package's; and the
+matmul, softmax and matmul kernels of SDPA's math fallback, `math_attention_rows`) are diagnosed from their op's
+name, recorded q, k, v, attn_mask and is_causal (cost/attention_cost.py `diagnose_attention`), grouped by cause
+and call shape, and make a finding when a group holds UNKNOWN_MIN_SHARE of the step. A fused kernel counts
+when under BELOW_ROOF; the cure is held to ATTENTION_TARGET of the roof unless MIN_REFERENCE of this run's own
+attention kernels with no cause reach BELOW_ROOF or better (then their reference_fraction): FlashAttention-2
+reaches about 35 % of an H100's bf16 roof and FlashAttention-3 75 % (the FlashAttention-3 paper's figures),
+so half the roof is what a fused kernel is held to without the run's own evidence. The predicted time after
+the cure, per cause: fp32 -> the kernel's FLOPs in bf16 at the target of the 16-bit roof; head_dim -> the
+kernel's own time on the useful columns only (head_dim / the kernel's); math fallback -> one fused call's FLOPs
+(forward, and backward where the fallback's backward kernels ran; causal share when is_causal was recorded) at
+the target of the 16-bit roof; every other cause -> the kernel at the target. A "cause unknown" attention
+finding needs the same evidence as a GEMM's: MIN_REFERENCE of this run's undiagnosed attention kernels at
+BELOW_ROOF or better. These kernels are left out of the matmul findings above and of no_tensor_cores (TF32
+does not reach SDPA's fused kernels; their cure is bf16).
 
 conv_layout saves the conversion kernels' time (in channels_last they do not run) plus the shortfall, to the
 reference, of the convolutions that ran as pre-Hopper GEMM kernels (a 1x1 convolution on NCHW is a GEMM whose

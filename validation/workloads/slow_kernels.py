@@ -11,6 +11,8 @@
 Only the weights and the attention inputs learn (the GEMMs' activations take no gradient), so each GEMM line
 has one backward GEMM (its weight's gradient) and each attention line its backward kernel. The sizes make every
 line at least 5 % of an H100's step. `--smoke` runs tiny sizes (on the CPU too) to check the script.
+`--tf32` runs the fp32 lines on TF32 tensor cores instead: there Hopper's kernels want both operands K-major
+(16-bit ones read either layout), so the transposed line's layout is a cause of its own.
 """
 
 from __future__ import annotations
@@ -69,14 +71,15 @@ def main() -> None:
     p.add_argument("--odd-dim", type=int, default=200, help="head_dim of the head_dim line")
     p.add_argument("--fp32-batch", type=int, default=4)
     p.add_argument("--fp32-seq", type=int, default=2048)
+    p.add_argument("--tf32", action="store_true", help="fp32 matmuls on TF32 tensor cores (default: off)")
     args = p.parse_args()
     if args.smoke:
         args.n, args.nb, args.batch, args.heads, args.seq = 64, 64, 2, 2, 32
         args.fp32_batch, args.fp32_seq, args.dim, args.odd_dim = 2, 32, 16, 24
         args.steps = min(args.steps, 3)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32
+    torch.set_float32_matmul_precision("high" if args.tf32 else "highest")
     model = SlowKernels(args.n, args.nb, args.batch, args.heads, args.seq, args.dim, args.odd_dim,
                         args.fp32_batch, args.fp32_seq, args.device)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-6)
