@@ -443,15 +443,15 @@ def math_attention_rows(ctx: Context) -> np.ndarray:
     out = np.full(len(gpu), -1, dtype=np.int64)
     if not len(trace.ops) or not len(gpu):
         return out
-    flag = trace.string_flags(lambda s: base_name(s) in MATH_OPS)
-    if not flag.any():
+    ids = [i for i in (trace.sid("aten::" + op) for op in sorted(MATH_OPS)) if i >= 0]
+    if not ids:
         return out
     rows = np.flatnonzero((links.kernel_op >= 0) & (gpu.kind == GpuKind.KERNEL))
     cur = links.kernel_op[rows]
     for _ in range(MAX_DEPTH + 4):
         if not len(rows):
             break
-        hit = flag[np.maximum(trace.ops.name[cur], 0)]
+        hit = np.isin(trace.ops.name[cur], ids)
         out[rows[hit]] = cur[hit]
         rows, cur = rows[~hit], links.op_parent[cur[~hit]]
         up = cur >= 0
