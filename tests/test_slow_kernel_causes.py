@@ -117,7 +117,7 @@ def test_which_operand_a_layout_has_mn_major():
 # ---------------------------------------------------------------------------------------------- attention
 
 B, H, S, D = 4, 16, 2048, 64
-NONE_ARGS = [[]] * 5  # compute_log_sumexp, dropout_p, is_causal, scale ... (no tensors)
+NONE_ARGS: list[list[int]] = [[]] * 5  # compute_log_sumexp, dropout_p, is_causal, scale ... (no tensors)
 
 
 def attention_trace(

@@ -47,16 +47,19 @@ class SlowKernels(torch.nn.Module):
         self.masked = qkv(batch, seq, dim, bf16)
         self.fp32 = qkv(fp32_batch, fp32_seq, dim, f32)
         self.odd = qkv(batch, seq, odd_dim, bf16)
+        self.causal_mask: torch.Tensor
         self.register_buffer("causal_mask", torch.ones(seq, seq, device=device, dtype=torch.bool).tril())
 
     def forward(self) -> list[torch.Tensor]:
         y1 = self.x32 @ self.w32a  # fp32 contiguous
         y2 = self.x32t.t() @ self.w32b  # fp32 transposed
         y3 = self.xbt.t() @ self.wb  # bf16 transposed
-        a1 = F.scaled_dot_product_attention(*self.flash, is_causal=True)  # flash
-        a2 = F.scaled_dot_product_attention(*self.masked, attn_mask=self.causal_mask)  # mask
-        a3 = F.scaled_dot_product_attention(*self.fp32, is_causal=True)  # fp32 attention
-        a4 = F.scaled_dot_product_attention(*self.odd, is_causal=True)  # head_dim
+        (q1, k1, v1), (q2, k2, v2) = self.flash, self.masked
+        (q3, k3, v3), (q4, k4, v4) = self.fp32, self.odd
+        a1 = F.scaled_dot_product_attention(q1, k1, v1, is_causal=True)  # flash
+        a2 = F.scaled_dot_product_attention(q2, k2, v2, attn_mask=self.causal_mask)  # mask
+        a3 = F.scaled_dot_product_attention(q3, k3, v3, is_causal=True)  # fp32 attention
+        a4 = F.scaled_dot_product_attention(q4, k4, v4, is_causal=True)  # head_dim
         return [y1, y2, y3, a1, a2, a3, a4]
 
 
