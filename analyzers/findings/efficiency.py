@@ -644,12 +644,15 @@ def _attention_finding(
             if o >= 0
         )
     )
+    # the kernels' names, the longest-running first (a call's helper kernels, RNG state or dO·O, are short)
+    names, of_name = unique_inverse(gpu.name[rows].astype(np.int64))
+    by_time = np.argsort(-np.bincount(of_name, weights=gpu.dur_ns[rows].astype(np.float64)), kind="stable")
     facts = SlowAttentionFacts(
         ctx.scale,
         d,
         shape,
         ops,
-        kernel_names(ctx, rows),
+        tuple(trace.name(int(names[k])) for k in by_time.tolist()),
         len(rows),
         total / ctx.per,
         rate_span(ctx, counted) if len(counted) else None,
