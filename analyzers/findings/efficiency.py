@@ -515,44 +515,43 @@ def attention_kernel_findings(ctx: Context) -> list[Finding]:
     known = np.isfinite(frac)
     fused, frac = fused[known], frac[known]
     dur = gpu.dur_ns.astype(np.float64)
+    # diagnosed once per distinct (op cost, Concrete Inputs), from its first row
+    op = roof.cost_op[fused].astype(np.int64)
+    call = roof.op_costs.index[op].astype(np.int64) + 1
+    if "concrete" in trace.ops.columns:
+        call = call * (int(trace.ops.concrete.max(initial=0)) + 2) + trace.ops.concrete[op].astype(np.int64) + 1
+    _, first, of_key = np.unique(call, return_index=True, return_inverse=True)
+    diags: list[AttentionDiagnosis | None] = []
+    shapes: list[str] = []
+    for o in op[first].tolist():
+        cost = roof.op_costs.of(o)
+        name = base_name(trace.name(int(trace.ops.name[o])))
+        causal = _op_causal(ctx, o)
+        d = None if cost is None else diagnose_attention(name, cost.inputs, causal, trace.device.num_sms)
+        s = None if cost is None else attention_shape(name, cost.inputs)
+        diags.append(d)
+        shapes.append(s.text if s is not None else "")
+    undiagnosed = np.array([d is None for d in diags], dtype=bool)[of_key]
     groups: dict[tuple[object, ...], list[int]] = {}
     diag_of: dict[tuple[object, ...], AttentionDiagnosis | None] = {}
-    cache: dict[tuple[int, int], AttentionDiagnosis | None] = {}
-    shape_of: dict[tuple[int, int], str] = {}  # the undiagnosed calls' sizes
-    undiagnosed = np.zeros(len(fused), dtype=bool)
-    concrete = trace.ops.concrete if "concrete" in trace.ops.columns else None
-    for i, o in enumerate(roof.cost_op[fused].tolist()):
-        key_c = (int(roof.op_costs.index[o]), int(concrete[o]) if concrete is not None else -1)
-        if key_c not in cache:
-            cost = roof.op_costs.of(o)
-            op = base_name(trace.name(int(trace.ops.name[o])))
-            cache[key_c] = (
-                None
-                if cost is None
-                else diagnose_attention(op, cost.inputs, _op_causal(ctx, o), trace.device.num_sms)
-            )
-            if cost is not None and cache[key_c] is None:
-                s = attention_shape(op, cost.inputs)
-                shape_of[key_c] = s.text if s is not None else ""
-        d = cache[key_c]
-        undiagnosed[i] = d is None
-        if frac[i] >= BELOW_ROOF:
+    slow = frac < BELOW_ROOF
+    for k, (d, shape) in enumerate(zip(diags, shapes, strict=True)):
+        hit = np.flatnonzero(slow & (of_key == k))
+        if not len(hit):
             continue
-        shape = d.shape.text if d is not None else shape_of.get(key_c, "")
-        key = (d.cause, d.why, d.dims) if d is not None else ("unknown",)
-        group = (*key, shape)
-        groups.setdefault(group, []).append(i)
+        group: tuple[object, ...] = ((d.cause, d.why, d.dims) if d is not None else ("unknown",)) + (shape,)
+        groups.setdefault(group, []).extend(hit.tolist())
         diag_of[group] = d
     target, measured = _attention_target(frac[undiagnosed], dur[fused][undiagnosed])
     tensor_peak = ctx.peaks.tensor_flops_per_s
     out: list[Finding] = []
     unknown_ok = measured  # a measured rate of this run's own attention kernels: evidence it could do better
-    for group, ix in groups.items():
+    for group, members in groups.items():
         d = diag_of[group]
         if d is None and not unknown_ok:
             continue
-        sel = fused[np.array(ix)]
-        f = frac[np.array(ix)]
+        ix = np.sort(np.array(members))
+        sel, f = fused[ix], frac[ix]
         if d is not None and d.cause == "fp32" and tensor_peak:
             # the cure runs in bf16: its FLOPs at the target fraction of the 16-bit tensor-core roof
             cure = roof.flops[sel] / (target * tensor_peak) * 1e9
