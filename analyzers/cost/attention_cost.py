@@ -245,7 +245,7 @@ class AttentionDiagnosis:
             short       at most SHORT_SEQ keys, or fewer query tiles than SMs: too little work per launch
             not_flash   the efficient kernel on a call flash takes (16-bit, no mask, head dims equal, <= 256)
             math        the math fallback (separate matmul, softmax and matmul kernels); `why` says what of
-                        the recorded inputs rules the fused kernels out: dtype, fp32_align, head_dim, dims, or
+                        the recorded inputs rules the fused kernels out: dtype, fp32_align, head_dim, or
                         "" when nothing recorded does (backends turned off, strides or storage offsets)
     """
 
@@ -267,9 +267,7 @@ def _math_why(s: AttentionShape, mask: bool | None) -> str:
     if fp32 and (d % 4 or dv % 4):
         return "fp32_align"
     if half and (d % 8 or dv % 8) and (mask or d > 256 or d != dv):
-        return "head_dim"
-    if d != dv and (d > 256 or (half and d % 8)):
-        return "dims"
+        return "head_dim"  # flash refuses the mask, the size or the unequal dims; efficient the alignment
     return ""
 
 

@@ -680,14 +680,14 @@ def _attention_cause(d: AttentionDiagnosis) -> tuple[str, str]:
         ),
         "head_dim": (
             f"head_dim {s.head_dim}, not a multiple of 8"
-            + (" with an attn_mask (flash takes no mask" if d.mask else " (")
+            + (
+                " with an attn_mask (flash takes no mask"
+                if d.mask
+                else " (flash takes equal head dims for q, k and v up to 256"
+            )
             + ", the efficient kernel needs a multiple of 8)",
             "pad head_dim to a multiple of 8 (zeros in q, k and v, the output sliced back)"
             + (", and if the mask is causal pass is_causal=True instead" if d.mask else ""),
-        ),
-        "dims": (
-            f"q's head_dim {s.head_dim} differs from v's {s.head_dim_v}",
-            "give q, k and v one head_dim (a multiple of 8, at most 256)",
         ),
     }.get(
         d.why,
