@@ -19,14 +19,16 @@ from analyzers.cost.attention_cost import (
     causal_fraction,
     diagnose_attention,
     flash_head_dim,
+    sdpa_backward_flops,
     sdpa_flops,
 )
 from analyzers.cost.gemm_shapes import diagnose, gemm_layout, mn_major_operands
 from analyzers.cost.op_families import Family
 from analyzers.cost.tensor_args import TensorArg
 from analyzers.findings.efficiency import ATTENTION_TARGET
-from analyzers.findings.facts import SlowAttentionFacts
-from brrrtui.contract.model import Table
+from analyzers.findings.facts import Per, RateSpan, SlowAttentionFacts
+from analyzers.results import Finding, FindingKind
+from brrrtui.contract.model import SourceLine, Table
 from brrrtui.present.finding_words import action, message
 
 N = 4096
@@ -117,6 +119,7 @@ def test_which_operand_a_layout_has_mn_major():
 # ---------------------------------------------------------------------------------------------- attention
 
 B, H, S, D = 4, 16, 2048, 64
+PER = Per(per=2, by_step=True, step_ns=100e6)
 NONE_ARGS: list[list[int]] = [[]] * 5  # compute_log_sumexp, dropout_p, is_causal, scale ... (no tensors)
 
 
@@ -223,7 +226,7 @@ def test_attention_at_its_roof_or_a_small_share_of_the_step_makes_no_finding():
     assert _attention_findings(a) == [] and not [x for x in a.findings if x.kind == "no_tensor_cores"]
 
 
-def math_trace(head_dim: int = 100, causal: bool | None = None):
+def math_trace(head_dim: int = 100, causal: bool | None = None, backward: bool = False):
     """SDPA's math fallback on bf16 q, k, v [4, 16, 1024, head_dim] with a [1024, 1024] boolean mask: its bmm,
     softmax and bmm kernels (2 ms, 1 ms, 2 ms) under `_scaled_dot_product_attention_math`, line 60; a 100 us
     GEMM on line 40. `causal`: the Concrete Inputs recorded for the math op."""
@@ -261,6 +264,11 @@ def math_trace(head_dim: int = 100, causal: bool | None = None):
         b.op(name, 11_000 + t * 9_000, 6_000, shapes=shapes, dtypes=[BF16] * len(shapes))
         rows.append(b.launch(kernel, 11_500 + t * 9_000, gpu, dur))
         gpu += dur + 1_000
+    if backward:  # autograd's bmm for the scores' gradient: on line 60, under no op of SDPA's
+        b.span(ln, 60_000, 10_000)
+        b.op("aten::bmm", 61_000, 6_000, shapes=[[64, 1024, 1024], [64, 1024, head_dim]], dtypes=[BF16, BF16])
+        rows.append(b.launch("nvjet_sm90_tst_128x128_64x6_2x1_v_bz_NTT", 62_000, gpu, 3_000_000))
+        gpu += 3_001_000
     b.window(0, gpu + 10_000, first_step=0, last_step=0)
     trace = b.build()
     if causal is not None:
@@ -369,3 +377,39 @@ def test_a_slow_flash_call_with_no_cause_is_said_beside_the_runs_own_faster_call
     assert "this run's other attention kernels reach" in message(f) and f.lines[0].line == 71
     # the others at 40 %: no evidence this GPU does better on such calls, so no "cause unknown" finding
     assert _attention_findings(analyze(flash_calls(0.4)[0])) == []
+
+
+def test_the_math_fallbacks_backward_kernels_are_its_own_and_held_to_the_fused_backward():
+    trace, rows = math_trace(backward=True)
+    a = analyze(trace)
+    (f,) = _attention_findings(a)
+    q = (4, 16, 1024, 100)
+    fused = (sdpa_flops(q, q, q) + sdpa_backward_flops(q, q, q)) / (ATTENTION_TARGET * H200_BF16) * 1e9
+    assert f.kernels == tuple(rows)
+    assert f.saving_ns == pytest.approx(8_000_000 - fused, rel=1e-9)
+    assert _slow(a) == [f]  # the backward bmm is no slow_gemm of its own
+
+
+@pytest.mark.parametrize(
+    ("op", "q", "dtype", "mask", "said"),
+    [
+        ("_scaled_dot_product_efficient_attention", [8, 16, 4096, 64], F32, False, "three TF32 products"),
+        ("_scaled_dot_product_cudnn_attention", [8, 16, 4096, 64], BF16, True, "explicit attn_mask"),
+        ("_scaled_dot_product_flash_attention", [8, 16, 4096, 200], BF16, False, "256-wide kernel"),
+        ("_scaled_dot_product_flash_attention", [1, 4, 1024, 64], BF16, False, "64 query tiles"),
+        ("_scaled_dot_product_flash_attention", [8, 16, 128, 64], BF16, False, "only 128 keys"),
+        ("_scaled_dot_product_efficient_attention", [8, 16, 4096, 64], BF16, False, "a call flash takes"),
+        ("_scaled_dot_product_attention_math", [8, 16, 4096, 66], F32, False, "not a multiple of 4"),
+        ("_scaled_dot_product_attention_math", [8, 16, 4096, 300], BF16, False, "equal head dims"),
+        ("_scaled_dot_product_attention_math", [8, 16, 4096, 64], BF16, False, "was turned off"),
+        ("_scaled_dot_product_attention_math", [8, 16, 4096, 64], "double", False, "fp64 inputs"),
+    ],
+)
+def test_every_attention_cause_has_its_words(op, q, dtype, mask, said):
+    ins = [TensorArg(tuple(q), dtype)] * 3 + [TensorArg((q[2], q[2]), dtype) if mask else None]
+    d = diagnose_attention(op, ins, None, 132)
+    assert d is not None
+    rates = RateSpan(100e12, 150e12, 989e12, 0.10, 0.15)
+    facts = SlowAttentionFacts(PER, d, d.shape.text, (op,), ("kernel",), 4, 8e6, rates, 0.5, False, 4e6)
+    f = Finding(FindingKind.SLOW_GEMM, (SourceLine("model.py", 50, "forward"),), 4e6, facts)
+    assert said in message(f) and d.shape.text in message(f) and action(f)
