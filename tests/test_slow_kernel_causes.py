@@ -134,7 +134,9 @@ def attention_trace(
     b.span(other, 0, 8_000)
     b.op("aten::mm", 500, 6_000, shapes=[[N, N], [N, N]], dtypes=[BF16, BF16])
     b.launch(PLAIN, 1_000, 10_000, 100_000)
-    b.span(ln, 10_000, 8_000)
+    lib = b.line("/usr/lib/python3/site-packages/mylib/attention.py", 88, "forward")
+    chain = [("", "Net"), ("blocks.0", "Block"), ("blocks.0.attn", "Attention")]
+    b.span(ln, 10_000, 8_000, modules=chain, lib_line=lib)
     shapes = [q, q, q] + [mask or []] + NONE_ARGS
     dtypes = [dtype] * 3 + [dtype if mask else ""] + [""] * 5
     b.op(op, 10_500, 6_000, shapes=shapes, dtypes=dtypes)
@@ -166,6 +168,8 @@ def test_fp32_attention_on_the_efficient_kernel_says_bf16_and_leaves_no_tf32_adv
     assert "batch=4 heads=16 seq=2048 head_dim=64 fp32" in message(f)
     assert "three TF32 products" in message(f) and "torch.autocast" in action(f)
     assert f.lines[0].line == 50 and f.kernels == (row,)
+    assert f.place is not None and (f.place.module, f.place.module_kind) == ("blocks.*.attn", "Attention")
+    assert f.place.library_line is not None and f.place.library_line.file.endswith("mylib/attention.py")
     assert not [x for x in a.findings if x.kind == "no_tensor_cores"]  # TF32 does not reach SDPA's kernels
 
 
