@@ -23,11 +23,16 @@ and out (grad_out's shape) and writes dq, dk, dv. The log-sum-exp and RNG state 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from analyzers.cost.op_families import ATTENTION_BACKWARD_BSHD, ATTENTION_BSHD, Family, family_of
 from analyzers.cost.tensor_args import TensorArg, Traffic
 
 # op -> ((argument count, index of is_causal / custom_mask_type), ...): overloads differ in argument count
 CAUSAL_ARG: dict[str, tuple[tuple[int, int], ...]] = {
     "scaled_dot_product_attention": ((8, 5),),
+    "_scaled_dot_product_attention_math": ((9, 5),),
     "_scaled_dot_product_flash_attention": ((7, 4), (10, 7)),
     "_scaled_dot_product_efficient_attention": ((8, 6),),
     "_scaled_dot_product_cudnn_attention": ((9, 6),),
@@ -117,3 +122,182 @@ def attention_backward(ts: list[TensorArg], bshd: bool, in_bytes: float, causal:
     share = causal_fraction(q.shape[2], k.shape[2]) if causal else 1.0
     flops = share * sdpa_backward_flops(q.shape, k.shape, v.shape)
     return flops, None, read, float(q.nbytes + k.nbytes + v.nbytes)
+
+
+# ------------------------------------------------------------------------------------ why a kernel runs slow
+#
+# Which SDPA backend ran is the op's name (`_scaled_dot_product_flash_attention` and the `_flash_attention_*`
+# it calls: flash; `_efficient_*`: the memory-efficient CUTLASS kernels; `_cudnn_*`: cuDNN; the `_math` op:
+# the fallback of separate matmul, softmax and matmul kernels). What each backend takes is torch's
+# aten/src/ATen/native/transformers/cuda/sdp_utils.cpp (`can_use_flash_attention`,
+# `can_use_mem_efficient_attention`, `can_use_cudnn_attention`, `select_sdp_backend`): flash and cuDNN take
+# fp16/bf16 only, flash no attn_mask and head dims equal and at most 256; the efficient kernels take fp32 too
+# and a mask, with head dims a multiple of 8 (16-bit) or 4 (fp32) on sm80+; the math fallback takes the rest.
+# The efficient kernels' fp32 GEMMs run on the tensor cores as three TF32 products per multiply
+# (`OpMultiplyAddFastF32`, mem_eff_attention/gemm_kernel_utils.h `DefaultGemmType<ArchTag, float>`): fp32
+# accuracy at a fraction of the 16-bit rate. Flash's kernels are built for head dims FLASH_HEAD_DIMS
+# (flash_attn/static_switch.h `HEADDIM_SWITCH`): any other runs in the next larger one, its columns past the
+# head dim computed and thrown away.
+
+FLASH_HEAD_DIMS = (32, 64, 96, 128, 160, 192, 256)
+SHORT_SEQ = 128  # keys a flash / efficient kernel walks in one tile: no pipeline to hide its loads
+TILE_ROWS = 64  # query rows per thread block: the smallest of the backends' forward kernels (fewest tiles)
+_HALF = {"c10::Half", "c10::BFloat16", "float16", "half", "bfloat16"}
+_FP32 = {"float", "float32"}
+
+# op -> index of its attn_mask / attn_bias argument (checked against torch's schemas in the tests)
+MASK_ARG: dict[str, int] = {
+    "scaled_dot_product_attention": 3,
+    "_scaled_dot_product_attention_math": 3,
+    "_scaled_dot_product_efficient_attention": 3,
+    "_scaled_dot_product_cudnn_attention": 3,
+    "_scaled_dot_product_fused_attention_overrideable": 3,
+    "_efficient_attention_forward": 3,
+    "_cudnn_attention_forward": 3,
+    "_scaled_dot_product_efficient_attention_backward": 4,
+    "_efficient_attention_backward": 4,
+    "_scaled_dot_product_cudnn_attention_backward": 8,
+    "_cudnn_attention_backward": 8,
+}
+MATH_OPS = {"_scaled_dot_product_attention_math", "_scaled_dot_product_attention_math_for_mps"}
+
+
+def backend_of(op: str) -> str:
+    """flash, efficient, cudnn, math or other (the `flash_attn` package's ops: flash), from an op's base name."""
+    if op in MATH_OPS:
+        return "math"
+    for key in ("cudnn", "efficient", "flash"):
+        if key in op:
+            return key
+    return "other"
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """One attention call's sizes, (batch, heads, seq, head_dim) as SDPA takes them."""
+
+    batch: int
+    heads: int
+    s_q: int
+    s_k: int
+    head_dim: int
+    head_dim_v: int
+    dtype: str  # the recorded dtype name ("c10::BFloat16")
+
+    @property
+    def text(self) -> str:
+        """ "batch=8 heads=16 seq=4096 head_dim=64 bf16" """
+        seq = f"seq={self.s_q}" if self.s_q == self.s_k else f"seq_q={self.s_q} seq_k={self.s_k}"
+        dim = f"head_dim={self.head_dim}" + (
+            f" (v {self.head_dim_v})" if self.head_dim_v != self.head_dim else ""
+        )
+        return f"batch={self.batch} heads={self.heads} {seq} {dim} {dtype_word(self.dtype)}"
+
+
+def dtype_word(dtype: str) -> str:
+    """ "bf16", "fp16", "fp32", or the recorded name."""
+    low = dtype.lower()
+    if "bfloat16" in low:
+        return "bf16"
+    if "half" in low or low == "float16":
+        return "fp16"
+    if low in _FP32:
+        return "fp32"
+    return "fp64" if low in ("double", "float64") else dtype
+
+
+def attention_shape(op: str, inputs: Sequence[TensorArg | None]) -> AttentionShape | None:
+    """The call's sizes from an attention op's recorded q, k, v (forward: the first three tensors; backward:
+    the three after grad_out); None when they are not 4-d."""
+    ts = [t for t in inputs if t is not None]
+    backward = family_of("aten::" + op) == Family.ATTENTION_BACKWARD
+    qkv = ts[1:4] if backward else ts[:3]
+    if len(qkv) < 3 or not all(len(t.shape) == 4 for t in qkv):
+        return None
+    if op in ATTENTION_BSHD or op in ATTENTION_BACKWARD_BSHD:
+        qkv = [_bshd_to_bhsd(t) for t in qkv]
+    q, k, v = qkv
+    b, h, s_q, d = q.shape
+    return AttentionShape(b, h, s_q, k.shape[2], d, v.shape[3], q.dtype)
+
+
+def has_mask(op: str, inputs: Sequence[TensorArg | None]) -> bool | None:
+    """Whether the call passed an attn_mask (a tensor at MASK_ARG); None for ops that take none (flash)."""
+    i = MASK_ARG.get(op)
+    if i is None:
+        return None
+    return i < len(inputs) and inputs[i] is not None
+
+
+def flash_head_dim(d: int) -> int:
+    """The head dim of the flash kernel that runs head dim `d` (FLASH_HEAD_DIMS; `d` itself past them)."""
+    return next((k for k in FLASH_HEAD_DIMS if k >= d), d)
+
+
+@dataclass(frozen=True)
+class AttentionDiagnosis:
+    """Why an attention kernel runs under its roof (`diagnose_attention`).
+
+    cause:  fp32        the efficient kernel on fp32 operands (three TF32 products per multiply)
+            mask        an explicit attn_mask on the efficient or cuDNN kernel: every (query, key) pair computed
+                        and the mask read; flash takes no mask
+            head_dim    flash ran a head dim not among FLASH_HEAD_DIMS in the next larger kernel
+            short       at most SHORT_SEQ keys, or fewer query tiles than SMs: too little work per launch
+            not_flash   the efficient kernel on a call flash takes (16-bit, no mask, head dims equal, <= 256)
+            math        the math fallback (separate matmul, softmax and matmul kernels); `why` says what of
+                        the recorded inputs rules the fused kernels out: dtype, fp32_align, head_dim, or
+                        "" when nothing recorded does (backends turned off, strides or storage offsets)
+    """
+
+    cause: str
+    backend: str  # flash, efficient, cudnn, math, other
+    shape: AttentionShape
+    mask: bool | None  # an explicit attn_mask was passed (None: the op takes none)
+    causal: bool | None  # from the recorded Concrete Inputs; None when not recorded
+    work: float = 1.0  # useful FLOPs over the kernel's: head_dim / the flash kernel's head dim
+    why: str = ""  # math: what rules the fused kernels out
+    dims: tuple[int, ...] = ()  # the offending values: (head_dim, kernel's), (tiles, SMs), (s_k,)
+
+
+def _math_why(s: AttentionShape, mask: bool | None) -> str:
+    d, dv = s.head_dim, s.head_dim_v
+    half, fp32 = s.dtype in _HALF, s.dtype in _FP32
+    if not half and not fp32:
+        return "dtype"
+    if fp32 and (d % 4 or dv % 4):
+        return "fp32_align"
+    if half and (d % 8 or dv % 8) and (mask or d > 256 or d != dv):
+        return "head_dim"  # flash refuses the mask, the size or the unequal dims; efficient the alignment
+    return ""
+
+
+def diagnose_attention(
+    op: str, inputs: Sequence[TensorArg | None], causal: bool | None, sms: int | None
+) -> AttentionDiagnosis | None:
+    """The cause of a slow attention kernel from its op's base name, recorded inputs and is_causal (the
+    class doc, strongest first); None when the recorded shapes say nothing (cause unknown)."""
+    s = attention_shape(op, inputs)
+    if s is None:
+        return None
+    backend, mask = backend_of(op), has_mask(op, inputs)
+    if backend == "math":
+        return AttentionDiagnosis("math", backend, s, mask, causal, why=_math_why(s, mask))
+    if backend == "efficient" and s.dtype in _FP32:
+        return AttentionDiagnosis("fp32", backend, s, mask, causal)
+    if mask and backend in ("efficient", "cudnn"):
+        return AttentionDiagnosis("mask", backend, s, mask, causal)
+    if backend == "flash":
+        k = flash_head_dim(s.head_dim)
+        if k != s.head_dim:
+            return AttentionDiagnosis(
+                "head_dim", backend, s, mask, causal, s.head_dim / k, dims=(s.head_dim, k)
+            )
+    tiles = s.batch * s.heads * -(-s.s_q // TILE_ROWS)
+    if sms and tiles < sms:
+        return AttentionDiagnosis("short", backend, s, mask, causal, dims=(tiles, sms))
+    if s.s_k <= SHORT_SEQ:
+        return AttentionDiagnosis("short", backend, s, mask, causal, dims=(s.s_k,))
+    flash_takes = s.dtype in _HALF and not mask and s.head_dim == s.head_dim_v <= 256
+    if backend == "efficient" and flash_takes and not (causal and s.s_q != s.s_k):
+        return AttentionDiagnosis("not_flash", backend, s, mask, causal)
+    return None

@@ -11,6 +11,14 @@ Causes, strongest first (a kernel gets the first that applies)::
     grid      fewer blocks than SMs (only when the launch's grid was recorded).
     split_k   the kernel name says split-K (cuBLAS splits a long K over blocks for a small M x N).
     tile      a dimension of TILE..TILE_RANGE not a multiple of TILE, its last tile >= TILE_WASTE empty.
+    transposed  on Hopper, a TF32 (fp32 operands on tensor cores) or fp8 GEMM whose kernel name says an
+              operand is not K-major (`gemm_layout`: any layout but `tn`). Hopper's wgmma reads an operand
+              from shared memory MN-major only for 16-bit types: CUTLASS's sm90 builder
+              (cutlass/gemm/collective/builders/sm90_common.inl: `gmma_ss_tag_to_major_A` "MN major mode is
+              only valid for non-TF32, non-int"; `is_use_rmem_A` = not 2-byte inputs and not both K-major)
+              runs such a GEMM with A staged through registers and transposed there, or with A and B
+              swapped, and cuBLAS may pick a pre-Hopper kernel for it. 16-bit GEMMs read either layout at
+              full rate, so their layout is no cause.
     fallback  a pre-Hopper kernel on an sm90 GPU with none of the above: the library had no Hopper kernel
               for this shape or layout (contiguity, a leading dimension the shapes do not show).
     narrow    none of the above, yet the kernel's name says it loads its operands under 16 bytes at a time
@@ -22,6 +30,15 @@ is `recurrent`: the op runs one GEMM per time step and layer on the previous ste
 whatever the kernel. Its shapes come from the op's recorded tensors (`recurrence`), not from its first two.
 
 With none of them, the finding says "cause unknown" and what was checked (findings/efficiency.py).
+
+`gemm_layout` reads the operand layout the library was called with from the kernel's name: cuBLAS's
+`nvjet_..._TNT` (the first two letters) and `sm80_xmma_gemm_..._tn_n_`, CUTLASS's `..._tn_align4` and
+`cutlass3x_..._tnn_align8`, in BLAS terms: `t` on the first operand and `n` on the second mean both are
+K-major. PyTorch calls the column-major library with its operands swapped (C^T = B^T A^T), so the library's
+first operand is the matmul's second (mat2: `n` = stored (K, N), N-major, as `x @ w` with `w` contiguous) and
+the library's second is the matmul's first (mat1: `t` = a transposed view, M-major, as `x.t() @ w`). nn.Linear's
+forward is `tn`; its backward GEMMs are `nn` (grad_input = grad @ W) and `nt` (grad_weight = grad^T @ x), as the
+recordings' nvjet names show (tests/fixtures: h200_gpt_small's addmm `_TNN`, mm `_NNN` and `_NTT`).
 
 `narrow_load_bytes` reads a CUTLASS tensor-core GEMM's name for its operand alignment (`_align2`: two
 elements): under 16 bytes, every global load is a narrow one and the kernel is limited by the L1/shared-memory
@@ -48,6 +65,14 @@ TINY_DIM = 64
 
 _FALLBACK = re.compile(r"cutlass_7\d_|cutlass_80_|cutlass_86_|sm7\d_xmma|sm80_xmma|sm86_xmma|ampere_|turing_")
 _SPLIT_K = re.compile(r"splitk", re.I)
+# the library's operand layout in a GEMM kernel's name (module doc): nvjet's `_TNT` at the end, xmma's
+# `_tn_n_tilesize`, CUTLASS 2's `_tn_align4`, CUTLASS 3's `_tnn_align8`
+_LAYOUT_NAMES = (
+    re.compile(r"^nvjet_\w*_([NT])([NT])[NT]$"),
+    re.compile(r"xmma_gemm_\w*?_([nt])([nt])_[nt]_tilesize"),
+    re.compile(r"gemm\w*?_([nt])([nt])[nt]?_align\d+"),
+)
+K_MAJOR = "tn"  # both operands K-major: the layout tensor-core GEMMs read natively
 _TENSOROP_GEMM_ALIGN = re.compile(r"tensorop_(\w*?)gemm\w*?_align(\d+)\b")
 _ONE_BYTE = re.compile(r"e4m3|e5m2|_s8|i8")
 _TWO_BYTES = re.compile(r"bf16|f16|h1688|h16816|h884")
@@ -64,6 +89,22 @@ def narrow_load_bytes(kernel_name: str) -> int | None:
     elem = 1 if _ONE_BYTE.search(kind) else 2 if _TWO_BYTES.search(kind) else 4
     loaded = int(m.group(2)) * elem
     return loaded if loaded < ALIGN_BYTES else None
+
+
+def gemm_layout(kernel_name: str) -> str | None:
+    """The library's operand layout a GEMM kernel's name says, as two lower-case BLAS letters ("tn": both
+    operands K-major; module doc); None when the name says none."""
+    for pattern in _LAYOUT_NAMES:
+        m = pattern.search(kernel_name)
+        if m is not None:
+            return (m.group(1) + m.group(2)).lower()
+    return None
+
+
+def mn_major_operands(layout: str) -> tuple[int, ...]:
+    """The matmul's operands (1: mat1, 2: mat2) that a library layout has MN-major (module doc): the library's
+    second operand is mat1 (`t`: a transposed view), its first is mat2 (`n`: stored (K, N))."""
+    return tuple(i for i, bad in ((1, layout[1] == "t"), (2, layout[0] == "n")) if bad)
 
 
 class TensorArg(Protocol):
@@ -112,12 +153,15 @@ class Recurrence:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    cause: str  # recurrent, align, tiny, grid, split_k, tile, fallback, narrow
-    dims: tuple[int, ...]  # the offending values (dimensions, (blocks, SMs) for grid, (batch,) for recurrent)
+    cause: str  # recurrent, align, tiny, grid, split_k, tile, transposed, fallback, narrow
+    # the offending values: dimensions; (blocks, SMs) for grid; (batch,) for recurrent; for transposed the
+    # MN-major operands (1: mat1, 2: mat2, mn_major_operands)
+    dims: tuple[int, ...]
     shape: str  # "M=8192 N=50257 K=768" or "C_in=3 C_out=64"; "" when the recorded shapes do not say
     align: int = 8  # elements per 16 bytes of the operands' dtype
     fallback: bool = False  # also a pre-Hopper kernel on a Hopper GPU
     recurrence: Recurrence | None = None  # the recurrent op's layer stack (cause "recurrent")
+    layout: str = ""  # the library's operand layout from the kernel's name ("nt"), "" when it says none
 
 
 # where hx sits in a recurrent op's recorded arguments (cx follows it): after input, weight[],
@@ -254,6 +298,9 @@ def diagnose(
     wasted = tuple(sorted({d for d in dims if TILE <= d < TILE_RANGE and _tile_waste(d) >= TILE_WASTE}))
     if wasted:
         return Diagnosis("tile", wasted, shape, align, fallback)
+    layout = gemm_layout(kernel)
+    if hopper and align in (4, 16) and layout is not None and layout != K_MAJOR:  # TF32 or fp8
+        return Diagnosis("transposed", mn_major_operands(layout), shape, align, fallback, layout=layout)
     if fallback:
         return Diagnosis("fallback", (), shape, align, True)
     narrow = narrow_load_bytes(kernel)

@@ -1,7 +1,7 @@
 """Findings for matmul and convolution kernels that are compute-class yet well below their roof: why, from the op's
 shapes and dtypes and the kernel's name and launch (cost/gemm_shapes.py), and what to change.
 
-Which kernels: GPU kernels of a matmul/conv op (attention has its own finder) on tensor cores, at under
+Which kernels: GPU kernels of a matmul/conv op (attention's are below) on tensor cores, at under
 BELOW_ROOF of the roof at their intensity (cost/roofline.py's roof_fraction), helper kernels (layout conversions,
 split-K reductions, workspace fills) left out. fp32 matmuls on the SIMT units are `no_tensor_cores`
 findings (findings/finders.py): their roof is the fp32 one, and the fix (TF32) is that finding's.
@@ -22,6 +22,9 @@ of the FLOPs; a vocabulary of 50257 padded to 50304, 1.0009), so the padded kern
 | slow_gemm   | narrow: aligned shapes on narrow loads (a view's stride or start) | .contiguous(), aligned slices    |
 | slow_gemm   | no cause found, >= UNKNOWN_MIN_SHARE of the step under BELOW_ROOF | "cause unknown", the evidence    |
 | slow_gemm   | tiny M or N, small grid, split-K, partial tiles, pre-Hopper kernel| bigger or batched matmuls        |
+| slow_gemm   | transposed: a TF32/fp8 GEMM on Hopper with an MN-major operand    | .contiguous(), weight (out, in)  |
+| slow_gemm   | attention: fp32, an explicit mask, flash's head_dim padding,      | bf16 autocast, is_causal=True,   |
+|             | little work per call, efficient where flash runs, math fallback   | a kernel head_dim, ...           |
 | conv_layout | cuDNN nchwToNhwc / nhwcToNchw kernels around NCHW convolutions    | model and inputs channels_last   |
 
 The GEMMs of a library recurrent op (cause `recurrent`: one GEMM per time step and layer with M = batch) are
@@ -36,6 +39,22 @@ A kernel with no cause found makes a "cause unknown" finding only beside MIN_REF
 undiagnosed matmuls at BELOW_ROOF or better: they show what this GPU and library reach on such work, so the
 saving is a measured one; a run whose every matmul runs low gives no evidence that one of them could do better.
 
+Attention kernels (SDPA's flash, memory-efficient and cuDNN kernels, the `flash_attn` package's; and the
+matmul, softmax and matmul kernels of SDPA's math fallback, `math_attention_rows`) are diagnosed from their op's
+name, recorded q, k, v, attn_mask and is_causal (cost/attention_cost.py `diagnose_attention`), grouped by cause
+and call shape, and make a finding when a group holds UNKNOWN_MIN_SHARE of the step. A fused kernel counts
+when under BELOW_ROOF; the cure is held to ATTENTION_TARGET of the roof unless MIN_REFERENCE of this run's own
+attention kernels with no cause reach BELOW_ROOF or better (then their reference_fraction): FlashAttention-2
+reaches about 35 % of an H100's bf16 roof and FlashAttention-3 75 % (the FlashAttention-3 paper's figures),
+so half the roof is what a fused kernel is held to without the run's own evidence. The predicted time after
+the cure, per cause: fp32 -> the kernel's FLOPs in bf16 at the target of the 16-bit roof; head_dim -> the
+kernel's own time on the useful columns only (head_dim / the kernel's); math fallback -> one fused call's FLOPs
+(forward, and backward where the fallback's backward kernels ran; causal share when is_causal was recorded) at
+the target of the 16-bit roof; every other cause -> the kernel at the target. A "cause unknown" attention
+finding needs the same evidence as a GEMM's: MIN_REFERENCE of this run's undiagnosed attention kernels at
+BELOW_ROOF or better. These kernels are left out of the matmul findings above and of no_tensor_cores (TF32
+does not reach SDPA's fused kernels; their cure is bf16).
+
 conv_layout saves the conversion kernels' time (in channels_last they do not run) plus the shortfall, to the
 reference, of the convolutions that ran as pre-Hopper GEMM kernels (a 1x1 convolution on NCHW is a GEMM whose
 leading dimension is H x W; on NHWC it is C).
@@ -43,15 +62,34 @@ leading dimension is H x W; on NHWC it is C).
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
 
 from analyzers.arrays import dense_ids, unique_inverse
+from analyzers.cost.attention_cost import (
+    MATH_OPS,
+    AttentionDiagnosis,
+    attention_shape,
+    causal_fraction,
+    diagnose_attention,
+    is_causal,
+    sdpa_backward_flops,
+    sdpa_flops,
+)
 from analyzers.cost.gemm_shapes import Diagnosis, blocks_of, diagnose, padded_work, shape_text
-from analyzers.cost.op_families import Family
+from analyzers.cost.kernel_costs import MAX_DEPTH
+from analyzers.cost.op_families import Family, base_name
 from analyzers.findings.context import MIN_SAVING_SHARE, Context, count_lines
-from analyzers.findings.facts import ConvFallback, ConvLayoutFacts, RateSpan, SlowGemmFacts, UnknownGemmFacts
+from analyzers.findings.facts import (
+    ConvFallback,
+    ConvLayoutFacts,
+    RateSpan,
+    SlowAttentionFacts,
+    SlowGemmFacts,
+    UnknownGemmFacts,
+)
 from analyzers.results import Finding, FindingKind
 from brrrtui.contract.model import GpuKind, SourceLine, flag_of
 
@@ -61,9 +99,11 @@ MIN_REFERENCE = 5
 MAX_EFFICIENCY_FINDINGS = 6
 UNKNOWN_MIN_SHARE = 0.05  # slow kernels with no cause found make a finding from this share of the step
 RECURRENT_SAVING = 0.5  # of a recurrent op's GEMM time: fp16's roof is 2x TF32's, its bytes half fp32's
+ATTENTION_TARGET = 0.5  # the roof fraction a fused attention kernel is held to without this run's own (doc)
 
 _GEMM_FAMILIES = [int(Family.MATMUL), int(Family.CONV), int(Family.CONV_BACKWARD)]
 _CONV_FAMILIES = [int(Family.CONV), int(Family.CONV_BACKWARD)]
+_ATTENTION_FAMILIES = [int(Family.ATTENTION), int(Family.ATTENTION_BACKWARD)]
 _LAYOUT = re.compile(r"nchwtonhwc|nhwctonchw", re.I)
 _HELPER = re.compile(
     r"splitkreduce|init_device_workspace|addpadding|memset|convert|reduce_kernel|nchwtonhwc|nhwctonchw|fill",
@@ -94,6 +134,7 @@ def candidates(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
         & (roof.tensor_cores == 1)
         & (roof.cost_op >= 0)
         & ~is_helper
+        & (math_attention_rows(ctx) < 0)
     )
     rows = np.flatnonzero(mask)
     frac = roof.roof_fraction(rows)
@@ -151,6 +192,10 @@ def measured_reference(frac: np.ndarray, dur: np.ndarray) -> bool:
 
 
 def efficiency_findings(ctx: Context) -> list[Finding]:
+    return _gemm_findings(ctx) + attention_kernel_findings(ctx)
+
+
+def _gemm_findings(ctx: Context) -> list[Finding]:
     gpu, roof = ctx.trace.gpu, ctx.roof
     rows, frac = candidates(ctx)
     if not len(rows):
@@ -384,3 +429,235 @@ def unknown_gemm_finding(
 
 def _blocks(ctx: Context, row: int) -> int | None:
     return blocks_of(ctx.trace.name(int(ctx.trace.gpu.grid[row]))) if ctx.trace.gpu.grid[row] >= 0 else None
+
+
+# ---------------------------------------------------------------------------------------------- attention
+
+
+def math_attention_rows(ctx: Context) -> np.ndarray:
+    """Per gpu row: the op row of the SDPA math fallback (`_scaled_dot_product_attention_math`) the kernel
+    belongs to, else -1. Forward kernels are those with the math op among their ops' ancestors; the backward
+    pass runs autograd's nodes of its matmuls and softmax, on no op of SDPA's, so a backward kernel belongs to
+    it when it is placed on a line of those forward kernels (the line that calls SDPA)."""
+    trace, links, gpu = ctx.trace, ctx.links, ctx.trace.gpu
+    out = np.full(len(gpu), -1, dtype=np.int64)
+    if not len(trace.ops) or not len(gpu):
+        return out
+    ids = [i for i in (trace.sid("aten::" + op) for op in sorted(MATH_OPS)) if i >= 0]
+    if not ids:
+        return out
+    rows = np.flatnonzero((links.kernel_op >= 0) & (gpu.kind == GpuKind.KERNEL))
+    cur = links.kernel_op[rows]
+    for _ in range(MAX_DEPTH + 4):
+        if not len(rows):
+            break
+        hit = np.isin(trace.ops.name[cur], ids)
+        out[rows[hit]] = cur[hit]
+        rows, cur = rows[~hit], links.op_parent[cur[~hit]]
+        up = cur >= 0
+        rows, cur = rows[up], cur[up]
+    fwd = np.flatnonzero(out >= 0)
+    line = links.kernel_line
+    placed = line[fwd] >= 0
+    if placed.any():
+        lines, first = np.unique(line[fwd][placed], return_index=True)
+        op_of_line = out[fwd][placed][first]
+        back = (out < 0) & (gpu.kind == GpuKind.KERNEL) & np.isin(line, lines)
+        back &= ~np.isin(ctx.roof.family, _ATTENTION_FAMILIES)
+        idx = np.flatnonzero(back)
+        out[idx] = op_of_line[np.searchsorted(lines, line[idx])]
+    return out
+
+
+def attention_kernels(ctx: Context) -> np.ndarray:
+    """Per gpu row: a kernel of an attention op or of SDPA's math fallback (this module's attention findings
+    speak for them; the matmul findings and no_tensor_cores leave them out)."""
+    fused: np.ndarray = np.isin(ctx.roof.family, _ATTENTION_FAMILIES) | (math_attention_rows(ctx) >= 0)
+    return fused
+
+
+def _op_causal(ctx: Context, op: int) -> bool | None:
+    """is_causal from the op's recorded Concrete Inputs (attention_cost.is_causal); None when not recorded."""
+    ops = ctx.trace.ops
+    if "concrete" not in ops.columns or op < 0 or int(ops.concrete[op]) < 0:
+        return None
+    try:
+        concrete = json.loads(ctx.trace.name(int(ops.concrete[op])))
+    except ValueError:
+        return None
+    if not isinstance(concrete, list):
+        return None
+    return is_causal(base_name(ctx.trace.name(int(ops.name[op]))), concrete)
+
+
+def _attention_target(frac: np.ndarray, dur: np.ndarray) -> tuple[float, bool]:
+    """The roof fraction attention's cures are held to: this run's own attention kernels with no cause found,
+    as reference_fraction, when MIN_REFERENCE of them reach BELOW_ROOF or better; else ATTENTION_TARGET."""
+    if measured_reference(frac, dur):
+        return reference_fraction(frac, dur), True
+    return ATTENTION_TARGET, False
+
+
+def attention_kernel_findings(ctx: Context) -> list[Finding]:
+    """Slow attention kernels, by cause and call shape: SDPA's fused kernels under BELOW_ROOF of their roof,
+    and the math fallback's kernels, each group UNKNOWN_MIN_SHARE of the step or more (module doc)."""
+    trace, gpu, roof = ctx.trace, ctx.trace.gpu, ctx.roof
+    if not len(gpu) or not ctx.step_ns:
+        return []
+    math_op = math_attention_rows(ctx)
+    fused = np.flatnonzero(
+        (gpu.kind == GpuKind.KERNEL)
+        & np.isin(roof.family, _ATTENTION_FAMILIES)
+        & (roof.cost_op >= 0)
+        & (math_op < 0)
+    )
+    frac = roof.roof_fraction(fused)
+    known = np.isfinite(frac)
+    fused, frac = fused[known], frac[known]
+    dur = gpu.dur_ns.astype(np.float64)
+    # diagnosed once per distinct (op cost, Concrete Inputs), from its first row
+    op = roof.cost_op[fused].astype(np.int64)
+    call = roof.op_costs.index[op].astype(np.int64) + 1
+    if "concrete" in trace.ops.columns:
+        call = call * (int(trace.ops.concrete.max(initial=0)) + 2) + trace.ops.concrete[op].astype(np.int64) + 1
+    _, first, of_key = np.unique(call, return_index=True, return_inverse=True)
+    diags: list[AttentionDiagnosis | None] = []
+    shapes: list[str] = []
+    for o in op[first].tolist():
+        cost = roof.op_costs.of(o)
+        name = base_name(trace.name(int(trace.ops.name[o])))
+        causal = _op_causal(ctx, o)
+        d = None if cost is None else diagnose_attention(name, cost.inputs, causal, trace.device.num_sms)
+        s = None if cost is None else attention_shape(name, cost.inputs)
+        diags.append(d)
+        shapes.append(s.text if s is not None else "")
+    undiagnosed = np.array([d is None for d in diags], dtype=bool)[of_key]
+    groups: dict[tuple[object, ...], list[int]] = {}
+    diag_of: dict[tuple[object, ...], AttentionDiagnosis | None] = {}
+    slow = frac < BELOW_ROOF
+    for k, (d, shape) in enumerate(zip(diags, shapes, strict=True)):
+        hit = np.flatnonzero(slow & (of_key == k))
+        if not len(hit):
+            continue
+        group: tuple[object, ...] = ((d.cause, d.why, d.dims) if d is not None else ("unknown",)) + (shape,)
+        groups.setdefault(group, []).extend(hit.tolist())
+        diag_of[group] = d
+    target, measured = _attention_target(frac[undiagnosed], dur[fused][undiagnosed])
+    tensor_peak = ctx.peaks.tensor_flops_per_s
+    out: list[Finding] = []
+    unknown_ok = measured  # a measured rate of this run's own attention kernels: evidence it could do better
+    for group, members in groups.items():
+        d = diag_of[group]
+        if d is None and not unknown_ok:
+            continue
+        ix = np.sort(np.array(members))
+        sel, f = fused[ix], frac[ix]
+        if d is not None and d.cause == "fp32" and tensor_peak:
+            # the cure runs in bf16: its FLOPs at the target fraction of the 16-bit tensor-core roof
+            cure = roof.flops[sel] / (target * tensor_peak) * 1e9
+        elif d is not None and d.cause == "head_dim":
+            cure = dur[sel] * d.work  # the kernel's own rate on the head dim's useful columns only
+        else:
+            cure = dur[sel] * np.minimum(1.0, f / target)
+        cure = np.where(np.isfinite(cure), np.minimum(cure, dur[sel]), dur[sel])
+        out.extend(_attention_finding(ctx, sel, d, str(group[-1]), float(cure.sum()), target, measured))
+    out.extend(_math_findings(ctx, math_op, target, measured))
+    return sorted(out, key=lambda x: -(x.saving_ns or 0.0))[:MAX_EFFICIENCY_FINDINGS]
+
+
+def _math_findings(ctx: Context, math_op: np.ndarray, target: float, measured: bool) -> list[Finding]:
+    """SDPA's math fallback, by cause and call shape: its kernels' time against one fused kernel's, the call's
+    FLOPs (forward, and backward where its backward kernels ran) at `target` of the 16-bit tensor-core roof."""
+    trace, roof, gpu = ctx.trace, ctx.roof, ctx.trace.gpu
+    rows = np.flatnonzero(math_op >= 0)
+    tensor_peak = ctx.peaks.tensor_flops_per_s
+    if not len(rows) or not tensor_peak:
+        return []
+    groups: dict[tuple[object, ...], list[int]] = {}
+    diags: dict[tuple[object, ...], AttentionDiagnosis] = {}
+    for op in np.unique(math_op[rows]).tolist():
+        cost = roof.op_costs.of(op)
+        name = base_name(trace.name(int(trace.ops.name[op])))
+        d = None if cost is None else diagnose_attention(name, cost.inputs, _op_causal(ctx, op), None)
+        if d is None:
+            continue
+        group: tuple[object, ...] = (d.why, d.shape.text, d.mask, d.causal)
+        groups.setdefault(group, []).append(op)
+        diags[group] = d
+    out: list[Finding] = []
+    for key, ops in groups.items():
+        d = diags[key]
+        sel = rows[np.isin(math_op[rows], ops)]
+        s = d.shape
+        q, k, v = (
+            (s.batch, s.heads, s.s_q, s.head_dim),
+            (s.batch, s.heads, s.s_k, s.head_dim),
+            (s.batch, s.heads, s.s_k, s.head_dim_v),
+        )
+        share = causal_fraction(s.s_q, s.s_k) if d.causal else 1.0
+        backward = _has_backward(ctx, sel, math_op)
+        flops = share * (sdpa_flops(q, k, v) + (sdpa_backward_flops(q, k, v) if backward else 0.0))
+        cure = len(ops) * flops / (target * tensor_peak) * 1e9
+        cure = min(cure, float(gpu.dur_ns[sel].sum()))
+        out.extend(_attention_finding(ctx, sel, d, s.text, cure, target, measured))
+    return out
+
+
+def _has_backward(ctx: Context, sel: np.ndarray, math_op: np.ndarray) -> bool:
+    """Some of `sel` are backward kernels: on the math op's line, not under the math op itself."""
+    ops = ctx.links.kernel_op[sel]
+    under = np.zeros(len(sel), dtype=bool)
+    cur = ops.copy()
+    for _ in range(MAX_DEPTH + 4):
+        ok = cur >= 0
+        if not ok.any():
+            break
+        under |= ok & (cur == math_op[sel])
+        cur = np.where(ok, ctx.links.op_parent[np.maximum(cur, 0)], -1)
+    return bool((~under).any())
+
+
+def _attention_finding(
+    ctx: Context,
+    rows: np.ndarray,
+    d: AttentionDiagnosis | None,
+    shape: str,
+    cure_ns: float,
+    target: float,
+    measured: bool,
+) -> list[Finding]:
+    """One finding for attention kernels `rows` (run totals) whose cure takes `cure_ns` (run total), when they
+    hold UNKNOWN_MIN_SHARE of the step and the saving MIN_SAVING_SHARE."""
+    gpu, roof, trace = ctx.trace.gpu, ctx.roof, ctx.trace
+    total = float(gpu.dur_ns[rows].sum())
+    saving = max(0.0, total - cure_ns) / ctx.per
+    if total / ctx.per < UNKNOWN_MIN_SHARE * ctx.step_ns or saving < MIN_SAVING_SHARE * ctx.step_ns:
+        return []
+    counted = rows[
+        np.isfinite(roof.flops[rows]) & (roof.flops[rows] > 0) & np.isfinite(roof.roof_fraction(rows))
+    ]
+    ops = tuple(
+        dict.fromkeys(
+            base_name(trace.name(int(trace.ops.name[o])))
+            for o in ctx.links.kernel_op[rows].tolist()
+            if o >= 0
+        )
+    )
+    # the kernels' names, the longest-running first (a call's helper kernels, RNG state or dO·O, are short)
+    names, of_name = unique_inverse(gpu.name[rows].astype(np.int64))
+    by_time = np.argsort(-np.bincount(of_name, weights=gpu.dur_ns[rows].astype(np.float64)), kind="stable")
+    facts = SlowAttentionFacts(
+        ctx.scale,
+        d,
+        shape,
+        ops,
+        tuple(trace.name(int(names[k])) for k in by_time.tolist()),
+        len(rows),
+        total / ctx.per,
+        rate_span(ctx, counted) if len(counted) else None,
+        target,
+        measured,
+        cure_ns / ctx.per,
+    )
+    lines = ctx.source_lines(count_lines(ctx.links.kernel_line[rows]))
+    return [Finding(FindingKind.SLOW_GEMM, lines, saving, facts, kernels=tuple(int(r) for r in rows[:64]))]

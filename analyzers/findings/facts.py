@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from analyzers.cost.attention_cost import AttentionDiagnosis
 from analyzers.cost.gemm_shapes import Diagnosis
 
 if TYPE_CHECKING:
@@ -232,3 +233,21 @@ class RecompileFacts(Facts):
 class SlowStepsFacts(Facts):
     steps: SlowSteps
     streamed: bool  # recorded with --stream, whose buffer flushes can slow steps
+
+
+@dataclass(frozen=True)
+class SlowAttentionFacts(Facts):
+    """Attention kernels (SDPA's fused kernels, or its math fallback's matmul and softmax kernels) far below
+    their roof for one cause and call shape (findings/efficiency.py)."""
+
+    per: Per
+    diagnosis: AttentionDiagnosis | None  # None: cause unknown
+    shape: str  # the call's sizes (AttentionShape.text), "" when not recorded
+    ops: tuple[str, ...]  # the ops' base names, in order
+    kernel_names: tuple[str, ...]  # distinct, in order
+    kernels: int  # run total
+    gpu_ns: float  # per step
+    rates: RateSpan | None  # None: no FLOP count for them
+    target: float  # the roof fraction the cure is held to
+    measured: bool  # the target is a rate this run's own attention kernels reach
+    cure_ns: float  # the predicted time after the cure, per step

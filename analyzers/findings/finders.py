@@ -15,10 +15,12 @@ windows hold steps, else per window; they are estimates of what the change could
 | no_tensor_cores | matmul-family kernels on the SIMT fp32 units                   | TF32 precision or autocast         |
 | optimizer       | many small kernels inside Optimizer.step                       | foreach=True / fused=True          |
 | slow_gemm       | tensor-core matmul/conv kernels under half their roof, and why | pad shapes, bigger matmuls         |
+| slow_gemm       | attention kernels far under their roof (or SDPA's math path)   | bf16, is_causal, head_dim          |
 | conv_layout     | cuDNN NCHW<->NHWC conversions around convolutions              | channels_last                      |
 | communication   | GPU idle inside a CPU-side collective (gloo; findings/idle.py) | the straggler, or overlap          |
 
-slow_gemm and conv_layout come from findings/efficiency.py (the causes: cost/gemm_shapes.py).
+slow_gemm and conv_layout come from findings/efficiency.py (the causes: cost/gemm_shapes.py, and for
+attention cost/attention_cost.py).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from analyzers.arrays import lexsort, window_stream_key
 from analyzers.cost.kernel_costs import MAX_DEPTH
 from analyzers.cost.op_families import MATMUL_FAMILIES, base_name
 from analyzers.findings.context import MIN_SAVING_SHARE, Context, count_lines
-from analyzers.findings.efficiency import efficiency_findings
+from analyzers.findings.efficiency import attention_kernels, efficiency_findings, math_attention_rows
 from analyzers.findings.facts import AttentionFacts, FusionFacts, OptimizerFacts, TensorCoreFacts
 from analyzers.findings.idle import (
     collective_wait_findings,
@@ -95,6 +97,9 @@ def attention_findings(ctx: Context) -> list[Finding]:
     """matmul -> (pointwise)* -> softmax -> (pointwise)* -> matmul on one stream, within a few kernels::
 
     stream  [bmm q@kT][div][softmax][dropout][bmm p@v]     -> one flash-attention kernel
+
+    Not SDPA's own math fallback (its kernels are under `_scaled_dot_product_attention_math`): that script
+    calls SDPA already, and findings/efficiency.py says why the fused kernels did not run.
     """
     trace, gpu, kop = ctx.trace, ctx.trace.gpu, ctx.links.kernel_op
     if not len(gpu) or not len(trace.ops):
@@ -109,7 +114,8 @@ def attention_findings(ctx: Context) -> list[Finding]:
         return []
     key = window_stream_key(gpu.window, gpu.stream)
     order = lexsort((gpu.start_ns, key))
-    pos = np.nonzero(k_sm[order])[0]
+    in_math = math_attention_rows(ctx) >= 0
+    pos = np.nonzero(k_sm[order] & ~in_math[order])[0]
     found: dict[tuple[int, ...], list[tuple[int, int]]] = defaultdict(list)
     for p in pos.tolist():
         lo = next((q for q in range(p - 1, max(p - 7, -1), -1) if k_mm[order[q]]), None)
@@ -135,11 +141,14 @@ def attention_findings(ctx: Context) -> list[Finding]:
 
 
 def tensor_core_findings(ctx: Context) -> list[Finding]:
-    """fp32 matmuls on the SIMT units: TF32 or bf16 tensor cores would raise their roof 8-15×."""
+    """fp32 matmuls on the SIMT units: TF32 or bf16 tensor cores would raise their roof 8-15×. Attention's
+    kernels (SDPA's fused ones and its math fallback's) are left to findings/efficiency.py: TF32 does not
+    reach the fused kernels, whose cure is bf16."""
     roof, gpu = ctx.roof, ctx.trace.gpu
     # a matmul op's kernels that do no FLOPs (a recurrent op's elementwise cells, layout and padding kernels)
     # are no matmuls on the SIMT units: tensor cores would not run them
     mm = np.isin(roof.family, [int(f) for f in MATMUL_FAMILIES]) & (roof.tensor_cores == 0) & (roof.flops != 0)
+    mm &= ~attention_kernels(ctx)  # their cure is bf16, not TF32 (attention_kernel_findings)
     if not mm.any() or ctx.peaks.tensor_flops_per_s is None:
         return []
     tf32 = ctx.peaks.tensor_flops_per_s * 0.5

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from functools import singledispatch
 from typing import NamedTuple
 
+from analyzers.cost.attention_cost import FLASH_HEAD_DIMS, AttentionDiagnosis, dtype_word
 from analyzers.cost.gemm_shapes import Diagnosis, pad_to, round_up
 from analyzers.findings.facts import (
     AttentionFacts,
@@ -26,6 +27,7 @@ from analyzers.findings.facts import (
     Per,
     RateSpan,
     RecompileFacts,
+    SlowAttentionFacts,
     SlowGemmFacts,
     SlowStepsFacts,
     SmallKernelsFacts,
@@ -429,11 +431,47 @@ def _cause_text(d: Diagnosis, conv: bool) -> tuple[str, str]:
             f"a dimension of {dims}, not a multiple of 64: the last tile is partly empty",
             f"round {', '.join(f'{v} up to {round_up(v)}' for v in d.dims)} (a multiple of 64)",
         )
+    if d.cause == "transposed":
+        return _transposed_text(d)
     return (
         "a pre-Hopper kernel on this Hopper GPU: the library had no Hopper kernel for this shape or layout",
         "make the operands contiguous (.contiguous()) with dimensions that are multiples of 64, or try"
         ' torch.compile(mode="max-autotune")',
     )
+
+
+_OPERAND = {
+    1: "the first operand (mat1) is a transposed view, M-major (as x.t() @ w)",
+    2: "the second operand (mat2) is stored (K, N), N-major (as x @ w with w contiguous)",
+}
+
+
+def _transposed_text(d: Diagnosis) -> tuple[str, str]:
+    """(why, what to do) of a TF32 or fp8 GEMM with an operand that is not K-major (gemm_shapes)."""
+    kind = "fp8" if d.align == 16 else "TF32"
+    which = " and ".join(_OPERAND[i] for i in d.dims)
+    why = (
+        f"a {kind} GEMM whose operands are not both K-major (the kernel's layout `{d.layout}`, K-major is `tn`):"
+        f" {which}; Hopper's tensor cores read MN-major operands only for 16-bit types, so the library"
+        " transposes the operand on the way in (through registers) or runs another kernel"
+    )
+    cures = []
+    if 1 in d.dims:
+        cures.append("make the transposed operand contiguous before the matmul (x.t().contiguous() @ w)")
+    if 2 in d.dims:
+        cures.append(
+            "keep the weight in the layout the GEMM reads K-major: stored (out, in) and used as x @ w.t(), as"
+            " nn.Linear stores it"
+        )
+    if kind == "fp8":
+        cures.append(
+            "for fp8, transpose the operand once and keep that copy (torch._scaled_mm wants mat2 column-major)"
+        )
+    cures.append(
+        "a backward GEMM's layout is autograd's (grad_weight reads both operands MN-major): there, run the"
+        ' matmuls in bf16 under torch.autocast("cuda", dtype=torch.bfloat16), where either layout runs at full rate'
+    )
+    return why, "; ".join(cures)
 
 
 def _shapes(shapes: tuple[str, ...]) -> str:
@@ -567,6 +605,138 @@ def _unknown_gemm(c: UnknownGemmFacts, f: Finding) -> Words:
         f" ~{fmt_ns(f.saving_ns)} per {u} less"
     )
     return Words(msg, UNKNOWN_ACTION)
+
+
+_BACKENDS = {
+    "flash": "flash",
+    "efficient": "memory-efficient",
+    "cudnn": "cuDNN",
+    "math": "math",
+    "other": "fused",
+}
+_BF16 = (
+    'run the attention in bf16: under torch.autocast("cuda", dtype=torch.bfloat16), or q, k, v'
+    " .to(torch.bfloat16)"
+)
+
+
+def _attention_cause(d: AttentionDiagnosis) -> tuple[str, str]:
+    """(why, what to do) for one cause of a slow attention kernel (attention_cost.AttentionDiagnosis)."""
+    s, backend = d.shape, _BACKENDS.get(d.backend, d.backend)
+    if d.cause == "fp32":
+        return (
+            "ran the memory-efficient kernel on fp32 q, k, v: flash and cuDNN take only fp16/bf16, and in fp32"
+            " the efficient kernel does each multiply as three TF32 products to keep fp32's accuracy",
+            _BF16
+            + ": SDPA then runs the flash or cuDNN kernel on the 16-bit tensor cores (TF32 settings do not"
+            " reach SDPA's kernels)",
+        )
+    if d.cause == "mask":
+        return (
+            f"were given an explicit attn_mask, so the {backend} kernel ran (flash takes no mask): it reads the"
+            " mask and computes every (query, key) pair, the masked ones too",
+            "if the mask is causal, pass is_causal=True and no attn_mask: flash or cuDNN then skip the masked"
+            " half of the pairs; a padding mask: pack the sequences without padding (nested tensors, or"
+            " flash_attn's varlen functions)",
+        )
+    if d.cause == "head_dim":
+        have, kernel = d.dims
+        sizes = ", ".join(str(k) for k in FLASH_HEAD_DIMS)
+        return (
+            f"have head_dim {have}, which flash runs in its {kernel}-wide kernel (it is built for {sizes}):"
+            f" {fmt_pct(1 - d.work)} of its tensor-core work is on padding",
+            f"give the heads a head_dim flash is built for ({sizes}): keeping heads × head_dim, e.g."
+            f" {s.heads * have // kernel if s.heads * have % kernel == 0 else 'fewer'} heads of {kernel}",
+        )
+    if d.cause == "short":
+        if len(d.dims) == 2:
+            tiles, sms = d.dims
+            return (
+                f"have {tiles} query tiles (batch × heads × seq/64) for {sms} SMs: most SMs have no work",
+                "give each call more work: a larger batch, or several sequences packed into one call",
+            )
+        return (
+            f"attend over only {d.dims[0]} keys: one tile of keys, so loading Q and writing the output,"
+            " not the matmuls, take the kernel's time",
+            "give each call more work (a larger batch, or sequences packed into longer ones); for decoding,"
+            " a KV cache read by a kernel built for it (flash_attn_with_kvcache)",
+        )
+    if d.cause == "not_flash":
+        return (
+            "ran the memory-efficient kernel on a call flash takes (16-bit, no mask, equal head dims up to 256)",
+            "flash is turned off (torch.nn.attention.sdpa_kernel, torch.backends.cuda.enable_flash_sdp(False))"
+            " or an input is not contiguous in its last dimension: allow SDPBackend.FLASH_ATTENTION and pass"
+            " q, k, v with stride 1 in head_dim",
+        )
+    why = {
+        "dtype": (
+            f"{dtype_word(s.dtype)} inputs, which no fused kernel takes (fp16, bf16 and fp32 only)",
+            _BF16,
+        ),
+        "fp32_align": (
+            f"fp32 inputs with head_dim {s.head_dim}, not a multiple of 4 (the efficient kernel's fp32"
+            " alignment; flash and cuDNN take no fp32)",
+            _BF16 + ", or pad head_dim to a multiple of 8 (zeros in q, k and v, the output sliced back)",
+        ),
+        "head_dim": (
+            f"head_dim {s.head_dim}, not a multiple of 8"
+            + (
+                " with an attn_mask (flash takes no mask"
+                if d.mask
+                else " (flash takes equal head dims for q, k and v up to 256"
+            )
+            + ", the efficient kernel needs a multiple of 8)",
+            "pad head_dim to a multiple of 8 (zeros in q, k and v, the output sliced back)"
+            + (", and if the mask is causal pass is_causal=True instead" if d.mask else ""),
+        ),
+    }.get(
+        d.why,
+        (
+            "inputs a fused kernel takes by their recorded dtype, shapes and mask, so it was turned off"
+            " (torch.nn.attention.sdpa_kernel, enable_flash_sdp / enable_mem_efficient_sdp) or an input is"
+            " a view: not contiguous in head_dim, or starting off 16-byte alignment (a slice of a packed qkv)",
+            "allow the fused backends and pass contiguous q, k, v (.contiguous()); torch.backends.cuda."
+            "can_use_flash_attention(params, debug=True) prints why flash refused",
+        ),
+    )
+    return (
+        f"ran SDPA's math fallback (separate matmul, softmax and matmul kernels, the scores in memory): {why[0]}",
+        why[1],
+    )
+
+
+@facts_words.register
+def _slow_attention(c: SlowAttentionFacts, f: Finding) -> Words:
+    p, u, d = c.per, unit(c.per), c.diagnosis
+    shape = c.shape or "shapes unknown"
+    rates = f" at {_rates(c.rates)}" if c.rates is not None else ""
+    target = (
+        f"at the {fmt_pct(c.target)} of the roof this run's other attention kernels reach"
+        if c.measured
+        else f"at {fmt_pct(c.target)} of the 16-bit roof (assumed: between FlashAttention-2's 35% and -3's 75% on"
+        " an H100; this run's own attention kernels do not show a rate)"
+    )
+    if d is None:
+        msg = (
+            f"{c.kernels / p.per:.3g} attention kernels per {u} on {where(f.lines)} ({shape};"
+            f" {_names(c.kernel_names)}) take {fmt_ns(c.gpu_ns)} per {u}{rates}, cause unknown: 16-bit, no"
+            f" mask, a head_dim the kernels are built for, enough work per call; {target}:"
+            f" ~{fmt_ns(f.saving_ns)} per {u} less"
+        )
+        return Words(msg, UNKNOWN_ACTION)
+    why, act = _attention_cause(d)
+    if d.cause == "head_dim":
+        cure = f"at head_dim {d.dims[1]} the same kernels would do no wasted work"
+    elif d.cause == "math":
+        cure = f"one fused kernel, {target}, would take {fmt_ns(c.cure_ns)}"
+    else:
+        cure = f"the cure's kernel, {target}, would take {fmt_ns(c.cure_ns)}"
+    msg = (
+        f"{c.kernels / p.per:.3g} attention kernels per {u} on {where(f.lines)} ({shape};"
+        f" {_names(c.kernel_names)}) {why}: they take {fmt_ns(c.gpu_ns)} per {u}{rates}; {cure}:"
+        f" ~{fmt_ns(f.saving_ns)} per {u} less"
+    )
+    return Words(msg, act)
 
 
 # ---------------------------------------------------------------------------------------------- compile
