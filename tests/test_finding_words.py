@@ -71,6 +71,13 @@ def _one_of_each() -> list[Finding]:
             F.UnknownGemmFacts(PER, False, (), ("nvjet_tst",), 4, 8e6, RATES, (66,), 132, 0.8),
         ),
         f(
+            FindingKind.SLOW_GEMM,
+            F.SlowAttentionFacts(
+                PER, None, "batch=8 heads=16 seq=4096 head_dim=64 bf16", ("_scaled_dot_product_flash_attention",),
+                ("flash_fwd_kernel",), 4, 8e6, RATES, 0.5, False, 4e6,
+            ),  # fmt: skip
+        ),
+        f(
             FindingKind.CONV_LAYOUT,
             F.ConvLayoutFacts(PER, 4, 8, ("nchwToNhwcKernel",), 2e6, None, 0.8),
         ),
