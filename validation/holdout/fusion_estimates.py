@@ -22,14 +22,15 @@ at most B), F = B - S the fused kernel's bytes, P the peak bandwidth, L the per-
 (fusion/chains.py), R = B / T the run's achieved bandwidth, Bmax the best bandwidth any kernel of the run
 achieved (at most P). Estimates:
 
-    current   min(S/P + (n-1) L, W - F/P)       analyzers/fusion today
+    peak      min(S/P + (n-1) L, W - F/P)       the intermediates at peak bandwidth
     achieved  min(S/R + (n-1) L, W - F/R)       the intermediates at the run's own achieved bandwidth
     time-P    T - F/P                           every kernel's time less the fused kernel's at peak
     time-best T - F/Bmax                        ... at the best bandwidth a kernel of the run achieved
     wall-P    W - F/P                           time-P, the idle gaps inside the run counted
     wall-best W - F/Bmax
 
-each floored at 0; `this checkout` is the chain's saving as analyzers/fusion works it out now. Variants (suffix): `/fb` splits a run where it crosses from forward to backward kernels
+each floored at 0; `this checkout` is the chain's saving as analyzers/fusion works it out (achieved/ext).
+Variants (suffix): `/fb` splits a run where it crosses from forward to backward kernels
 (AOTAutograd compiles the forward and the backward as two graphs, so no fused kernel spans both, and the
 backward re-reads what the forward saved); `/ext` keeps F at least the run's external bytes (the inputs of
 its ops that no earlier op of the run produced, plus its last op's output: a fused kernel still reads the
@@ -273,7 +274,7 @@ def runs_of(cap: Captured, rows: np.ndarray, split: np.ndarray | None) -> list[R
 Formula = Callable[[Run, float, float, float], float]  # (run, F, peak, per-launch ns) -> ns saved
 
 
-def _current(r: Run, f: float, p: float, lc: float) -> float:
+def _at_peak(r: Run, f: float, p: float, lc: float) -> float:
     return min((r.B - f) / p + (r.n - 1) * lc, r.W - f / p)
 
 
@@ -301,7 +302,7 @@ def _wall_best(r: Run, f: float, p: float, lc: float) -> float:
 
 
 FORMULAS: dict[str, Formula] = {
-    "current": _current,
+    "peak": _at_peak,
     "achieved": _achieved,
     "time-P": _time_p,
     "time-best": _time_best,
