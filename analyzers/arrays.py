@@ -233,3 +233,21 @@ def per_owner_sums(o: np.ndarray, w: np.ndarray) -> np.ndarray:
         return w
     starts = np.flatnonzero(new)
     return np.repeat(np.add.reduceat(w, starts), np.diff(np.append(starts, len(o))))
+
+
+def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of [start, end) intervals as disjoint, sorted intervals."""
+    if not len(starts):
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order].astype(np.int64), ends[order].astype(np.int64)
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]  # a start past every end so far begins a new merged interval
+    first = np.flatnonzero(new)
+    return s[first], np.maximum.reduceat(e, first)
+
+
+def length(intervals: tuple[np.ndarray, np.ndarray]) -> int:
+    """Total length of disjoint intervals (`merged`'s)."""
+    return int((intervals[1] - intervals[0]).sum())

@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from analyzers.arrays import length, merged
 from analyzers.cost.opcost import parse_args
 from analyzers.cost.roofline import Roofline
 from analyzers.findings.context import Context
@@ -129,19 +130,6 @@ def classify(trace: Trace, roof: Roofline) -> Roofline:
     )
 
 
-def merged(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of [start, end) intervals as disjoint, sorted intervals."""
-    if not len(starts):
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order].astype(np.int64), ends[order].astype(np.int64)
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), dtype=bool)
-    new[1:] = s[1:] > reach[:-1]  # a start past every end so far begins a new merged interval
-    first = np.flatnonzero(new)
-    return s[first], np.maximum.reduceat(e, first)
-
-
 def overlap_ns(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
     """Length of the intersection of two sets of disjoint sorted intervals."""
     (s1, e1), (s2, e2) = a, b
@@ -155,10 +143,6 @@ def overlap_ns(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray
         seg = slice(lo[k], hi[k])
         total += int(np.clip(np.minimum(e2[seg], e1[k]) - np.maximum(s2[seg], s1[k]), 0, None).sum())
     return total
-
-
-def length(intervals: tuple[np.ndarray, np.ndarray]) -> int:
-    return int((intervals[1] - intervals[0]).sum())
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from analyzers.arrays import length, merged
 from analyzers.comm.collectives import (
     is_comm_kernel as is_comm_kernel,
     is_comm_op as is_comm_op,
-    length,
-    merged,
     overlap_ns,
 )
 from analyzers.results import Finding, FindingKind

@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from analyzers.arrays import median as sorted_median
+from analyzers.arrays import length, median as sorted_median, merged
 from analyzers.findings.facts import SlowStepsFacts
 from analyzers.phases.run_phases import TOLERANCE, Phase, RunPhases, perturbed_steps, window_phases
 from analyzers.results import Finding, FindingKind
@@ -159,16 +159,8 @@ def gpu_step_ns(trace: Trace, run: RunPhases) -> float | None:
     busy: dict[int, int] = {}
     for lo, hi in zip([0, *cut.tolist()], [*cut.tolist(), len(start)], strict=True):
         dev = int(device[lo])
-        busy[dev] = busy.get(dev, 0) + _union_ns(start[lo:hi], end[lo:hi])
+        busy[dev] = busy.get(dev, 0) + length(merged(start[lo:hi], end[lo:hi]))
     return max(busy.values()) / int(held[chosen].sum())
-
-
-def _union_ns(start: np.ndarray, end: np.ndarray) -> int:
-    """The length of the union of intervals [start, end), sorted by start: each adds what it reaches past the
-    furthest end before it (an earlier interval reaching that end covers from this one's start on)."""
-    reach = np.maximum.accumulate(end)
-    before = np.concatenate([[start[0]], reach[:-1]])
-    return int(np.maximum(reach - np.maximum(start, before), 0).sum())
 
 
 def _period(slow: np.ndarray) -> int | None:
