@@ -24,8 +24,8 @@ that producer's output is not written (counted once per production):
                   capped at the run's wall time less its fused bytes / rate
 
 The rate is the run's own: the fused kernel streams what is left at the bandwidth these kernels reached, so
-kernels far under the memory roof (strided copies, cuDNN's batch-norm statistics, a max-pool) save in
-proportion to their time. On the H200, compiling GPT-2's `Block` cut its kernels' time by 5.5 ms a step; the
+kernels far under the memory roof (strided copies, ATen's channels-last batch-norm statistics, a max-pool)
+save in proportion to their time. On the H200, compiling GPT-2's `Block` cut its kernels' time by 5.5 ms a step; the
 Inductor kernels that replaced them ran at ~3.3 TB/s of a 4.2 TB/s peak, and the Block's eager kernels at
 2.6 TB/s.
 
