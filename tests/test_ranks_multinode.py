@@ -15,6 +15,7 @@ from brrrtui.recording.load import load_trace
 
 DDP = os.path.join(SCRIPTS, "ddp_train.py")
 STEPS = 120
+TEARDOWN_ABORT = "every rank's script finished (each said goodbye with exit code 0), yet the job exited with code 1"
 
 
 def free_port() -> int:
@@ -36,7 +37,9 @@ def test_two_hosts_windows_on_the_same_steps_then_merged_into_one_run(tmp_path):
         procs.append(subprocess.Popen(cmd, cwd=str(folder), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))  # fmt: skip
     outs = [p.communicate(timeout=300) for p in procs]
     for p, (_, err) in zip(procs, outs, strict=True):
-        assert p.returncode == 0, err
+        # torch's gloo teardown can abort a rank after its script finished and said goodbye; brrrtui then says
+        # so and the recording is complete (tests/test_ranks_e2e.py): any other exit is a failure
+        assert p.returncode == 0 or (p.returncode == 1 and TEARDOWN_ABORT in err), err
     spans = []
     for node in (0, 1):
         trace = load_trace(str(tmp_path / f"node{node}" / f"run.rank{node}.brrr"))
