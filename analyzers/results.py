@@ -221,6 +221,18 @@ class Analysis:
     slow_steps: SlowSteps | None = None
 
     @property
+    def host_ahead(self) -> bool:
+        """The host runs ahead of a GPU-bound loop: its median step only queued work (phases/slow_steps.py)."""
+        return self.slow_steps is not None and self.slow_steps.host_ahead
+
+    @property
+    def real_step_ns(self) -> float | None:
+        """The steady step's real time: the mean where the host runs ahead, else the median steady step."""
+        if self.slow_steps is not None and self.host_ahead:
+            return self.slow_steps.real_step_ns
+        return self.phases.run.steady_step_ns if self.phases is not None else None
+
+    @property
     def has_gpu(self) -> bool:
         """The analysed windows hold GPU activity. Without it there are no regimes, idle or GPU findings: the
         lines' CPU-side time (LineStat.host_ns) is what there is to show."""

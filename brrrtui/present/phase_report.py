@@ -28,8 +28,8 @@ def phase_json(a: Analysis, others: Mapping[Phase, Analysis]) -> dict[str, Any]:
             "steady_step_ns": run.steady_step_ns,
             "reached": run.reached,
             # the steady step's real time: the median, or the mean where the host runs ahead of the GPU
-            "real_step_ns": a.slow_steps.real_step_ns if a.slow_steps is not None else run.steady_step_ns,
-            "host_ahead": a.slow_steps is not None and a.slow_steps.host_ahead,
+            "real_step_ns": a.real_step_ns,
+            "host_ahead": a.host_ahead,
             "windows": {p.value: a.phases.windows_in(p) for p in Phase if a.phases.windows_in(p)},
         }
     doc["other_phases"] = {p.value: _other_json(o) for p, o in others.items()}
@@ -85,14 +85,13 @@ def step_words(a: Analysis) -> str:
     """ " (58 ms a step)": the median steady step; the mean where the host runs ahead of a GPU-bound loop (its
     median step only queued work): " (11 ms a step: the mean; the host runs ahead of the GPU, and the 7.5 ms
     median step only queues work)"."""
-    s = a.slow_steps
-    if s is not None and s.host_ahead:
+    s, step = a.slow_steps, a.real_step_ns
+    if s is not None and a.host_ahead:
         return (
-            f" ({fmt_ns(s.real_step_ns)} a step: the mean; the host runs ahead of the GPU, and the"
+            f" ({fmt_ns(step)} a step: the mean; the host runs ahead of the GPU, and the"
             f" {fmt_ns(s.median_ns)} median step only queues work)"
         )
-    run = a.phases.run if a.phases is not None else None
-    return f" ({fmt_ns(run.steady_step_ns)} a step)" if run is not None and run.steady_step_ns else ""
+    return f" ({fmt_ns(step)} a step)" if step else ""
 
 
 def phase_sections(others: Mapping[Phase, Analysis], line_text: Callable[[LineStat, int], str]) -> list[str]:

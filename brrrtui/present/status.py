@@ -75,9 +75,9 @@ def phase_view(
     new: tuple[tuple[Phase, int], ...] = ()
     if picked and seen is not None:
         new = tuple((p, n - seen.get(p, 0)) for p, n in windows if p is not a.phase and n > seen.get(p, 0))
-    ahead = a.slow_steps is not None and a.slow_steps.host_ahead
-    step = a.slow_steps.real_step_ns if a.slow_steps is not None and ahead else run.steady_step_ns
-    return PhaseView(a.phase, windows, run.steps, run.steady_from_step, step, picked, new, ahead)
+    return PhaseView(
+        a.phase, windows, run.steps, run.steady_from_step, a.real_step_ns, picked, new, a.host_ahead
+    )
 
 
 def phase_text(v: PhaseView) -> str:
