@@ -58,8 +58,9 @@ def test_flops_match_the_textbook_count(a):
     # ResNet-50 forward: 4.09 GMACs per 224x224 image; training step ~ 3x forward; batch 128
     textbook = 3 * 2 * 4.09e9 * 128
     total = float(np.nansum(a.kernel_flops))
-    assert total == pytest.approx(3_167_296_126_261.0, rel=1e-9)
-    assert total == pytest.approx(textbook, rel=0.02)
+    assert total == pytest.approx(3_137_084_554_549.0, rel=1e-9)
+    # the stem's backward computes only the weight's gradient (its split-K reduction is no GEMM of its own)
+    assert total == pytest.approx(textbook, rel=0.002)
     assert int(np.isnan(a.kernel_flops).sum()) == 9  # foreach kernels (TensorList shapes are not recorded)
 
 
@@ -98,7 +99,9 @@ def test_lines_and_findings(a):
     )
     assert line.regime == Regime.OVERHEAD
     kinds = [f.kind for f in a.findings]
-    assert kinds == ["overhead", "small_kernels", "fusion", "sync", "slow_gemm"]  # the C_in=3 stem conv
+    # no slow_gemm for the C_in=3 stem: cuDNN pads its channels itself, so padding them once saves only its
+    # padding kernels (0.18 ms, a third of a percent of the step: under the findings' floor)
+    assert kinds == ["overhead", "small_kernels", "fusion", "sync"]
     # the whole step is one line of one function: its chains are one "compile it" estimate over that function
     (fusion,) = [f for f in a.findings if f.kind == "fusion"]
     assert "native_batch_norm, clamp_min_" in message(fusion)

@@ -6,12 +6,15 @@ each with its shapes, module, library line and predicted saving. Hand-built H200
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from fixtures.synthetic import BF16, H200_BF16, TraceBuilder
 
 from analyzers.analyze import analyze
 from analyzers.results import FindingKind
 from brrrtui.present.finding_words import action, message
+from brrrtui.recording.load import load_trace
 
 N = 4096
 FLOPS = 2 * N**3
@@ -82,3 +85,30 @@ def test_no_cause_unknown_finding_without_the_run_s_own_gemms_doing_better():
     library do better on such work: the narrow-load GEMM (a cause) keeps its finding, the other makes none."""
     found = [f for f in analyze(model_trace(plain=0)).findings if f.kind is FindingKind.SLOW_GEMM]
     assert len(found) == 1 and "loaded 4 bytes at a time" in message(found[0])
+
+
+CNN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "validation", "holdout", "data",
+                   "cnn_channels_last.brrr.gz")  # fmt: skip
+
+
+def test_a_stem_the_library_pads_itself_saves_its_padding_kernels():
+    """The hold-out ResNet-18 (bf16, channels_last, H100): cuDNN pads the 3-channel stem to 8 with its
+    nhwcAddPaddingKernel and runs the convolutions on the padded channels (`_nhwc_align8`). Padding the input
+    and the weight once removes those kernels and leaves the convolutions as they are, so the finding's saving
+    is the padding kernels' time, not the convolutions' shortfall to the run's other convolutions."""
+    a = analyze(load_trace(CNN))
+    (f,) = [f for f in a.findings if f.kind is FindingKind.SLOW_GEMM]
+    gpu = a.trace.gpu
+    names = [a.trace.name(int(n)) for n in gpu.name]
+    pad = [r for r, n in enumerate(names) if "nhwcAddPaddingKernel" in n]
+    assert len(pad) == 8  # input and weight, forward and backward, in each of the window's 2 steps
+    assert f.saving_ns == pytest.approx(sum(int(gpu.dur_ns[r]) for r in pad) / 2)
+    assert "cuDNN pads the channels itself, 4 padding kernels per step" in message(f)
+    assert action(f).startswith("pad the channels 3 to 8")
+    # the stem's backward computes the weight's gradient only: its FLOPs (shared by duration among its kernels)
+    # are the forward's, not twice them (its CUTLASS split-K reduction is a helper, not a grad-input GEMM)
+    stem = [r for r, n in enumerate(names) if "s16816fprop" in n]
+    wgrad = [r for r, n in enumerate(names) if "Conv2dWgradOutputGradient" in n]
+    split = [r for r, n in enumerate(names) if "ReduceSplitK" in n]
+    assert len(stem) == len(wgrad) == len(split) == 2
+    assert a.kernel_flops[wgrad].sum() + a.kernel_flops[split].sum() == pytest.approx(a.kernel_flops[stem].sum())

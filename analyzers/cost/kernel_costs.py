@@ -56,8 +56,11 @@ PAD_NAME = re.compile(r"addpadding", re.I)
 # a recurrent op (op_families.RNN) launches a GEMM per step and layer and elementwise kernels between them (the
 # gates' activations, dropout): its FLOPs are the GEMMs', split among them alone when it launched any
 RNN_GEMM_NAME = re.compile(r"gemm|xmma|wgmma|nvjet|hmma|tensorop", re.I)
-_HELPER_NAME = re.compile(
-    r"splitkreduce|init_device_workspace|addpadding|memset|nchwtonhwc|nhwctonchw|convert", re.I
+# a GEMM's or convolution's helper kernels, which do none of its product: split-K reductions (cuBLAS's
+# splitKreduce_kernel, CUTLASS's reduction::kernel::ReduceSplitK), workspace fills, channel padding, layout and
+# dtype conversions
+HELPER_NAME = re.compile(
+    r"splitkreduce|reducesplitk|init_device_workspace|addpadding|memset|nchwtonhwc|nhwctonchw|convert", re.I
 )
 
 
@@ -213,7 +216,7 @@ def conv_backward_mask(names: list[str]) -> tuple[bool, bool]:
     g = sum(
         1
         for n in low
-        if GEMM_NAME.search(n) and not _HELPER_NAME.search(n) and "dgrad" not in n and "wgrad" not in n
+        if GEMM_NAME.search(n) and not HELPER_NAME.search(n) and "dgrad" not in n and "wgrad" not in n
     )
     if d or w:
         return (bool(d) or (bool(w) and g > 0), bool(w) or (bool(d) and g > 0))

@@ -79,7 +79,7 @@ from analyzers.cost.attention_cost import (
     sdpa_flops,
 )
 from analyzers.cost.gemm_shapes import Diagnosis, blocks_of, diagnose, padded_work, shape_text
-from analyzers.cost.kernel_costs import MAX_DEPTH
+from analyzers.cost.kernel_costs import HELPER_NAME, MAX_DEPTH, PAD_NAME
 from analyzers.cost.op_families import Family, base_name
 from analyzers.findings.context import MIN_SAVING_SHARE, Context, count_lines
 from analyzers.findings.facts import (
@@ -105,10 +105,7 @@ _GEMM_FAMILIES = [int(Family.MATMUL), int(Family.CONV), int(Family.CONV_BACKWARD
 _CONV_FAMILIES = [int(Family.CONV), int(Family.CONV_BACKWARD)]
 _ATTENTION_FAMILIES = [int(Family.ATTENTION), int(Family.ATTENTION_BACKWARD)]
 _LAYOUT = re.compile(r"nchwtonhwc|nhwctonchw", re.I)
-_HELPER = re.compile(
-    r"splitkreduce|init_device_workspace|addpadding|memset|convert|reduce_kernel|nchwtonhwc|nhwctonchw|fill",
-    re.I,
-)
+_HELPER = re.compile(HELPER_NAME.pattern + r"|reduce_kernel|fill", re.I)
 _HOPPER_NAME = re.compile(r"H100|H200|H800|GH200|B100|B200|GB200")
 
 
@@ -233,15 +230,22 @@ def _gemm_findings(ctx: Context) -> list[Finding]:
         if saving >= MIN_SAVING_SHARE * ctx.step_ns:
             lines = ctx.source_lines(count_lines(ctx.links.kernel_line[layout_rows]))
             out.append(conv_layout_finding(ctx, lines, layout_rows, rows[conv_fallback], saving, target))
-    ranked = sorted(groups, key=lambda ix: -float(shortfall[ix].sum()))
-    for ix in ranked:
-        saving = float(shortfall[ix].sum()) / ctx.per
+    padding = [
+        _library_padding(ctx, rows[ix], pair_diag[of_pair[ix[0]]], pair_conv[of_pair[ix[0]]]) for ix in groups
+    ]
+    # a convolution the library pads itself already runs the padded work: padding it once saves the padding kernels
+    saved = [
+        float(shortfall[ix].sum()) if pad is None else float(gpu.dur_ns[pad].sum())
+        for ix, pad in zip(groups, padding, strict=True)
+    ]
+    for k in sorted(range(len(groups)), key=lambda k: -saved[k]):
+        saving = saved[k] / ctx.per
         if saving < MIN_SAVING_SHARE * ctx.step_ns or len(out) >= MAX_EFFICIENCY_FINDINGS:
             continue
-        sel = rows[ix]
+        ix, sel = groups[k], rows[groups[k]]
         lines = ctx.source_lines(count_lines(ctx.links.kernel_line[sel]))
-        group = [d for d in (diags[k] for k in of_row[ix].tolist()) if d is not None]
-        out.append(slow_gemm_finding(ctx, lines, sel, group, saving, target, measured))
+        group = [d for d in (diags[j] for j in of_row[ix].tolist()) if d is not None]
+        out.append(slow_gemm_finding(ctx, lines, sel, group, saving, target, measured, padding[k]))
     if int((plain & ~slow).sum()) >= MIN_REFERENCE:  # the run's own GEMMs show the GPU doing better
         out.extend(_unknown_findings(ctx, rows, np.flatnonzero(slow & plain), shortfall, target, measured))
     return out
@@ -300,6 +304,22 @@ def _groups(
     return [idx[g == i] for i in range(len(ids))]
 
 
+def _library_padding(ctx: Context, rows: np.ndarray, d: Diagnosis | None, conv: bool) -> np.ndarray | None:
+    """Whether the library pads the channels of the convolutions of `rows` itself, when their cause is the
+    channels' alignment: then the rows of the padding kernels (cuDNN's `nhwcAddPaddingKernel`) they launched,
+    empty where the padding is done by the NCHW->NHWC conversion they launched (the conv_layout finding's
+    kernels). Such a convolution's kernel runs on the padded channels already (opcost.channel_padding), so
+    padding the input and the weight once saves the padding kernels, not the kernel's shortfall. None for any
+    other cause, and where the library ran neither."""
+    gpu, roof = ctx.trace.gpu, ctx.roof
+    if not conv or d is None or d.cause != "align":
+        return None
+    own = (gpu.kind == GpuKind.KERNEL) & np.isin(roof.cost_op, roof.cost_op[rows])
+    pad = own & flag_of(ctx.trace.string_flags(PAD_NAME.search), gpu.name)
+    layout = own & flag_of(ctx.trace.string_flags(_LAYOUT.search), gpu.name)
+    return np.flatnonzero(pad) if pad.any() or layout.any() else None
+
+
 def _layout_rows(ctx: Context) -> np.ndarray:
     """Rows of cuDNN layout-conversion kernels launched by convolutions (forward or backward)."""
     gpu, roof = ctx.trace.gpu, ctx.roof
@@ -338,9 +358,11 @@ def slow_gemm_finding(
     saving: float,
     target: float,
     measured: bool = True,
+    library_padding: np.ndarray | None = None,
 ) -> Finding:
     d = diags[0]
     conv = _is_conv(ctx, rows)
+    pad = np.empty(0, dtype=np.int64) if library_padding is None else library_padding
     facts = SlowGemmFacts(
         ctx.scale,
         d,
@@ -354,6 +376,10 @@ def slow_gemm_finding(
         rate_span(ctx, rows),
         target,
         measured,
+        library_padding is not None,
+        len(pad),
+        float(ctx.trace.gpu.dur_ns[pad].sum()) / ctx.per,
+        kernel_names(ctx, pad),
     )
     kernels = tuple(int(r) for r in rows[:64])
     return Finding(FindingKind.SLOW_GEMM, lines, saving, facts, kernels=kernels)

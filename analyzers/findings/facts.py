@@ -176,6 +176,10 @@ class SlowGemmFacts(Facts):
     rates: RateSpan
     target: float  # the reference roof fraction
     measured: bool = True  # the target is a rate this run's matmuls reach (not the default nor the floor)
+    library_pads: bool = False  # the library pads these convolutions' channels itself (efficiency._library_padding)
+    padding_kernels: int = 0  # run total of its padding kernels (none: the NCHW->NHWC conversion pads)
+    padding_ns: float = 0.0  # their time per step: the saving, when the library pads
+    padding_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -537,6 +537,22 @@ def _slow_gemm(c: SlowGemmFacts, f: Finding) -> Words:
         if c.fallback and d.cause != "fallback"
         else f" ({_names(c.kernel_names)})"
     )
+    if c.library_pads:
+        pads = (
+            f"{c.padding_kernels / p.per:.3g} padding kernels per {u} ({_names(c.padding_names)}) taking"
+            f" {fmt_ns(c.padding_ns)}"
+            if c.padding_kernels
+            else "in its NCHW to NHWC conversion (the conv_layout finding's kernels)"
+        )
+        msg = (
+            f"{c.kernels / p.per:.3g} convolution kernels per {u} on {where(f.lines)} ({_shapes(shapes)}) have"
+            f" {why} ({_names(c.kernel_names)}): cuDNN pads the channels itself, {pads}, and the"
+            f" convolutions already run on the padded channels ({c.padded_work:.3g}× the FLOPs) at"
+            f" {_rates(c.rates)}, {fmt_ns(c.gpu_ns)} per {u}; padded once, the padding kernels do not run:"
+            f" ~{fmt_ns(f.saving_ns)} per {u} less (the convolutions keep their rate: their shortfall is not"
+            " the alignment's)"
+        )
+        return Words(msg, act)
     padding = f", padded ({c.padded_work:.3g}× the FLOPs)" if c.padded_work >= 1.01 else ""
     msg = (
         f"{c.kernels / p.per:.3g} {'convolution' if c.conv else 'matmul'} kernels per {u} on {where(f.lines)}"
