@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from analyzers.cost.attention_cost import AttentionDiagnosis
 from analyzers.cost.gemm_shapes import Diagnosis
+from brrrtui.contract.model import SourceLine
 
 if TYPE_CHECKING:
     from analyzers.phases.slow_steps import SlowSteps
@@ -88,6 +89,15 @@ class OptimizerFacts(Facts):
 
 
 @dataclass(frozen=True)
+class DynamicShapes:
+    """Ops that size their output from the data (findings/idle.py DATA_DEPENDENT_OPS)."""
+
+    calls: int  # run total
+    ops: tuple[str, ...]  # their outermost ops' names, most called first
+    lines: tuple[SourceLine, ...]
+
+
+@dataclass(frozen=True)
 class OverheadFacts(Facts):
     per: Per
     raw_fraction: float  # idle while issuing + overhead kernels, of the profiled time
@@ -97,6 +107,7 @@ class OverheadFacts(Facts):
     kernels: int  # run total
     median_kernel_ns: float | None
     per_launch_ns: float | None
+    dynamic: DynamicShapes | None = None  # CUDA graphs need these made static first
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,7 @@ class SmallKernelsFacts(Facts):
     launch_interval_ns: float | None  # the CPU's median launch interval
     waited_ns: float  # idle in front of them, per step
     lined: float  # share of them with a known line
+    dynamic: DynamicShapes | None = None  # as OverheadFacts.dynamic
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from analyzers.comm.collectives import collective_kind
 from analyzers.findings.context import MIN_SAVING_SHARE, Context, count_lines
 from analyzers.findings.facts import (
     CollectiveWaitFacts,
+    DynamicShapes,
     GapFacts,
     HostCopies,
     OverheadFacts,
@@ -28,6 +29,18 @@ from brrrtui.contract.model import NONE, GpuKind
 
 OVERHEAD_SHARE = 0.20  # report overhead when idle-while-issuing is at least this share of the time
 SMALL_KERNELS_PER_STEP = 50
+# ops whose output's size depends on the values of their input: each waits for the GPU and gives its consumers
+# a new shape, so CUDA graphs cannot capture them and torch.compile breaks the graph or recompiles there
+DATA_DEPENDENT_OPS = frozenset(
+    {
+        "aten::nonzero",
+        "aten::argwhere",
+        "aten::masked_select",
+        "aten::_unique2",
+        "aten::unique_consecutive",
+        "aten::unique_dim",
+    }
+)
 
 
 def in_collectives(ctx: Context) -> np.ndarray:
@@ -58,6 +71,27 @@ def _top_lines(ctx: Context, mask: np.ndarray, k: int = 3) -> list[int]:
         return []
     sums = np.bincount(lines[ok], weights=g.dur_ns[mask][ok])
     return [int(i) for i in np.argsort(-sums)[:k] if sums[i] > 0]
+
+
+def data_dependent_shapes(ctx: Context) -> DynamicShapes | None:
+    """The ops of the analysed steps that size their output from the data (DATA_DEPENDENT_OPS), each named by
+    its outermost op (`aten::where` for torch.where(mask), `aten::index` for x[mask]); None when none ran."""
+    trace, links = ctx.trace, ctx.links
+    ids = [i for i in (trace.sid(name) for name in sorted(DATA_DEPENDENT_OPS)) if i >= 0]
+    if not ids or not len(trace.ops):
+        return None
+    rows = np.flatnonzero(np.isin(trace.ops.name, ids))
+    if not len(rows):
+        return None
+    top = rows.copy()
+    parent = links.op_parent[top]
+    while (parent >= 0).any():
+        up = parent >= 0
+        top[up] = parent[up]
+        parent = np.where(up, links.op_parent[np.maximum(top, 0)], -1)
+    names, counts = np.unique(trace.ops.name[top], return_counts=True)
+    ops = tuple(trace.name(int(n)) for n in names[np.argsort(-counts, kind="stable")])
+    return DynamicShapes(len(rows), ops, ctx.source_lines(count_lines(links.op_line[rows])))
 
 
 def overhead_findings(ctx: Context) -> list[Finding]:
@@ -91,6 +125,7 @@ def overhead_findings(ctx: Context) -> list[Finding]:
         kernels,
         median_k,
         ctx.per_launch_ns,
+        data_dependent_shapes(ctx),
     )
     return [Finding(FindingKind.OVERHEAD, lines, saving, facts)]
 
@@ -116,7 +151,14 @@ def small_kernel_findings(ctx: Context) -> list[Finding]:
     saving = waited * ctx.idle_scale
     lined = float((ctx.links.kernel_line[lb] >= 0).mean()) if lb.any() else 0.0
     facts = SmallKernelsFacts(
-        ctx.scale, n_lb, kernels, lb_ns, median_launch_interval_ns(ctx.trace, ctx.links), waited, lined
+        ctx.scale,
+        n_lb,
+        kernels,
+        lb_ns,
+        median_launch_interval_ns(ctx.trace, ctx.links),
+        waited,
+        lined,
+        data_dependent_shapes(ctx),
     )
     rows = tuple(np.nonzero(lb)[0][:64].tolist())
     return [Finding(FindingKind.SMALL_KERNELS, lines, saving, facts, kernels=rows)]

@@ -17,6 +17,7 @@ from analyzers.findings.facts import (
     CollectiveWaitFacts,
     CommunicationFacts,
     ConvLayoutFacts,
+    DynamicShapes,
     Facts,
     FusionFacts,
     GapFacts,
@@ -214,11 +215,24 @@ def _overhead(c: OverheadFacts, f: Finding) -> Words:
         f" dispatch and launches issue {c.kernels / per:.0f} kernels (median {fmt_ns(c.median_kernel_ns)},"
         f" {fmt_ns(c.per_launch_ns)} between kernels); most idle after {where(f.lines)}"
     )
-    act = (
+    act = static_first(c.dynamic, p) + (
         'capture the step with CUDA graphs (torch.compile(mode="reduce-overhead") or torch.cuda.graphs), '
         "torch.compile to cut Python and launches, or a bigger batch to give each launch more work"
     )
     return Words(msg, act)
+
+
+def static_first(d: DynamicShapes | None, p: Per) -> str:
+    """The step before CUDA graphs when ops size their output from the data: make those shapes static."""
+    if d is None:
+        return ""
+    return (
+        f"first give the data-dependent shapes a static size ({', '.join(d.ops[:3])} on {where(d.lines)},"
+        f" {d.calls / p.per:.3g} per {unit(p)}: each waits for the GPU and sizes its output from the data, so"
+        " CUDA graphs cannot capture the step and torch.compile breaks the graph or recompiles there): for instance a fixed"
+        " capacity per expert (a token's slot from the cumsum of its one-hot choice, tokens over it dropped),"
+        " masks and torch.where(mask, a, b) in place of indexing, torch.nonzero_static; then "
+    )
 
 
 @facts_words.register
@@ -235,7 +249,7 @@ def _small_kernels(c: SmallKernelsFacts, f: Finding) -> Words:
         f" one every {fmt_ns(c.launch_interval_ns)}; the GPU waits {fmt_ns(c.waited_ns)}"
         f" per {u}{unprofiled(p, c.waited_ns)} in front of them; {from_where}"
     )
-    act = (
+    act = static_first(c.dynamic, p) + (
         "batch the work into fewer, larger ops (vectorise loops over tensors), or remove launches with CUDA"
         ' graphs / torch.compile(mode="reduce-overhead")'
     )

@@ -26,6 +26,11 @@ Each fix is the advice of one of the workload's top findings, applied as the adv
   gc_freeze         gc.collect(); gc.freeze() after set-up, before the loop (slow_steps).
   pad_channels      the 3 input channels padded with zeros to 8, conv1 given 8 input channels whose extra
                     weights are zero: the same function, on tensor-core-aligned shapes (slow_gemm).
+  static_experts    (moe_layer) the overhead advice when the step has data-dependent shapes: each expert takes a
+                    fixed capacity of tokens (1.25x its even share, Switch Transformer's dispatch: a token's
+                    slot is a cumsum of its one-hot choice, tokens over capacity are dropped) in place of
+                    torch.where's variable-length rows, so no op syncs or sizes its output from the data; then
+                    the model's forward under torch.compile(backend="cudagraphs"), as cuda_graphs.
   autocast_rnn      the LSTM alone under torch.autocast("cuda", dtype=torch.float16), its output cast back to
                     fp32 for the fp32 head: the recurrent layer's GEMMs in float16 (the recurrence's
                     slow_gemm). No GradScaler: the loop is the workload's own; the scaler's few kernels are
@@ -159,6 +164,42 @@ def _autocast_rnn(args: argparse.Namespace, model: Any, loss_of: Callable[[], An
     return model, loss_of, opt
 
 
+CAPACITY_FACTOR = 1.25  # each expert's capacity over its even share of the routed tokens (Switch Transformer's)
+
+
+def static_expert_forward(self: Any, x: Any) -> Any:
+    """moe_layer's MoELayer.forward with static shapes: the same router, top-k and load-balancing loss; each
+    expert runs on a fixed `capacity` of rows gathered by index_copy into one buffer (a token's slot: the
+    number of earlier tokens that chose the same expert), and its outputs are gathered back by slot, so every
+    tensor's size depends only on the input's shape."""
+    import math
+
+    import torch
+    from torch.nn import functional as F
+
+    tokens = self.norm(x).reshape(-1, x.shape[-1])
+    probs = F.softmax(self.router(tokens).float(), dim=-1)
+    weight, chosen = probs.topk(self.top_k, dim=-1)
+    weight = (weight / weight.sum(-1, keepdim=True)).to(tokens.dtype)
+    n, experts = tokens.shape[0], len(self.experts)
+    capacity = math.ceil(n * self.top_k / experts * CAPACITY_FACTOR)
+    flat = chosen.reshape(-1)  # (n * top_k,): token i's choices at i * top_k + slot
+    onehot = F.one_hot(flat, experts)
+    position = ((onehot.cumsum(0) - 1) * onehot).sum(-1)
+    kept = position < capacity
+    dump = experts * capacity  # one extra row takes the dropped tokens
+    slot = torch.where(kept, flat * capacity + position, torch.full_like(flat, dump))
+    routed = tokens.repeat_interleave(self.top_k, dim=0)
+    buffer = tokens.new_zeros(dump + 1, tokens.shape[-1]).index_copy(0, slot, routed)
+    outs = [expert(buffer[e * capacity : (e + 1) * capacity]) for e, expert in enumerate(self.experts)]
+    outs.append(tokens.new_zeros(1, tokens.shape[-1]))
+    gathered = torch.cat(outs)[slot] * (weight.reshape(-1, 1) * kept[:, None])
+    out = gathered.view(n, self.top_k, -1).sum(1)
+    first = F.one_hot(chosen[:, 0], probs.shape[-1]).float().mean(0)
+    balance = probs.shape[-1] * (first * probs.mean(0)).sum()
+    return x + out.view_as(x), balance
+
+
 def apply(mod: ModuleType, workload: str, fix: str) -> None:
     """Patch the loaded workload module with the fix."""
     import torch
@@ -184,6 +225,11 @@ def apply(mod: ModuleType, workload: str, fix: str) -> None:
             cls = {"unet_diffusion": "UNet", "moe_layer": "MoEStack", "llama_decoder": "Decoder",
                    "lstm_lm": "LSTMLanguageModel"}[workload]  # fmt: skip
             compile_method(getattr(mod, cls), backend="cudagraphs")
+    elif fix == "static_experts":
+        if workload != "moe_layer":
+            raise ValueError(f"no static_experts for {workload}")
+        mod.MoELayer.forward = static_expert_forward
+        compile_method(mod.MoEStack, backend="cudagraphs")
     elif fix == "compile_loss":
         wrap_train(mod, _compile_loss(keep_model_eager=workload != "cnn_channels_last"))
     elif fix == "gc_freeze":
@@ -212,6 +258,7 @@ FIXES = (
     "gc_freeze",
     "pad_channels",
     "autocast_rnn",
+    "static_experts",
 )
 
 
