@@ -560,7 +560,15 @@ def attention_kernel_findings(ctx: Context) -> list[Finding]:
     undiagnosed = np.array([d is None for d in diags], dtype=bool)[of_key]
     groups: dict[tuple[object, ...], list[int]] = {}
     diag_of: dict[tuple[object, ...], AttentionDiagnosis | None] = {}
+    tensor_peak = ctx.peaks.tensor_flops_per_s
     slow = frac < BELOW_ROOF
+    if tensor_peak:
+        # an fp32 call is judged against the roof of its cure, bf16's: the efficient kernel can run near the
+        # fp32 roof and still at a tenth of what the same call does in bf16
+        fp32 = np.array([d is not None and d.cause == "fp32" for d in diags], dtype=bool)[of_key]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac16 = roof.flops[fused] / (dur[fused] * 1e-9 * tensor_peak)
+        slow |= fp32 & (frac16 < BELOW_ROOF)
     for k, (d, shape) in enumerate(zip(diags, shapes, strict=True)):
         hit = np.flatnonzero(slow & (of_key == k))
         if not len(hit):
@@ -569,7 +577,6 @@ def attention_kernel_findings(ctx: Context) -> list[Finding]:
         groups.setdefault(group, []).extend(hit.tolist())
         diag_of[group] = d
     target, measured = _attention_target(frac[undiagnosed], dur[fused][undiagnosed])
-    tensor_peak = ctx.peaks.tensor_flops_per_s
     out: list[Finding] = []
     unknown_ok = measured  # a measured rate of this run's own attention kernels: evidence it could do better
     for group, members in groups.items():
