@@ -105,17 +105,21 @@ def analyze(
     # the passes in one concurrently(...) need only what came before it (brrrtui.runtime.parallel)
     links, peaks, roof, gw = links_roofline_gaps(trace, peaks_override)
     g = idle_passes(trace, links, roof, gw)
+    unprofiled, replayed = g.unprofiled, g.replayed
+    if steps is not None and steps.host_ahead:
+        # the host runs ahead of a GPU-bound loop (phases/slow_steps.py): the median step only queued its work,
+        # and the replay, fitted to it, starts each window's GPU with an empty queue where the loop's carries
+        # the host's lead; the real step is the mean, and its idle is that step less the GPU's work
+        unprofiled, replayed = steps.real_step_ns, None
     total = bd.total(g.per_window)
-    overhead = bd.overhead_correction(
-        total, bd.profiled_step_ns(trace), g.unprofiled, g.steps, _idle(g.replayed)
-    )
+    overhead = bd.overhead_correction(total, bd.profiled_step_ns(trace), unprofiled, g.steps, _idle(replayed))
     idle_scale = _idle_scale(total, g.steps, overhead)
     chains, lines, modules = concurrently(
         lambda: fusion_chains(
             trace, links, roof, peaks, lt.unprofiled_launch_ns(g.launch_gaps, idle_scale), g.fusable
         ),
-        lambda: _line_stats(trace, links, roof, gw.gaps, g.steps, idle_scale, g.replayed),
-        lambda: _module_tree(trace, links, roof, gw.gaps, g.steps, idle_scale, g.replayed),
+        lambda: _line_stats(trace, links, roof, gw.gaps, g.steps, idle_scale, replayed),
+        lambda: _module_tree(trace, links, roof, gw.gaps, g.steps, idle_scale, replayed),
     )
     ctx = Context(trace, links, roof, peaks, gw.gaps, total, overhead, g.steps, g.per_launch, g.launch_bound)
     return Analysis(
