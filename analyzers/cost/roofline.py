@@ -386,7 +386,7 @@ def reached_rates(trace: Trace, c: _Costs) -> dict[str, float]:
     k_simt = flag_of(_lower_flags(trace, _SIMT_NAME), gpu.name)
     tc, ops, tf32 = c.tensor_cores, rc.operands, c.tf32
     units = {
-        # bf16/fp16 operands: the rate is a floor of the tensor roof whichever unit ran it
+        # bf16/fp16 operands at the tensor roof itself; fp32 ones named TF32 at TF32_OVER_BF16 of it
         "tensor_flops_per_s": (
             candidates & (ops == OPERANDS_16) & (tc == 1) & ~tf32,
             candidates & (ops == OPERANDS_32) & (tc == 1) & tf32 & k_tf32,
