@@ -256,21 +256,23 @@ def raised_roof_why(a: Analysis, field: str) -> str | None:
 
 
 def opening_lines(snap: Snapshot, path: str | None, file_notes: Sequence[str] = ()) -> list[str]:
-    """What the log says when the first analysis is shown: what was read, what the reader should know about the
-    file itself (`file_notes`: incomplete, a rank of a run, the job's notes), the analysis's notes."""
+    """What the log says when the first analysis is shown: what was read, each FLOP roof a kernel of the run
+    raised and why, what the reader should know about the file itself (`file_notes`: incomplete, a rank of a
+    run, the job's notes), the analysis's notes."""
     a, trace = snap.analysis, snap.trace
     name = os.path.basename(trace.source or path or "")
     windows = f"{len(snap.windows)} window(s)"
     if a.phases is not None and a.phase in PHASE_NAMES:
         windows = f"{len(snap.windows)} {PHASE_NAMES[a.phase]} window(s) of {len(a.phases.windows)}"
     raised = [
-        f"; {ROOF_NAMES[f]} roof {fmt_flops(getattr(a.peaks, f))} ({why})"
+        f"{ROOF_NAMES[f]} roof {fmt_flops(getattr(a.peaks, f))}: {why}"
         for f in ROOF_NAMES
         if (why := raised_roof_why(a, f))
     ]
     return [
         f"{name}: {len(trace.gpu):,} GPU activities in {windows}, "
-        f"{a.steps_analysed} step(s) analysed; roofs from {a.peaks.source}{''.join(raised)}",
+        f"{a.steps_analysed} step(s) analysed; roofs from {a.peaks.source}",
+        *raised,
         *file_notes,
         *a.notes,
     ]
