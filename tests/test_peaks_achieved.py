@@ -19,6 +19,8 @@ from analyzers.results import Analysis
 from brrrtui.contract.model import Peaks
 from brrrtui.contract.units import fmt_flops
 from brrrtui.present.report import render_text
+from brrrtui.present.snapshot import build_snapshot
+from brrrtui.present.status import opening_lines
 from brrrtui.recording.load import load_trace
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -226,3 +228,22 @@ def test_the_recordings_phases_each_keep_their_own_floor(recording):
         assert o.peaks.tensor_flops_per_s is not None and trace.peaks is not None
         assert o.peaks.tensor_flops_per_s >= trace.peaks.tensor_flops_per_s
         assert not over_flop_roof(o).any()
+
+
+def test_a_roof_from_the_datasheet_says_so_in_the_ui_log():
+    dur = _dur(1.0e15)  # above H100's datasheet 989 but within 1.05 x of it: a dense rate it can reach
+    b = TraceBuilder(device=H100)  # no calibration: the datasheet's roofs
+    line = b.line("train.py", 30, "step")
+    b.span(line, 0, 8_000)
+    b.op("aten::mm", 500, 6_000, shapes=[[N, N], [N, N]], dtypes=[BF16, BF16])
+    b.launch(BF16_GEMM, 1_000, 10_000, dur)
+    b.window(0, dur + 20_000, first_step=1, last_step=1)
+    b.step(0, 0)
+    b.step(1, dur + 20_000)
+    trace = b.build()
+    sheet = resolve_peaks(trace).tensor_flops_per_s
+    assert sheet is not None and sheet < _rate(dur)
+    snap = build_snapshot(analyze(trace))
+    assert opening_lines(snap, None)[1] == (
+        f"tensor roof {fmt_flops(_rate(dur))}: reached by a GEMM of this run; the datasheet gives {fmt_flops(sheet)}"
+    )
