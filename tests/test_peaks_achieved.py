@@ -16,7 +16,7 @@ from analyzers.analyze import analyze, analyze_with_other_phases
 from analyzers.cost.peaks import resolve_peaks
 from analyzers.cost.roofline import OVER_PEAK, REACHED_MIN_NS, TF32_OVER_BF16, WITHIN, ceilings
 from analyzers.results import Analysis
-from brrrtui.contract.model import Peaks
+from brrrtui.contract.model import Peaks, Trace
 from brrrtui.contract.units import fmt_flops
 from brrrtui.present.report import render_text
 from brrrtui.present.snapshot import build_snapshot
@@ -247,3 +247,60 @@ def test_a_roof_from_the_datasheet_says_so_in_the_ui_log():
     assert opening_lines(snap, None)[1] == (
         f"tensor roof {fmt_flops(_rate(dur))}: reached by a GEMM of this run; the datasheet gives {fmt_flops(sheet)}"
     )
+
+
+CONV = (
+    "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_warpgroupsize1x1x1"
+)
+X, W = [256, 256, 56, 56], [256, 256, 3, 3]
+CONV_FLOPS_SAME = 2 * 256 * 256 * 256 * 9 * 56 * 56  # the formula's count: the output as large as the input
+
+
+def conv_trace(dur: int, recorded: float | None) -> Trace:
+    """One forward convolution and no op after it to show its output's size (the stride is unknown)."""
+    b = TraceBuilder(device=H100, peaks=CALIBRATED)
+    line = b.line("train.py", 30, "step")
+    b.span(line, 0, 8_000)
+    extra = {} if recorded is None else {"flops": recorded}
+    b.op("aten::cudnn_convolution", 500, 6_000, shapes=[X, W], dtypes=[BF16, BF16], **extra)
+    b.launch(CONV, 1_000, 10_000, dur)
+    b.window(0, dur + 20_000, first_step=1, last_step=1)
+    b.step(0, 0)
+    b.step(1, dur + 20_000)
+    return b.build()
+
+
+def test_a_forward_convolution_raises_the_roof_only_with_a_recorded_flop_count():
+    dur = _dur(850e12, CONV_FLOPS_SAME)  # by the formula's count; at stride 2 it did a quarter of that
+    assert dur >= REACHED_MIN_NS
+    formula = analyze(conv_trace(dur, None))
+    assert formula.kernel_flops[0] == CONV_FLOPS_SAME and formula.peaks.raised_from == ()
+    counted = CONV_FLOPS_SAME / 4  # what the profiler's count (it knows the stride) says
+    dur = _dur(850e12, counted)
+    assert dur >= REACHED_MIN_NS
+    recorded = analyze(conv_trace(dur, counted))
+    assert recorded.peaks.tensor_flops_per_s == pytest.approx(_rate(dur, counted), rel=1e-12)
+
+
+def conv_backward_trace(kernel: str, dur: int) -> Trace:
+    """One convolution_backward (stride 1: grad_output as large as the input) that launched one kernel."""
+    b = TraceBuilder(device=H100, peaks=CALIBRATED)
+    line = b.line("train.py", 30, "step")
+    b.span(line, 0, 8_000)
+    b.op("aten::convolution_backward", 500, 6_000, shapes=[X, X, W], dtypes=[BF16] * 3)
+    b.launch(kernel, 1_000, 10_000, dur)
+    b.window(0, dur + 20_000, first_step=1, last_step=1)
+    b.step(0, 0)
+    b.step(1, dur + 20_000)
+    return b.build()
+
+
+def test_a_convolution_backward_raises_the_roof_only_where_its_kernels_name_the_gradient():
+    dur = _dur(850e12, CONV_FLOPS_SAME)  # one gradient's FLOPs
+    dgrad = "sm90_xmma_dgrad_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64"
+    named = analyze(conv_backward_trace(dgrad, dur))
+    assert named.kernel_flops[0] == CONV_FLOPS_SAME
+    assert named.peaks.tensor_flops_per_s == pytest.approx(_rate(dur, CONV_FLOPS_SAME), rel=1e-12)
+    # a GEMM of no such name: which gradients it computed is a guess from the kernel count
+    gemm = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_kernel"
+    assert analyze(conv_backward_trace(gemm, dur)).peaks.raised_from == ()

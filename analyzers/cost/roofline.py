@@ -70,7 +70,9 @@ kernel of the analysed windows sustained on its unit (cost/peaks.py: `raise_to_r
 whose rate is exact: the kernels of a matmul or convolution op (not attention: its FLOPs depend on masking
 the kernel may skip) with recorded shapes, every tensor operand 16-bit float (the bf16 roof) or fp32 (TF32 or
 SIMT: fp8 and int8 run at other rates), a kernel of the op's product (not a helper: HELPER_NAME), running
-at least REACHED_MIN_NS. A TF32 rate R (the kernel named `tf32`) raises the tensor roof to R / TF32_OVER_BF16;
+at least REACHED_MIN_NS. A forward convolution counts only with a profiler-recorded FLOP count (the formula
+does not know the stride where the next op does not show the output's size), a convolution's backward only in
+kernels named dgrad or wgrad (which gradients it computed is then known). A TF32 rate R (the kernel named `tf32`) raises the tensor roof to R / TF32_OVER_BF16;
 an fp32 rate raises the SIMT roof only where the kernel is named SIMT (`sgemm`): an fp32 GEMM of another name
 may run on TF32 tensor cores at several times the SIMT rate. An op's FLOPs shared among its kernels by duration
 give each the op's mean rate, never above the fastest one's: still a rate the GPU reached. A rate over
@@ -120,6 +122,7 @@ _SIMT_NAME = re.compile(r"sgemm|f32f32_f32f32|dgemm")
 _LOW_PRECISION_NAME = re.compile(r"bf16|f16|e4m3|e5m2|fp8|h1688|h16816|h884|hmma")
 _HOST_COPY = ("HtoD", "DtoH", "HtoH", "Pageable", "Pinned")
 _FP8_NAME = re.compile(r"e4m3|e5m2|fp8")
+_GRAD_NAME = re.compile(r"dgrad|wgrad", re.I)
 _EXACT_FAMILIES = (Family.MATMUL, Family.CONV, Family.CONV_BACKWARD)  # FLOPs from shapes, no masking
 _SIXTEEN_BIT = frozenset({"c10::Half", "c10::BFloat16", "float16", "half", "bfloat16"})
 _FP32 = frozenset({"float", "float32"})
@@ -223,6 +226,10 @@ def _row_costs(
     has = index >= 0
     op_fam_all[has] = c_fam[index[has]]
     op_flops = recorded_flops(trace, links, flops_op, op_fam_all) if len(ops) else np.full(len(gpu), np.nan)
+    operands = np.where(flops_op >= 0, c_operands[flops_slot], OPERANDS_OTHER).astype(np.int8)
+    # a forward convolution's formula assumes the output as large as the input where the op that reads it
+    # did not say (kernel_costs.conv_output_hints): 4x the FLOPs at stride 2; only a recorded count is exact
+    operands[(c_fam[flops_slot] == Family.CONV) & ~np.isfinite(op_flops)] = OPERANDS_OTHER
     # no recorded count: the formula's, in place (a second column of every row is 8 MB at 1 M kernels)
     np.copyto(op_flops, c_flops[flops_slot], where=~np.isfinite(op_flops))
     op_bytes = c_bytes[bytes_slot]
@@ -234,7 +241,7 @@ def _row_costs(
         family=np.where(flops_op >= 0, c_fam[flops_slot], c_fam[bytes_slot]),
         low=c_low[np.where(flops_op >= 0, flops_slot, bytes_slot)],
         padding=c_pad[flops_slot],
-        operands=np.where(flops_op >= 0, c_operands[flops_slot], OPERANDS_OTHER).astype(np.int8),
+        operands=operands,
     )
 
 
@@ -382,6 +389,10 @@ def reached_rates(trace: Trace, c: _Costs) -> dict[str, float]:
         return {}
     named = flag_of(trace.string_flags(lambda s: bool(HELPER_NAME.search(s) or _FP8_NAME.search(s.lower()))), gpu.name)
     candidates &= ~named
+    # a convolution's backward counts the gradients its kernels' names say it computed (kernel_costs.
+    # conv_backward_mask): exact where they say dgrad or wgrad, a guess from the GEMM count otherwise
+    grads_named = flag_of(trace.string_flags(lambda s: bool(_GRAD_NAME.search(s))), gpu.name)
+    candidates &= (rc.family != Family.CONV_BACKWARD) | grads_named
     k_tf32 = flag_of(trace.string_flags(lambda s: "tf32" in s.lower()), gpu.name)
     k_simt = flag_of(_lower_flags(trace, _SIMT_NAME), gpu.name)
     tc, ops, tf32 = c.tensor_cores, rc.operands, c.tf32
