@@ -72,12 +72,12 @@ the kernel may skip) with recorded shapes, every tensor operand 16-bit float (th
 SIMT: fp8 and int8 run at other rates), a kernel of the op's product (not a helper: HELPER_NAME), running
 at least REACHED_MIN_NS. A forward convolution counts only with a profiler-recorded FLOP count (the formula
 does not know the stride where the next op does not show the output's size), a convolution's backward only in
-kernels named dgrad or wgrad (which gradients it computed is then known). A TF32 rate R (the kernel named `tf32`) raises the tensor roof to R / TF32_OVER_BF16;
-an fp32 rate raises the SIMT roof only where the kernel is named SIMT (`sgemm`): an fp32 GEMM of another name
-may run on TF32 tensor cores at several times the SIMT rate. An op's FLOPs shared among its kernels by duration
-give each the op's mean rate, never above the fastest one's: still a rate the GPU reached. A rate over
-MEASURED_MAX_SHARE of the device's datasheet figure is not taken: no dense kernel beats the datasheet, so the
-FLOPs or the unit are wrong there, not the roof.
+kernels named dgrad or wgrad (which gradients it computed is then known). A TF32 rate R (the kernel named
+`tf32`) raises the tensor roof to R / TF32_OVER_BF16; an fp32 rate raises the SIMT roof only where the kernel
+is named SIMT (`sgemm`): an fp32 GEMM of another name may run on TF32 tensor cores at several times the SIMT
+rate. An op's FLOPs shared among its kernels by duration give each the op's mean rate, never above the
+fastest one's: still a rate the GPU reached. A rate over MEASURED_MAX_SHARE of the device's datasheet figure
+is not taken: no dense kernel beats the datasheet, so the FLOPs or the unit are wrong there, not the roof.
 """
 
 from __future__ import annotations
