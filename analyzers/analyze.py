@@ -1,7 +1,8 @@
 """`analyze(trace) -> Analysis`: every pass, in order, over the chosen capture windows.
 
     links (kernel -> launch -> op -> line)
-      -> peaks (measured > override > datasheet)
+      -> peaks (override > measured > datasheet; a FLOP roof the override does not set raised to the rate a
+         matmul or convolution of the analysed windows reached)
       -> roofline (FLOPs, bytes, regime per GPU row; collectives: communication, no roofline)
       -> gaps (the GPU idle, with cause and line) + launch-bound kernels
       -> breakdown (compute / memory / communication / overhead per window) + profiler correction
@@ -22,7 +23,7 @@ import numpy as np
 
 from analyzers.arrays import window_rows
 from analyzers.comm import collectives as cm
-from analyzers.cost.peaks import resolve_peaks
+from analyzers.cost.peaks import parse_override
 from analyzers.cost.roofline import Roofline
 from analyzers.findings.compile import graph_break_findings
 from analyzers.findings.context import Context
@@ -95,7 +96,7 @@ def analyze(
 ) -> Analysis:
     """Analyse `trace`: the windows of the phase it leads with (the steady state when the run reached one),
     or only `windows`, or only the windows of `phase`. `peaks_override`: "flops=800e12,bw=4.2e12", a dict
-    with those keys, or a complete Peaks used as is."""
+    with those keys, or a complete Peaks used as is (no roof raised: analyzers.pass_groups.links_roofline_gaps)."""
     tune_for_analysis()
     phases = phases_of(trace)
     lead, chosen = choose_windows(phases, windows, phase)
@@ -345,11 +346,15 @@ def analyze_with_other_phases(
     trace: Trace, peaks_override: str | dict[str, Any] | None = None
 ) -> tuple[Analysis, dict[Phase, Analysis]]:
     """analyze(trace, peaks_override), and the set-up and warm-up windows a report shows apart from the phase
-    it leads with, each analysed on its own with the same ceilings, beside the lead (their passes fill the
-    cores where the lead's run one at a time)."""
-    peaks, phases = resolve_peaks(trace, peaks_override), phases_of(trace)
+    it leads with, each analysed on its own beside the lead (their passes fill the cores where the lead's run
+    one at a time): the same resolved ceilings, each raised only by the rates its own windows' kernels reached,
+    so that the lead is analyze(trace, peaks_override) whatever else the run holds."""
+    if peaks_override is not None:
+        parse_override(peaks_override)  # a bad override fails before any pass runs
+    phases = phases_of(trace)
     apart = _phases_apart(phases, phases.lead()[0])
     lead, *others = concurrently(
-        lambda: analyze(trace, peaks), *(lambda p=p: analyze(trace, peaks, phase=p) for p in apart)
+        lambda: analyze(trace, peaks_override),
+        *(lambda p=p: analyze(trace, peaks_override, phase=p) for p in apart),
     )
     return lead, dict(zip(apart, others, strict=True))

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from analyzers.comm import collectives as cm
-from analyzers.cost.peaks import resolve_peaks
-from analyzers.cost.roofline import Roofline, host_copies, roofline
+from analyzers.cost.peaks import fixed_fields, resolve_peaks
+from analyzers.cost.roofline import Roofline, host_copies, reached_roofline
 from analyzers.fusion.chains import FusablePairs, fusable_pairs
 from analyzers.idle import gaps as gp, launch_timing as lt
 from analyzers.idle.cpu_waits import Waits, main_thread_waits
@@ -42,18 +42,24 @@ def links_roofline_gaps(
     trace: Trace, peaks_override: str | dict[str, Any] | Peaks | None
 ) -> tuple[Links, Peaks, Roofline, GapsAndWaits]:
     """The links; then the roofline (it needs only the calls) beside the lines' join and the gaps (they need
-    only the lines and which rows are host copies)."""
+    only the lines and which rows are host copies). The peaks are resolved, then each FLOP roof the override
+    does not set is raised to the rate a matmul or convolution of `trace` reached (cost/roofline.py:
+    reached_roofline): the Peaks returned are the ones the roofline was judged against. A complete Peaks is
+    used as is."""
     calls, span_rows = link_calls(trace)
     peaks = peaks_override if isinstance(peaks_override, Peaks) else resolve_peaks(trace, peaks_override)
+    fixed = fixed_fields(peaks_override)
     host_copy = host_copies(trace)
 
     def lines_then_gaps() -> tuple[Links, GapsAndWaits]:
         links = link_lines(trace, calls, span_rows)
         return links, gaps_and_waits(trace, links, host_copy)
 
-    (links, gaps), roof = concurrently(
-        lines_then_gaps, lambda: cm.classify(trace, roofline(trace, calls, peaks))
-    )
+    def roof_and_peaks() -> tuple[Roofline, Peaks]:
+        roof, reached = reached_roofline(trace, calls, peaks, fixed)
+        return cm.classify(trace, roof), reached
+
+    (links, gaps), (roof, peaks) = concurrently(lines_then_gaps, roof_and_peaks)
     return links, peaks, roof, gaps
 
 

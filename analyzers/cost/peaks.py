@@ -13,6 +13,13 @@ Order of preference (`resolve_peaks`):
 3. The datasheet table below, matched on the device name.
 4. Otherwise every roof is None ("unknown"): regimes then fall back to kernel-name rules (see cost/roofline.py).
 
+Then a floor from the run itself (`raise_to_reached`): a FLOP roof is at least the highest rate a matmul or
+convolution of the analysed windows sustained on that unit (cost/roofline.py: `reached_rates` says which kernels
+count). A calibration runs after the user's script, on a GPU that may by then be hot or power-capped: an H100
+calibrated 667 TFLOP/s bf16 after its own 10240^3 bf16 GEMMs ran at 825-856, inside the datasheet check above,
+and every tensor-core kernel's fraction read ~1.28x too high. A field the user's override names is never raised,
+and neither is an unknown one (None).
+
 The table holds DENSE peaks. Vendor pages often quote sparse figures (2:4 structured sparsity doubles them):
 H100 SXM bf16 is 989 dense / 1979 sparse; a roof at 1979 would halve every matmul's roof fraction.
 `tensor_flops_per_s` is bf16/fp16 with fp32 accumulation (what PyTorch uses); `fp32_flops_per_s` is the SIMT
@@ -22,7 +29,7 @@ H100 SXM bf16 is 989 dense / 1979 sparse; a roof at 1979 would halve every matmu
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from brrrtui.contract.errors import InputError
@@ -170,6 +177,35 @@ def resolve_peaks(trace: Trace, override: str | dict[str, Any] | None = None) ->
         source=source,
         l2_bytes=int(chosen["l2_bytes"]) if chosen.get("l2_bytes") else None,
     )
+
+
+RAISABLE = ("tensor_flops_per_s", "fp32_flops_per_s")  # the FLOP roofs a kernel's reached rate can raise
+
+
+def fixed_fields(override: str | dict[str, Any] | Peaks | None) -> frozenset[str]:
+    """The FLOP roofs the user set, which no reached rate raises: those an override names, every one of a
+    complete Peaks (used as is)."""
+    if isinstance(override, Peaks):
+        return frozenset(RAISABLE)
+    return frozenset(parse_override(override)) if override else frozenset()
+
+
+def raise_to_reached(peaks: Peaks, reached: dict[str, float], fixed: frozenset[str] = frozenset()) -> Peaks:
+    """`peaks` with each FLOP roof below the rate a kernel reached on its unit (`reached`: field -> FLOP/s)
+    raised to that rate, and `raised_from` saying what it replaced; `fixed` fields and unknown (None) roofs
+    stay. The same Peaks when nothing is raised."""
+    changes: dict[str, Any] = {}
+    for f in RAISABLE:
+        current, rate = getattr(peaks, f), reached.get(f)
+        if f in fixed or current is None or rate is None or not rate > current:
+            continue
+        changes[f] = float(rate)
+    if not changes:
+        return peaks
+    before = dict(peaks.raised_from)  # a roof raised twice keeps the figure it was first raised from
+    for f in changes:
+        before.setdefault(f, float(getattr(peaks, f)))
+    return replace(peaks, **changes, raised_from=tuple(before.items()))
 
 
 def agrees_with_datasheet(field: str, value: Any, spec: DeviceSpec | None) -> bool:

@@ -64,6 +64,20 @@ min(peak, intensity x bandwidth), the roof at the kernel's intensity.
 - any other rate above its roof (a DRAM-sized working set above the bandwidth, FLOP/s above the unit's peak)
   says the roof is below what the GPU reached: a calibration is a median, a datasheet can be conservative.
   The fraction is capped at 100 % and the row marked OVER_PEAK.
+
+**Roofs the run reached** (`reached_rates`, `reached_roofline`). A FLOP roof is raised to the highest rate a
+kernel of the analysed windows sustained on its unit (cost/peaks.py: `raise_to_reached`), counting only kernels
+whose rate is exact: the kernels of a matmul or convolution op (not attention: its FLOPs depend on masking
+the kernel may skip) with recorded shapes, every tensor operand 16-bit float (the bf16 roof) or fp32 (TF32 or
+SIMT: fp8 and int8 run at other rates), a kernel of the op's product (not a helper: HELPER_NAME), running
+at least REACHED_MIN_NS. A forward convolution counts only with a profiler-recorded FLOP count (the formula
+does not know the stride where the next op does not show the output's size), a convolution's backward only in
+kernels named dgrad or wgrad (which gradients it computed is then known). A TF32 rate R (the kernel named
+`tf32`) raises the tensor roof to R / TF32_OVER_BF16; an fp32 rate raises the SIMT roof only where the kernel
+is named SIMT (`sgemm`): an fp32 GEMM of another name may run on TF32 tensor cores at several times the SIMT
+rate. An op's FLOPs shared among its kernels by duration give each the op's mean rate, never above the
+fastest one's: still a rate the GPU reached. A rate over MEASURED_MAX_SHARE of the device's datasheet figure
+is not taken: no dense kernel beats the datasheet, so the FLOPs or the unit are wrong there, not the roof.
 """
 
 from __future__ import annotations
@@ -74,9 +88,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analyzers.cost.gemm_shapes import narrow_load_bytes
-from analyzers.cost.kernel_costs import GEMM_NAME, OpCosts, cost_ops, recorded_flops, split_costs
+from analyzers.cost.kernel_costs import GEMM_NAME, HELPER_NAME, OpCosts, cost_ops, recorded_flops, split_costs
 from analyzers.cost.op_families import MATMUL_FAMILIES, Family
-from analyzers.cost.peaks import datasheet_spec
+from analyzers.cost.opcost import OpCost
+from analyzers.cost.peaks import MEASURED_MAX_SHARE, datasheet_spec, raise_to_reached
 from analyzers.cost.rates import Rates, achieved, roof_fraction
 from analyzers.link.links import Calls
 from analyzers.results import REGIME_CODES, Regime
@@ -87,6 +102,10 @@ TINY_ROOF_FRACTION = 0.05  # ... reaching under this share of both roofs are lau
 TF32_OVER_BF16 = 0.5  # TF32 dense rate / bf16 dense rate (A100, H100, Ada)
 SIMT_BOUND_MIN_NS = 20_000  # a kernel at least this long (ramp and tail a small part of it) ...
 SIMT_BOUND_BYTES_SHARE = 1 / 3  # ... moving its bytes at under this share of the bandwidth is SIMT-bound
+# a kernel raises a roof (reached_rates) only if a call ran at least this long: a GEMM's ramp and tail (its
+# first and last waves, a few microseconds) and the timestamps' jitter are then ~1 % of it, and its rate is the
+# unit's sustained one, not a burst (the calibration's own matmul, 8192^3 bf16, runs ~1.3 ms)
+REACHED_MIN_NS = 100_000
 
 COMPUTE, MEMORY, OVERHEAD = (REGIME_CODES[r] for r in (Regime.COMPUTE, Regime.MEMORY, Regime.OVERHEAD))
 DRAM, L2, NO_ROOF = 0, 1, 2  # bytes_level: the bandwidth a row's bytes are measured against
@@ -102,6 +121,13 @@ _TC_NAME = re.compile(
 _SIMT_NAME = re.compile(r"sgemm|f32f32_f32f32|dgemm")
 _LOW_PRECISION_NAME = re.compile(r"bf16|f16|e4m3|e5m2|fp8|h1688|h16816|h884|hmma")
 _HOST_COPY = ("HtoD", "DtoH", "HtoH", "Pageable", "Pinned")
+_FP8_NAME = re.compile(r"e4m3|e5m2|fp8")
+_GRAD_NAME = re.compile(r"dgrad|wgrad", re.I)
+_EXACT_FAMILIES = (Family.MATMUL, Family.CONV, Family.CONV_BACKWARD)  # FLOPs from shapes, no masking
+_SIXTEEN_BIT = frozenset({"c10::Half", "c10::BFloat16", "float16", "half", "bfloat16"})
+_FP32 = frozenset({"float", "float32"})
+# _RowCosts.operands: every tensor operand of the flops op 16-bit float, every one fp32, or neither/unknown
+OPERANDS_16, OPERANDS_32, OPERANDS_OTHER = 1, 0, -1
 
 
 @dataclass(frozen=True)
@@ -167,6 +193,9 @@ class _RowCosts:
     family: np.ndarray  # int8 Family of the flops op, else of the bytes op
     low: np.ndarray  # int8 low-precision operands: 1 yes, 0 no, -1 unknown
     padding: np.ndarray  # float64 the unit's work per FLOP counted (OpCost.padding of the flops op; 1 unknown)
+    # int8 per row: OPERANDS_16/_32 where the flops op is of _EXACT_FAMILIES with recorded shapes and FLOPs,
+    # every tensor operand of one of those precisions (OPERANDS_OTHER elsewhere)
+    operands: np.ndarray
 
 
 def _lower_flags(trace: Trace, pattern: re.Pattern[str]) -> np.ndarray:
@@ -184,6 +213,7 @@ def _row_costs(
     c_fam = np.array([int(c.family) for c in costs] + [-1], dtype=np.int8)
     c_low = np.array([-1 if c.low_precision is None else int(c.low_precision) for c in costs] + [-1], np.int8)
     c_pad = np.array([c.padding for c in costs] + [1.0])
+    c_operands = np.array([_exact_operands(c) for c in costs] + [OPERANDS_OTHER], np.int8)
 
     def slot(op: np.ndarray) -> np.ndarray:
         """Each op's place in the tables above (the last, unknown, for NONE and the ops not costed)."""
@@ -196,6 +226,10 @@ def _row_costs(
     has = index >= 0
     op_fam_all[has] = c_fam[index[has]]
     op_flops = recorded_flops(trace, links, flops_op, op_fam_all) if len(ops) else np.full(len(gpu), np.nan)
+    operands = np.where(flops_op >= 0, c_operands[flops_slot], OPERANDS_OTHER).astype(np.int8)
+    # a forward convolution's formula assumes the output as large as the input where the op that reads it
+    # did not say (kernel_costs.conv_output_hints): 4x the FLOPs at stride 2; only a recorded count is exact
+    operands[(c_fam[flops_slot] == Family.CONV) & ~np.isfinite(op_flops)] = OPERANDS_OTHER
     # no recorded count: the formula's, in place (a second column of every row is 8 MB at 1 M kernels)
     np.copyto(op_flops, c_flops[flops_slot], where=~np.isfinite(op_flops))
     op_bytes = c_bytes[bytes_slot]
@@ -207,7 +241,21 @@ def _row_costs(
         family=np.where(flops_op >= 0, c_fam[flops_slot], c_fam[bytes_slot]),
         low=c_low[np.where(flops_op >= 0, flops_slot, bytes_slot)],
         padding=c_pad[flops_slot],
+        operands=operands,
     )
+
+
+def _exact_operands(c: OpCost) -> int:
+    """OPERANDS_16 or OPERANDS_32 for a matmul or convolution whose FLOPs came from recorded shapes and whose
+    tensor operands are all 16-bit float or all fp32; OPERANDS_OTHER otherwise."""
+    if c.family not in _EXACT_FAMILIES or c.flops is None or not c.flops > 0:
+        return OPERANDS_OTHER
+    dtypes = {t.dtype for t in c.inputs if t is not None}
+    if dtypes and dtypes <= _SIXTEEN_BIT:
+        return OPERANDS_16
+    if dtypes and dtypes <= _FP32:
+        return OPERANDS_32
+    return OPERANDS_OTHER
 
 
 def host_copies(trace: Trace) -> np.ndarray:
@@ -259,12 +307,17 @@ def _tensor_cores(trace: Trace, rc: _RowCosts, is_mm: np.ndarray, k_gemm: np.nda
     return tensor_cores
 
 
-def _unit_peak(trace: Trace, rc: _RowCosts, tensor_cores: np.ndarray, peaks: Peaks) -> np.ndarray:
-    """The FLOP roof of each row's unit: bf16 tensor cores, TF32 tensor cores (fp32 operands, or a kernel
-    name without a low-precision tag) at TF32_OVER_BF16 of it, or the SIMT fp32 rate."""
+def _tf32(trace: Trace, rc: _RowCosts, tensor_cores: np.ndarray) -> np.ndarray:
+    """Per row: on TF32 tensor cores (fp32 operands, or a kernel name without a low-precision tag)."""
     k_low = flag_of(_lower_flags(trace, _LOW_PRECISION_NAME), trace.gpu.name)
     low = rc.low
-    tf32 = (tensor_cores == 1) & (low != 1) & ~((low == -1) & k_low)
+    tf32: np.ndarray = (tensor_cores == 1) & (low != 1) & ~((low == -1) & k_low)
+    return tf32
+
+
+def _unit_peak(tensor_cores: np.ndarray, tf32: np.ndarray, peaks: Peaks) -> np.ndarray:
+    """The FLOP roof of each row's unit: bf16 tensor cores, TF32 tensor cores at TF32_OVER_BF16 of it, or the
+    SIMT fp32 rate."""
     tensor_peak = np.nan if peaks.tensor_flops_per_s is None else peaks.tensor_flops_per_s
     fp32_peak = np.nan if peaks.fp32_flops_per_s is None else peaks.fp32_flops_per_s
     unit_peak: np.ndarray = np.where(
@@ -273,17 +326,114 @@ def _unit_peak(trace: Trace, rc: _RowCosts, tensor_cores: np.ndarray, peaks: Pea
     return unit_peak
 
 
-def roofline(trace: Trace, links: Calls, peaks: Peaks) -> Roofline:
-    gpu = trace.gpu
-    kind = gpu.kind
+@dataclass(frozen=True)
+class _Costs:
+    """What the roofline needs that no roof changes: each row's FLOPs, bytes, family and unit."""
+
+    rc: _RowCosts
+    op_costs: OpCosts
+    cost_op: np.ndarray
+    host_copy: np.ndarray
+    is_mm: np.ndarray
+    k_gemm: np.ndarray
+    tensor_cores: np.ndarray
+    tf32: np.ndarray
+
+
+def _costs(trace: Trace, links: Calls) -> _Costs:
     op_costs, flops_op, bytes_op = cost_ops(trace, links)
     rc = _row_costs(trace, links, op_costs, flops_op, bytes_op)
     host_copy = _take_copy_bytes(trace, rc)
-    flops, nbytes = rc.flops, rc.bytes
     is_mm = np.isin(rc.family, [int(f) for f in MATMUL_FAMILIES])
-    k_gemm = flag_of(trace.string_flags(GEMM_NAME.search), gpu.name)
+    k_gemm = flag_of(trace.string_flags(GEMM_NAME.search), trace.gpu.name)
     tensor_cores = _tensor_cores(trace, rc, is_mm, k_gemm)
-    unit_peak = _unit_peak(trace, rc, tensor_cores, peaks)
+    return _Costs(
+        rc=rc,
+        op_costs=op_costs,
+        cost_op=np.where(flops_op >= 0, flops_op, bytes_op).astype(links.op_parent.dtype),
+        host_copy=host_copy,
+        is_mm=is_mm,
+        k_gemm=k_gemm,
+        tensor_cores=tensor_cores,
+        tf32=_tf32(trace, rc, tensor_cores),
+    )
+
+
+def roofline(trace: Trace, links: Calls, peaks: Peaks) -> Roofline:
+    """Every GPU row's FLOPs, bytes and verdict against `peaks` (as given: `reached_roofline` raises them)."""
+    return _judge(trace, _costs(trace, links), peaks)
+
+
+def reached_roofline(
+    trace: Trace, links: Calls, peaks: Peaks, fixed: frozenset[str] = frozenset()
+) -> tuple[Roofline, Peaks]:
+    """The roofline against `peaks` with each FLOP roof not in `fixed` raised to the rate a kernel of `trace`
+    reached on its unit (module doc), and the Peaks it was judged against."""
+    costs = _costs(trace, links)
+    raised = raise_to_reached(peaks, reached_rates(trace, costs), fixed)
+    return _judge(trace, costs, raised), raised
+
+
+def reached_rates(trace: Trace, c: _Costs) -> dict[str, float]:
+    """Peaks field -> the highest rate that unit sustained in one call of a kernel whose rate is exact (module
+    doc), as the roof it implies (a TF32 rate over TF32_OVER_BF16); fields no kernel speaks for are absent."""
+    gpu, rc = trace.gpu, c.rc
+    candidates = (
+        (gpu.kind == GpuKind.KERNEL)
+        & (gpu.dur_ns >= REACHED_MIN_NS)
+        & (rc.operands != OPERANDS_OTHER)
+        & np.isfinite(rc.flops)
+        & (rc.flops > 0)
+    )
+    if not candidates.any():
+        return {}
+    named = flag_of(trace.string_flags(lambda s: bool(HELPER_NAME.search(s) or _FP8_NAME.search(s.lower()))), gpu.name)
+    candidates &= ~named
+    # a convolution's backward counts the gradients its kernels' names say it computed (kernel_costs.
+    # conv_backward_mask): exact where they say dgrad or wgrad, a guess from the GEMM count otherwise
+    grads_named = flag_of(trace.string_flags(lambda s: bool(_GRAD_NAME.search(s))), gpu.name)
+    candidates &= (rc.family != Family.CONV_BACKWARD) | grads_named
+    k_tf32 = flag_of(trace.string_flags(lambda s: "tf32" in s.lower()), gpu.name)
+    k_simt = flag_of(_lower_flags(trace, _SIMT_NAME), gpu.name)
+    tc, ops, tf32 = c.tensor_cores, rc.operands, c.tf32
+    units = {
+        # bf16/fp16 operands at the tensor roof itself; fp32 ones named TF32 at TF32_OVER_BF16 of it
+        "tensor_flops_per_s": (
+            candidates & (ops == OPERANDS_16) & (tc == 1) & ~tf32,
+            candidates & (ops == OPERANDS_32) & (tc == 1) & tf32 & k_tf32,
+        ),
+        "fp32_flops_per_s": (candidates & (ops == OPERANDS_32) & (tc == 0) & k_simt, None),
+    }
+    spec = datasheet_spec(trace.device.name)
+    out: dict[str, float] = {}
+    for f, (full, tf32_rows) in units.items():
+        rates = [_rates(rc.flops, gpu.dur_ns, full)]
+        if tf32_rows is not None:
+            rates.append(_rates(rc.flops, gpu.dur_ns, tf32_rows) / TF32_OVER_BF16)
+        implied = np.concatenate(rates)
+        sheet = getattr(spec, f) if spec is not None else None
+        if sheet:
+            implied = implied[implied <= MEASURED_MAX_SHARE * sheet]
+        implied = implied[np.isfinite(implied)]
+        if len(implied):
+            out[f] = float(implied.max())
+    return out
+
+
+def _rates(flops: np.ndarray, dur_ns: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The FLOP/s of `rows` (bool mask), by the same arithmetic as the roof fractions (cost/rates.py)."""
+    r = achieved(flops[rows], flops[rows], dur_ns[rows], np.full(int(rows.sum()), np.nan), np.nan)
+    out: np.ndarray = r.flops_per_s
+    return out
+
+
+def _judge(trace: Trace, c: _Costs, peaks: Peaks) -> Roofline:
+    """The verdict of every row against `peaks` (module doc)."""
+    gpu, rc = trace.gpu, c.rc
+    kind = gpu.kind
+    flops, nbytes = rc.flops, rc.bytes
+    is_mm, k_gemm, tensor_cores, host_copy = c.is_mm, c.k_gemm, c.tensor_cores, c.host_copy
+    unit_peak = _unit_peak(tensor_cores, c.tf32, peaks)
     bw = np.nan if peaks.bytes_per_s is None else peaks.bytes_per_s
 
     frac = roof_fraction(flops, nbytes, gpu.dur_ns, unit_peak, bw)
@@ -318,9 +468,9 @@ def roofline(trace: Trace, links: Calls, peaks: Peaks) -> Roofline:
         peak_bytes_per_s=bw,
         fits_in_l2=fits,
         family=rc.family,
-        cost_op=np.where(flops_op >= 0, flops_op, bytes_op).astype(links.op_parent.dtype),
+        cost_op=c.cost_op,
         host_copy=host_copy,
-        op_costs=op_costs,
+        op_costs=c.op_costs,
         bytes_level=level,
         over_roof=over,
         l2_bytes_per_s=l2_bw,

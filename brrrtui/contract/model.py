@@ -125,6 +125,9 @@ class Peaks:
     bytes_per_s: float | None
     source: str  # "measured", "datasheet:<name>", "override", "unknown"
     l2_bytes: int | None = None
+    # (field, the figure it replaced) for each FLOP roof raised to a rate a matmul or convolution of the analysed
+    # windows reached (analyzers/cost/peaks.py: raise_to_reached); empty when none was
+    raised_from: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)

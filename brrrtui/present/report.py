@@ -81,6 +81,7 @@ from brrrtui.present.module_report import (
 )
 from brrrtui.present.paths import readable_path, readable_text
 from brrrtui.present.phase_report import OTHER_PHASE_LINES, phase_json, phase_line, phase_sections
+from brrrtui.present.status import ROOF_NAMES, raised_roof_why
 from brrrtui.present.stream_report import stream_json, stream_text
 from brrrtui.present.verdicts import on_chip_load_bytes
 
@@ -288,6 +289,12 @@ def render_text(analysis: Analysis, top: int = 15, others: Mapping[Phase, Analys
     return readable_text("\n".join(out), run_cwd(a))
 
 
+def _roof(a: Analysis, field: str) -> str:
+    """A FLOP roof of the header: "667 TFLOP/s tensor", and why where a kernel of the run raised it."""
+    why = raised_roof_why(a, field)
+    return f"{fmt_flops(getattr(a.peaks, field))} {ROOF_NAMES[field]}" + (f" ({why})" if why else "")
+
+
 def _header_text(a: Analysis) -> list[str]:
     """The device and its roofs, what was analysed, and where the time goes by regime."""
     t, b, p = a.trace, a.breakdown, a.peaks
@@ -300,8 +307,8 @@ def _header_text(a: Analysis) -> list[str]:
     steps = f", {a.steps_analysed} step{'s' if a.steps_analysed != 1 else ''}" if a.steps_analysed else ""
     out = [
         f"brrrtui report: {src}",
-        f"device   {t.device.name or 'unknown'} · peaks {p.source}: {fmt_flops(p.tensor_flops_per_s)} tensor,"
-        f" {fmt_flops(p.fp32_flops_per_s)} fp32, {fmt_bw(p.bytes_per_s)}{l2}",
+        f"device   {t.device.name or 'unknown'} · peaks {p.source}: {_roof(a, 'tensor_flops_per_s')},"
+        f" {_roof(a, 'fp32_flops_per_s')}, {fmt_bw(p.bytes_per_s)}{l2}",
         f"analysed {nwin} window{'s' if nwin != 1 else ''}{steps}, {fmt_ns(b.span_ns)} ({fmt_ns(busy)} GPU busy)",
         phase_line(a),
         "",

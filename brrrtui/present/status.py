@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from analyzers.cost.peaks import datasheet_spec
 from analyzers.phases.run_phases import Phase
 from analyzers.results import Analysis
-from brrrtui.contract.units import NA, fmt_mem, fmt_ns
+from brrrtui.contract.units import NA, fmt_flops, fmt_mem, fmt_ns
 from brrrtui.present.snapshot import Snapshot
 from brrrtui.present.sparkline import spark
 from brrrtui.present.units import fmt_elapsed
@@ -235,17 +236,43 @@ def rank_label(meta: dict[str, Any]) -> str | None:
     return f"rank {shown} of {len(rank_set['files'])}" if isinstance(shown, int) else None
 
 
+ROOF_NAMES = {"tensor_flops_per_s": "tensor", "fp32_flops_per_s": "fp32"}  # Peaks' FLOP roofs as the text names them
+
+
+def raised_roof_why(a: Analysis, field: str) -> str | None:
+    """Why FLOP roof `field` of the analysis's peaks is what it is when a kernel of the run raised it:
+    "reached by a GEMM of this run; the calibration gave 667 TFLOP/s"; None when it was not raised."""
+    before = dict(a.peaks.raised_from).get(field)
+    if before is None:
+        return None
+    recorded, spec = a.trace.peaks, datasheet_spec(a.trace.device.name)
+    if recorded is not None and recorded.source == "measured" and getattr(recorded, field) == before:
+        origin = "the calibration gave"
+    elif spec is not None and getattr(spec, field) == before:
+        origin = "the datasheet gives"
+    else:
+        origin = "it was"
+    return f"reached by a GEMM of this run; {origin} {fmt_flops(before)}"
+
+
 def opening_lines(snap: Snapshot, path: str | None, file_notes: Sequence[str] = ()) -> list[str]:
-    """What the log says when the first analysis is shown: what was read, what the reader should know about the
-    file itself (`file_notes`: incomplete, a rank of a run, the job's notes), the analysis's notes."""
+    """What the log says when the first analysis is shown: what was read, each FLOP roof a kernel of the run
+    raised and why, what the reader should know about the file itself (`file_notes`: incomplete, a rank of a
+    run, the job's notes), the analysis's notes."""
     a, trace = snap.analysis, snap.trace
     name = os.path.basename(trace.source or path or "")
     windows = f"{len(snap.windows)} window(s)"
     if a.phases is not None and a.phase in PHASE_NAMES:
         windows = f"{len(snap.windows)} {PHASE_NAMES[a.phase]} window(s) of {len(a.phases.windows)}"
+    raised = [
+        f"{ROOF_NAMES[f]} roof {fmt_flops(getattr(a.peaks, f))}: {why}"
+        for f in ROOF_NAMES
+        if (why := raised_roof_why(a, f))
+    ]
     return [
         f"{name}: {len(trace.gpu):,} GPU activities in {windows}, "
         f"{a.steps_analysed} step(s) analysed; roofs from {a.peaks.source}",
+        *raised,
         *file_notes,
         *a.notes,
     ]
