@@ -18,7 +18,7 @@ from analyzers.cost.roofline import OVER_PEAK, REACHED_MIN_NS, TF32_OVER_BF16, W
 from analyzers.results import Analysis
 from brrrtui.contract.model import Peaks, Trace
 from brrrtui.contract.units import fmt_flops
-from brrrtui.present.report import render_text
+from brrrtui.present.report import render_text, to_json
 from brrrtui.present.snapshot import build_snapshot
 from brrrtui.present.status import opening_lines
 from brrrtui.recording.load import load_trace
@@ -83,6 +83,9 @@ def test_a_bf16_gemm_above_the_calibration_raises_the_tensor_roof_to_its_rate():
     assert a.peaks.tensor_flops_per_s == pytest.approx(_rate(fast), rel=1e-12)
     assert a.peaks.raised_from == (("tensor_flops_per_s", CALIBRATED.tensor_flops_per_s),)
     assert a.peaks.fp32_flops_per_s == CALIBRATED.fp32_flops_per_s  # no fp32 GEMM: the SIMT roof stays
+    device = to_json(a)["device"]
+    assert device["peak_flops_per_s"] == a.peaks.tensor_flops_per_s
+    assert device["peaks_raised_from"] == {"tensor_flops_per_s": CALIBRATED.tensor_flops_per_s}
     frac, over = fractions(a)
     assert frac[f] == pytest.approx(1.0, rel=1e-12) and over[f] == WITHIN  # at its roof, not over it
     assert frac[s] == pytest.approx(_rate(slow) / _rate(fast), rel=1e-9)

@@ -63,7 +63,7 @@ def test_json_schema_exactly():
         "windows": {"unknown": [0]},
     }
     assert doc["device"] == {"name": "NVIDIA H200", "peak_flops_per_s": 989e12, "peak_bytes_per_s": 4.8e12,
-                             "peaks_source": "datasheet:H200 SXM"}  # fmt: skip
+                             "peaks_source": "datasheet:H200 SXM", "peaks_raised_from": {}}  # fmt: skip
     assert list(doc["breakdown_ns"]) == ["compute", "memory", "communication", "overhead"]
     assert sum(doc["breakdown_ns"].values()) == doc["span_ns"] == 300_000
     assert list(doc["overhead"]) == [

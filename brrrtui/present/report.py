@@ -6,7 +6,8 @@ JSON schema 4 (`brrrtui report --json`; docs/reference.md documents it, with wha
     {
       "schema": 4,
       "device": {"name": str|null, "peak_flops_per_s": float|null, "peak_bytes_per_s": float|null,
-                 "peaks_source": "measured" | "override" | "datasheet:<name>" | "unknown"},
+                 "peaks_source": "measured" | "override" | "datasheet:<name>" | "unknown",
+                 "peaks_raised_from": {field: float}},  # FLOP roofs a kernel of the run beat: what they were
       "span_ns": int,                                   # wall time of the analysed windows
       "breakdown_ns": {"compute": int, "memory": int, "communication": int, "overhead": int}|null,  # sums to span_ns
       "communication": null | {...},                    # present/comm_report.py (exposed / hidden collectives)
@@ -115,6 +116,7 @@ def to_json(
             "peak_flops_per_s": _num(a.peaks.tensor_flops_per_s),
             "peak_bytes_per_s": _num(a.peaks.bytes_per_s),
             "peaks_source": a.peaks.source,
+            "peaks_raised_from": {f: float(v) for f, v in a.peaks.raised_from},
         },
         "span_ns": int(b.span_ns),
         "breakdown_ns": _breakdown_json(a),
