@@ -4,7 +4,11 @@ host-to-device copies and the DataLoader (idle/gaps.py decides each idle gap's c
 An idle gap that a CPU-side collective covers (gloo's `gloo:all_reduce`, ...: gap_evidence.collective_marks) is
 communication whatever else ran in it: the rank waits for the others and moves the data through the host.
 It makes a COMMUNICATION finding (the cure: the straggler, or overlap) and none of the host's (overhead, sync,
-host-to-device copies, waits, data)."""
+host-to-device copies, waits, data).
+
+The overhead and small-kernels cures (CUDA graphs, torch.compile) need static shapes: where the analysed steps
+ran ops that size their output from the data (DATA_DEPENDENT_OPS), the findings name them (`DynamicShapes`)
+and their advice makes those shapes static first."""
 
 from __future__ import annotations
 
