@@ -259,18 +259,23 @@ X, W = [256, 256, 56, 56], [256, 256, 3, 3]
 CONV_FLOPS_SAME = 2 * 256 * 256 * 256 * 9 * 56 * 56  # the formula's count: the output as large as the input
 
 
-def conv_trace(dur: int, recorded: float | None) -> Trace:
-    """One forward convolution and no op after it to show its output's size (the stride is unknown)."""
+def one_op_trace(op: str, shapes: list[list[int]], kernel: str, dur: int, **extra: float) -> Trace:
+    """One op `op` with `shapes` (bf16) that launched one kernel for `dur` ns, in a one-step window."""
     b = TraceBuilder(device=H100, peaks=CALIBRATED)
     line = b.line("train.py", 30, "step")
     b.span(line, 0, 8_000)
-    extra = {} if recorded is None else {"flops": recorded}
-    b.op("aten::cudnn_convolution", 500, 6_000, shapes=[X, W], dtypes=[BF16, BF16], **extra)
-    b.launch(CONV, 1_000, 10_000, dur)
+    b.op(op, 500, 6_000, shapes=shapes, dtypes=[BF16] * len(shapes), **extra)
+    b.launch(kernel, 1_000, 10_000, dur)
     b.window(0, dur + 20_000, first_step=1, last_step=1)
     b.step(0, 0)
     b.step(1, dur + 20_000)
     return b.build()
+
+
+def conv_trace(dur: int, recorded: float | None) -> Trace:
+    """One forward convolution and no op after it to show its output's size (the stride is unknown)."""
+    extra = {} if recorded is None else {"flops": recorded}
+    return one_op_trace("aten::cudnn_convolution", [X, W], CONV, dur, **extra)
 
 
 def test_a_forward_convolution_raises_the_roof_only_with_a_recorded_flop_count():
@@ -287,15 +292,7 @@ def test_a_forward_convolution_raises_the_roof_only_with_a_recorded_flop_count()
 
 def conv_backward_trace(kernel: str, dur: int) -> Trace:
     """One convolution_backward (stride 1: grad_output as large as the input) that launched one kernel."""
-    b = TraceBuilder(device=H100, peaks=CALIBRATED)
-    line = b.line("train.py", 30, "step")
-    b.span(line, 0, 8_000)
-    b.op("aten::convolution_backward", 500, 6_000, shapes=[X, X, W], dtypes=[BF16] * 3)
-    b.launch(kernel, 1_000, 10_000, dur)
-    b.window(0, dur + 20_000, first_step=1, last_step=1)
-    b.step(0, 0)
-    b.step(1, dur + 20_000)
-    return b.build()
+    return one_op_trace("aten::convolution_backward", [X, X, W], kernel, dur)
 
 
 def test_a_convolution_backward_raises_the_roof_only_where_its_kernels_name_the_gradient():
