@@ -229,9 +229,9 @@ def static_first(d: DynamicShapes | None, p: Per) -> str:
     return (
         f"first give the data-dependent shapes a static size ({', '.join(d.ops[:3])} on {where(d.lines)},"
         f" {d.calls / p.per:.3g} per {unit(p)}: each waits for the GPU and sizes its output from the data, so"
-        " CUDA graphs cannot capture the step and torch.compile breaks the graph or recompiles there): for instance a fixed"
-        " capacity per expert (a token's slot from the cumsum of its one-hot choice, tokens over it dropped),"
-        " masks and torch.where(mask, a, b) in place of indexing, torch.nonzero_static; then "
+        " CUDA graphs cannot capture the step and torch.compile breaks the graph or recompiles there): for"
+        " instance a fixed capacity per expert (a token's slot from the cumsum of its one-hot choice, tokens over"
+        " it dropped), masks and torch.where(mask, a, b) in place of indexing, torch.nonzero_static; then "
     )
 
 
