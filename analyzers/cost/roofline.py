@@ -122,7 +122,8 @@ _SIMT_NAME = re.compile(r"sgemm|f32f32_f32f32|dgemm")
 _LOW_PRECISION_NAME = re.compile(r"bf16|f16|e4m3|e5m2|fp8|h1688|h16816|h884|hmma")
 _HOST_COPY = ("HtoD", "DtoH", "HtoH", "Pageable", "Pinned")
 _FP8_NAME = re.compile(r"e4m3|e5m2|fp8")
-_GRAD_NAME = re.compile(r"dgrad|wgrad", re.I)
+_GRAD_NAME = re.compile(r"dgrad|wgrad")
+_TF32_NAME = re.compile(r"tf32")
 _EXACT_FAMILIES = (Family.MATMUL, Family.CONV, Family.CONV_BACKWARD)  # FLOPs from shapes, no masking
 _SIXTEEN_BIT = frozenset({"c10::Half", "c10::BFloat16", "float16", "half", "bfloat16"})
 _FP32 = frozenset({"float", "float32"})
@@ -387,13 +388,12 @@ def reached_rates(trace: Trace, c: _Costs) -> dict[str, float]:
     )
     if not candidates.any():
         return {}
-    named = flag_of(trace.string_flags(lambda s: bool(HELPER_NAME.search(s) or _FP8_NAME.search(s.lower()))), gpu.name)
-    candidates &= ~named
+    candidates &= ~flag_of(_lower_flags(trace, HELPER_NAME) | _lower_flags(trace, _FP8_NAME), gpu.name)
     # a convolution's backward counts the gradients its kernels' names say it computed (kernel_costs.
     # conv_backward_mask): exact where they say dgrad or wgrad, a guess from the GEMM count otherwise
-    grads_named = flag_of(trace.string_flags(lambda s: bool(_GRAD_NAME.search(s))), gpu.name)
+    grads_named = flag_of(_lower_flags(trace, _GRAD_NAME), gpu.name)
     candidates &= (rc.family != Family.CONV_BACKWARD) | grads_named
-    k_tf32 = flag_of(trace.string_flags(lambda s: "tf32" in s.lower()), gpu.name)
+    k_tf32 = flag_of(_lower_flags(trace, _TF32_NAME), gpu.name)
     k_simt = flag_of(_lower_flags(trace, _SIMT_NAME), gpu.name)
     tc, ops, tf32 = c.tensor_cores, rc.operands, c.tf32
     units = {
