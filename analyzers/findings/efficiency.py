@@ -235,8 +235,12 @@ def _gemm_findings(ctx: Context) -> list[Finding]:
         if saving >= MIN_SAVING_SHARE * ctx.step_ns:
             lines = ctx.source_lines(count_lines(ctx.links.kernel_line[layout_rows]))
             out.append(conv_layout_finding(ctx, lines, layout_rows, rows[conv_fallback], saving, target))
+    pad_rows = np.flatnonzero(
+        (gpu.kind == GpuKind.KERNEL) & flag_of(ctx.trace.string_flags(PAD_NAME.search), gpu.name)
+    )
     padding = [
-        _library_padding(ctx, rows[ix], pair_diag[of_pair[ix[0]]], pair_conv[of_pair[ix[0]]]) for ix in groups
+        _library_padding(ctx, rows[ix], pair_diag[of_pair[ix[0]]], pair_conv[of_pair[ix[0]]], pad_rows, layout_rows)
+        for ix in groups
     ]
     # a convolution the library pads itself already runs the padded work: padding it once saves the padding kernels
     saved = [
@@ -309,20 +313,21 @@ def _groups(
     return [idx[g == i] for i in range(len(ids))]
 
 
-def _library_padding(ctx: Context, rows: np.ndarray, d: Diagnosis | None, conv: bool) -> np.ndarray | None:
+def _library_padding(
+    ctx: Context, rows: np.ndarray, d: Diagnosis | None, conv: bool, pad_rows: np.ndarray, layout_rows: np.ndarray
+) -> np.ndarray | None:
     """Whether the library pads the channels of the convolutions of `rows` itself, when their cause is the
-    channels' alignment: then the rows of the padding kernels (cuDNN's `nhwcAddPaddingKernel`) they launched,
-    empty where the padding is done by the NCHW->NHWC conversion they launched (the conv_layout finding's
-    kernels). Such a convolution's kernel runs on the padded channels already (opcost.channel_padding), so
-    padding the input and the weight once saves the padding kernels, not the kernel's shortfall. None for any
-    other cause, and where the library ran neither."""
-    gpu, roof = ctx.trace.gpu, ctx.roof
+    channels' alignment: then the rows of the padding kernels (cuDNN's `nhwcAddPaddingKernel`, of `pad_rows`)
+    they launched, empty where the padding is done by the NCHW->NHWC conversion they launched (of
+    `layout_rows`: the conv_layout finding's kernels). Such a convolution's kernel runs on the padded channels
+    already (opcost.channel_padding), so padding the input and the weight once saves the padding kernels, not
+    the kernel's shortfall. None for any other cause, and where the library ran neither."""
     if not conv or d is None or d.cause != "align":
         return None
-    own = (gpu.kind == GpuKind.KERNEL) & np.isin(roof.cost_op, roof.cost_op[rows])
-    pad = own & flag_of(ctx.trace.string_flags(PAD_NAME.search), gpu.name)
-    layout = own & flag_of(ctx.trace.string_flags(_LAYOUT.search), gpu.name)
-    return np.flatnonzero(pad) if pad.any() or layout.any() else None
+    ops = ctx.roof.cost_op[rows]
+    pad = pad_rows[np.isin(ctx.roof.cost_op[pad_rows], ops)]
+    converts = np.isin(ctx.roof.cost_op[layout_rows], ops).any()
+    return pad if len(pad) or converts else None
 
 
 def _layout_rows(ctx: Context) -> np.ndarray:
