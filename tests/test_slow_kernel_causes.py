@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from analyzers.cost.attention_cost import (
     MASK_ARG,
     AttentionShape,
     causal_fraction,
+    cudnn_head_dim,
     diagnose_attention,
     flash_head_dim,
     sdpa_backward_flops,
@@ -221,6 +223,38 @@ def test_flash_on_head_dim_200_runs_the_256_kernel():
     assert f.saving_ns == pytest.approx(dur * (1 - 200 / 256), rel=1e-9)
     assert "head_dim 200, which flash runs in its 256-wide kernel" in message(f)
     assert "32, 64, 96, 128, 160, 192, 256" in action(f)
+
+
+CUDNN_FPROP = "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x{}_4x1x1_cga1x1x1"
+CUDNN_BPROP = "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x{}_1x4x1_cga1x1x1"
+
+
+def test_a_cudnn_kernels_head_dim_is_the_last_size_of_its_tile():
+    assert cudnn_head_dim(CUDNN_FPROP.format(256)) == 256
+    assert cudnn_head_dim(CUDNN_BPROP.format(64)) == 64
+    assert cudnn_head_dim("void cudnn::fusion::compute_dot_do_o<true>(void const*)") is None
+    assert cudnn_head_dim("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_execute") is None
+    assert cudnn_head_dim("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<256, 128, 64, 8>>") is None
+
+
+def _cudnn_attention(head_dim: int, tile: int):
+    q = [B, H, S, head_dim]
+    flops = sdpa_flops(tuple(q), tuple(q), tuple(q))
+    return attention_trace(
+        "aten::_scaled_dot_product_cudnn_attention", CUDNN_FPROP.format(tile), q, BF16, flops / (0.3 * H200_BF16)
+    )
+
+
+def test_cudnn_on_head_dim_200_runs_a_256_wide_tile():
+    trace, _, dur = _cudnn_attention(200, 256)
+    (f,) = _attention_findings(analyze(trace))
+    assert f.saving_ns == pytest.approx(dur * (1 - 200 / 256), rel=1e-9)
+    assert "head_dim 200, which cuDNN runs in a kernel whose tile is 256 wide in head_dim" in message(f)
+    assert "22% of its tensor-core work is on padding" in message(f)
+    assert "a smaller head_dim that cuDNN tiles exactly" in action(f) and "flash is built for" not in action(f)
+    # the same call in a tile of its own head dim has no cause the shapes show: no head_dim finding
+    trace, _, _ = _cudnn_attention(256, 256)
+    assert not [f for f in _attention_findings(analyze(trace)) if "head_dim 256, which" in message(f)]
 
 
 def test_attention_at_its_roof_or_a_small_share_of_the_step_makes_no_finding():
@@ -433,3 +467,23 @@ def test_every_attention_cause_has_its_words(op, q, dtype, mask, said):
     facts = SlowAttentionFacts(PER, d, d.shape.text, (op,), ("kernel",), 4, 8e6, rates, 0.5, False, 4e6)
     f = Finding(FindingKind.SLOW_GEMM, (SourceLine("model.py", 50, "forward"),), 4e6, facts)
     assert said in message(f) and d.shape.text in message(f) and action(f)
+
+
+def test_the_h100_head_dim_line_is_named_from_its_cudnn_kernels_tile():
+    """slow_kernels.py --tf32 on an H100: the head_dim line (SDPA, bf16, head_dim 200, line 65) ran cuDNN's
+    kernels whose names carry a 256-wide head-dim tile; its slow backward gets the head_dim cause, the saving
+    being the padded share of those kernels' time, and the flash-causal line (head_dim 64, 64-wide tiles) none."""
+    from analyzers.analyze import analyze_with_other_phases
+    from brrrtui.recording.load import load_trace
+
+    fixture = os.path.join(os.path.dirname(__file__), "fixtures", "h100_slow_kernels_tf32.brrr.gz")
+    trace = load_trace(fixture)
+    a, _ = analyze_with_other_phases(trace)
+    found = [f for f in _attention_findings(a) if f.facts.diagnosis and f.facts.diagnosis.cause == "head_dim"]
+    (f,) = found
+    assert [ln.line for ln in f.lines] == [65]
+    assert f.facts.diagnosis.backend == "cudnn" and f.facts.diagnosis.dims == (200, 256)
+    rows = np.array(f.kernels)
+    tiles = {cudnn_head_dim(a.trace.name(int(n))) for n in a.trace.gpu.name[rows].tolist()}
+    assert tiles == {256, None}  # the bprop kernel and cuDNN's dO·O helper
+    assert f.saving_ns == pytest.approx(f.facts.gpu_ns * (1 - 200 / 256), rel=1e-9)

@@ -23,6 +23,7 @@ and out (grad_out's shape) and writes dq, dk, dv. The log-sum-exp and RNG state 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -234,6 +235,19 @@ def flash_head_dim(d: int) -> int:
     return next((k for k in FLASH_HEAD_DIMS if k >= d), d)
 
 
+# cuDNN's generated SDPA kernels name their tile after `knob_<n>_`: query rows x key rows x head dim. On an H100
+# (torch 2.11, cuDNN's sm90 kernels) head_dim 64 ran `..._fprop_wgmma_f16_knob_7_64x128x64_...` and
+# `..._bprop_wgmma_f16_knob_26_64x64x64_...`, head_dim 200 `..._knob_7_64x128x256_...` and
+# `..._knob_26_64x64x256_...`: the tile's head dim past the call's is computed and thrown away.
+_CUDNN_TILE = re.compile(r"cudnn_generated\w*sdpa\w*?_knob_\d+_(\d+)x(\d+)x(\d+)")
+
+
+def cudnn_head_dim(kernel: str) -> int | None:
+    """The head dim of a cuDNN SDPA kernel's tile, from its name; None for any other kernel."""
+    m = _CUDNN_TILE.search(kernel)
+    return int(m.group(3)) if m else None
+
+
 @dataclass(frozen=True)
 class AttentionDiagnosis:
     """Why an attention kernel runs under its roof (`diagnose_attention`).
@@ -241,7 +255,8 @@ class AttentionDiagnosis:
     cause:  fp32        the efficient kernel on fp32 operands (three TF32 products per multiply)
             mask        an explicit attn_mask on the efficient or cuDNN kernel: every (query, key) pair computed
                         and the mask read; flash takes no mask
-            head_dim    flash ran a head dim not among FLASH_HEAD_DIMS in the next larger kernel
+            head_dim    flash ran a head dim not among FLASH_HEAD_DIMS in the next larger kernel, or cuDNN ran
+                        it in a kernel whose tile (its name, `cudnn_head_dim`) has a larger head dim
             short       at most SHORT_SEQ keys, or fewer query tiles than SMs: too little work per launch
             not_flash   the efficient kernel on a call flash takes (16-bit, no mask, head dims equal, <= 256)
             math        the math fallback (separate matmul, softmax and matmul kernels); `why` says what of
@@ -254,7 +269,7 @@ class AttentionDiagnosis:
     shape: AttentionShape
     mask: bool | None  # an explicit attn_mask was passed (None: the op takes none)
     causal: bool | None  # from the recorded Concrete Inputs; None when not recorded
-    work: float = 1.0  # useful FLOPs over the kernel's: head_dim / the flash kernel's head dim
+    work: float = 1.0  # useful FLOPs over the kernel's: head_dim / the flash or cuDNN kernel's head dim
     why: str = ""  # math: what rules the fused kernels out
     dims: tuple[int, ...] = ()  # the offending values: (head_dim, kernel's), (tiles, SMs), (s_k,)
 
@@ -272,10 +287,15 @@ def _math_why(s: AttentionShape, mask: bool | None) -> str:
 
 
 def diagnose_attention(
-    op: str, inputs: Sequence[TensorArg | None], causal: bool | None, sms: int | None
+    op: str,
+    inputs: Sequence[TensorArg | None],
+    causal: bool | None,
+    sms: int | None,
+    kernel_head_dim: int | None = None,
 ) -> AttentionDiagnosis | None:
     """The cause of a slow attention kernel from its op's base name, recorded inputs and is_causal (the
-    class doc, strongest first); None when the recorded shapes say nothing (cause unknown)."""
+    class doc, strongest first); None when the recorded shapes say nothing (cause unknown).
+    `kernel_head_dim`: the head dim of the cuDNN kernel's tile that ran the call (`cudnn_head_dim`)."""
     s = attention_shape(op, inputs)
     if s is None:
         return None
@@ -292,6 +312,10 @@ def diagnose_attention(
             return AttentionDiagnosis(
                 "head_dim", backend, s, mask, causal, s.head_dim / k, dims=(s.head_dim, k)
             )
+    if backend == "cudnn" and kernel_head_dim is not None and kernel_head_dim > max(s.head_dim, s.head_dim_v):
+        return AttentionDiagnosis(
+            "head_dim", backend, s, mask, causal, s.head_dim / kernel_head_dim, dims=(s.head_dim, kernel_head_dim)
+        )
     tiles = s.batch * s.heads * -(-s.s_q // TILE_ROWS)
     if sms and tiles < sms:
         return AttentionDiagnosis("short", backend, s, mask, causal, dims=(tiles, sms))

@@ -28,8 +28,9 @@ measured, against 0.56 ms from the padded-work formula above.
 | slow_gemm   | no cause found, >= UNKNOWN_MIN_SHARE of the step under BELOW_ROOF | "cause unknown", the evidence    |
 | slow_gemm   | tiny M or N, small grid, split-K, partial tiles, pre-Hopper kernel| bigger or batched matmuls        |
 | slow_gemm   | transposed: a TF32/fp8 GEMM on Hopper with an MN-major operand    | .contiguous(), weight (out, in)  |
-| slow_gemm   | attention: fp32, an explicit mask, flash's head_dim padding,      | bf16 autocast, is_causal=True,   |
-|             | little work per call, efficient where flash runs, math fallback   | a kernel head_dim, ...           |
+| slow_gemm   | attention: fp32, an explicit mask, a head_dim padded to the flash | bf16 autocast, is_causal=True,   |
+|             | or cuDNN kernel's, little work per call, efficient where flash    | a kernel head_dim, ...           |
+|             | runs, math fallback                                               |                                  |
 | conv_layout | cuDNN nchwToNhwc / nhwcToNchw kernels around NCHW convolutions    | model and inputs channels_last   |
 
 The GEMMs of a library recurrent op (cause `recurrent`: one GEMM per time step and layer with M = batch) are
@@ -53,7 +54,8 @@ attention kernels with no cause reach BELOW_ROOF or better (then their reference
 reaches about 35 % of an H100's bf16 roof and FlashAttention-3 75 % (the FlashAttention-3 paper's figures),
 so half the roof is what a fused kernel is held to without the run's own evidence. The predicted time after
 the cure, per cause: fp32 -> the kernel's FLOPs in bf16 at the target of the 16-bit roof; head_dim -> the
-kernel's own time on the useful columns only (head_dim / the kernel's); math fallback -> one fused call's FLOPs
+kernel's own time on the useful columns only (head_dim / the kernel's: flash's next built head dim, or the
+head dim of the cuDNN kernel's tile read from its name); math fallback -> one fused call's FLOPs
 (forward, and backward where the fallback's backward kernels ran; causal share when is_causal was recorded) at
 the target of the 16-bit roof; every other cause -> the kernel at the target. A "cause unknown" attention
 finding needs the same evidence as a GEMM's: MIN_REFERENCE of this run's undiagnosed attention kernels at
@@ -78,6 +80,7 @@ from analyzers.cost.attention_cost import (
     AttentionDiagnosis,
     attention_shape,
     causal_fraction,
+    cudnn_head_dim,
     diagnose_attention,
     is_causal,
     sdpa_backward_flops,
@@ -559,11 +562,13 @@ def attention_kernel_findings(ctx: Context) -> list[Finding]:
     _, first, of_key = np.unique(call, return_index=True, return_inverse=True)
     diags: list[AttentionDiagnosis | None] = []
     shapes: list[str] = []
-    for o in op[first].tolist():
+    for k, o in enumerate(op[first].tolist()):
         cost = roof.op_costs.of(o)
         name = base_name(trace.name(int(trace.ops.name[o])))
         causal = _op_causal(ctx, o)
-        d = None if cost is None else diagnose_attention(name, cost.inputs, causal, trace.device.num_sms)
+        tiles = [cudnn_head_dim(trace.name(int(n))) for n in np.unique(gpu.name[fused[of_key == k]]).tolist()]
+        tile = max((t for t in tiles if t is not None), default=None)
+        d = None if cost is None else diagnose_attention(name, cost.inputs, causal, trace.device.num_sms, tile)
         s = None if cost is None else attention_shape(name, cost.inputs)
         diags.append(d)
         shapes.append(s.text if s is not None else "")

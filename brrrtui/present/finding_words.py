@@ -671,12 +671,19 @@ def _attention_cause(d: AttentionDiagnosis) -> tuple[str, str]:
         )
     if d.cause == "head_dim":
         have, kernel = d.dims
+        heads = f"{s.heads * have // kernel if s.heads * have % kernel == 0 else 'fewer'} heads of {kernel}"
+        if d.backend == "cudnn":
+            return (
+                f"have head_dim {have}, which cuDNN runs in a kernel whose tile is {kernel} wide in head_dim (the"
+                f" tile in the kernel's name): {fmt_pct(1 - d.work)} of its tensor-core work is on padding",
+                f"give the heads a head_dim the kernel's tile fits: keeping heads × head_dim, e.g. {heads}, or"
+                " a smaller head_dim that cuDNN tiles exactly, such as 64 or 128",
+            )
         sizes = ", ".join(str(k) for k in FLASH_HEAD_DIMS)
         return (
             f"have head_dim {have}, which flash runs in its {kernel}-wide kernel (it is built for {sizes}):"
             f" {fmt_pct(1 - d.work)} of its tensor-core work is on padding",
-            f"give the heads a head_dim flash is built for ({sizes}): keeping heads × head_dim, e.g."
-            f" {s.heads * have // kernel if s.heads * have % kernel == 0 else 'fewer'} heads of {kernel}",
+            f"give the heads a head_dim flash is built for ({sizes}): keeping heads × head_dim, e.g. {heads}",
         )
     if d.cause == "short":
         if len(d.dims) == 2:

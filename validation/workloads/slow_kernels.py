@@ -11,8 +11,8 @@
 Only the weights and the attention inputs learn (the GEMMs' activations take no gradient), so each GEMM line
 has one backward GEMM (its weight's gradient) and each attention line its backward kernel. Which backend runs
 is torch's choice (aten/src/ATen/native/transformers/cuda/sdp_utils.cpp): on an H100 with a recent cuDNN it
-tries cuDNN first, which takes the mask but no fp32, and trains head_dim 200 not at all (its sm90 backward takes
-head dims up to 128, 192/128 or 256), so the head_dim line runs flash, in its 256-wide kernel. The sizes make every
+tries cuDNN first, which takes the mask but no fp32; with torch 2.11 it ran head_dim 200 too, forward and
+backward, in kernels whose names give a 256-wide head-dim tile (`..._64x64x256_...`). The sizes make every
 line at least 5 % of an H100's step. `--smoke` runs tiny sizes (on the CPU too) to check the script.
 `--tf32` runs the fp32 lines on TF32 tensor cores instead: there Hopper's kernels want both operands K-major
 (16-bit ones read either layout), so the transposed line's layout is a cause of its own.
