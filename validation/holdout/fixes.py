@@ -24,9 +24,9 @@ Each fix is the advice of one of the workload's top findings, applied as the adv
   graph_step        the whole training step (loss, backward, optimizer step) captured once as one CUDA graph
                     (torch.cuda.graph, the optimizer made again with capturable=True) and replayed by the
                     loop: the same kernels without the CPU launching them (overhead, small_kernels). Unlike
-                    cuda_graphs, nothing is traced or retraced: on unet_diffusion, AOT autograd's backward
-                    under backend="cudagraphs" ran slower kernels (an index backward of ~2 ms among them)
-                    and took the graphed step's GPU time to ~20 ms against the eager step's 13.6 ms.
+                    cuda_graphs, nothing is traced again: on unet_diffusion, backend="cudagraphs" replays
+                    what AOT autograd traced (an index backward of ~2 ms a call among its kernels), and its
+                    synchronised step took ~20 ms where the eager step's kernels take 13.6 ms.
   tf32              torch.set_float32_matmul_precision("high"): fp32 matmuls on TF32 tensor cores.
   channels_last     the model and its input in channels_last (conv_layout).
   gc_freeze         gc.collect(); gc.freeze() after set-up, before the loop (slow_steps).
