@@ -562,12 +562,16 @@ def attention_kernel_findings(ctx: Context) -> list[Finding]:
     _, first, of_key = np.unique(call, return_index=True, return_inverse=True)
     diags: list[AttentionDiagnosis | None] = []
     shapes: list[str] = []
+    # the widest cuDNN head-dim tile among each call's kernels (-1: none is a cuDNN SDPA kernel)
+    names, of_name = unique_inverse(gpu.name[fused].astype(np.int64))
+    name_tile = np.array([cudnn_head_dim(trace.name(int(n))) or -1 for n in names.tolist()], dtype=np.int64)
+    call_tile = np.full(len(first), -1, dtype=np.int64)
+    np.maximum.at(call_tile, of_key, name_tile[of_name])
     for k, o in enumerate(op[first].tolist()):
         cost = roof.op_costs.of(o)
         name = base_name(trace.name(int(trace.ops.name[o])))
         causal = _op_causal(ctx, o)
-        tiles = [cudnn_head_dim(trace.name(int(n))) for n in np.unique(gpu.name[fused[of_key == k]]).tolist()]
-        tile = max((t for t in tiles if t is not None), default=None)
+        tile = int(call_tile[k]) if call_tile[k] > 0 else None
         d = None if cost is None else diagnose_attention(name, cost.inputs, causal, trace.device.num_sms, tile)
         s = None if cost is None else attention_shape(name, cost.inputs)
         diags.append(d)
