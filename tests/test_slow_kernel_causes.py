@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from fixtures.synthetic import BF16, F32, H200_BF16, H200_FP32, TraceBuilder
 
-from analyzers.analyze import analyze
+from analyzers.analyze import analyze, analyze_with_other_phases
 from analyzers.cost.attention_cost import (
     MASK_ARG,
     AttentionShape,
@@ -32,6 +32,7 @@ from analyzers.findings.facts import Per, RateSpan, SlowAttentionFacts
 from analyzers.results import Finding, FindingKind
 from brrrtui.contract.model import SourceLine, Table
 from brrrtui.present.finding_words import action, message
+from brrrtui.recording.load import load_trace
 
 N = 4096
 GEMM_FLOPS = 2 * N**3
@@ -473,9 +474,6 @@ def test_the_h100_head_dim_line_is_named_from_its_cudnn_kernels_tile():
     """slow_kernels.py --tf32 on an H100: the head_dim line (SDPA, bf16, head_dim 200, line 65) ran cuDNN's
     kernels whose names carry a 256-wide head-dim tile; its slow backward gets the head_dim cause, the saving
     being the padded share of those kernels' time, and the flash-causal line (head_dim 64, 64-wide tiles) none."""
-    from analyzers.analyze import analyze_with_other_phases
-    from brrrtui.recording.load import load_trace
-
     fixture = os.path.join(os.path.dirname(__file__), "fixtures", "h100_slow_kernels_tf32.brrr.gz")
     trace = load_trace(fixture)
     a, _ = analyze_with_other_phases(trace)
