@@ -27,7 +27,7 @@ from analyzers.findings.facts import (
 )
 from analyzers.idle.gap_evidence import collective_marks, main_thread
 from analyzers.idle.launch_timing import median_launch_interval_ns
-from analyzers.link.links import spans_at
+from analyzers.link.links import outermost_ops, spans_at
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Finding, FindingKind, GapCause, Regime
 from brrrtui.contract.model import NONE, GpuKind
 
@@ -87,12 +87,7 @@ def data_dependent_shapes(ctx: Context) -> DynamicShapes | None:
     rows = np.flatnonzero(np.isin(trace.ops.name, ids))
     if not len(rows):
         return None
-    top = rows.copy()
-    parent = links.op_parent[top]
-    while (parent >= 0).any():
-        up = parent >= 0
-        top[up] = parent[up]
-        parent = np.where(up, links.op_parent[np.maximum(top, 0)], -1)
+    top = outermost_ops(links.op_parent, rows.astype(np.int64))
     names, counts = np.unique(trace.ops.name[top], return_counts=True)
     ops = tuple(trace.name(int(n)) for n in names[np.argsort(-counts, kind="stable")])
     return DynamicShapes(len(rows), ops, ctx.source_lines(count_lines(links.op_line[rows])))

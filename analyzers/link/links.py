@@ -107,6 +107,16 @@ def _from_nearest_ancestor(value: np.ndarray, parent: np.ndarray) -> np.ndarray:
     return out
 
 
+def outermost_ops(op_parent: np.ndarray, ops: np.ndarray) -> np.ndarray:
+    """Each op's outermost enclosing op (itself when top level)."""
+    out = ops.copy()
+    up = op_parent[out] if len(out) else out
+    while (up >= 0).any():
+        out = np.where(up >= 0, up, out)
+        up = np.where(up >= 0, op_parent[np.maximum(up, 0)], -1)
+    return out
+
+
 def innermost_enclosing(
     start: np.ndarray,
     end: np.ndarray,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzers.link.links import Links
+from analyzers.link.links import Links, outermost_ops
 from brrrtui.contract.model import Trace
 from brrrtui.contract.units import fmt_ns
 
@@ -75,16 +75,6 @@ def _before_window(trace: Trace, rows: np.ndarray) -> np.ndarray:
     opened = _per_window(window, win.window.astype(np.int64), win.start_ns.astype(np.int64), never)
     earlier = (corr >= 0) & (first != never) & (corr < first)
     out: np.ndarray = earlier | ((opened != never) & (gpu.start_ns[rows] < opened))
-    return out
-
-
-def _outermost(op_parent: np.ndarray, ops: np.ndarray) -> np.ndarray:
-    """Each op's outermost enclosing op (itself when top level)."""
-    out = ops.copy()
-    up = op_parent[out] if len(out) else out
-    while (up >= 0).any():
-        out = np.where(up >= 0, up, out)
-        up = np.where(up >= 0, op_parent[np.maximum(up, 0)], -1)
     return out
 
 
@@ -144,7 +134,7 @@ def unplaced_kernels(trace: Trace, links: Links) -> list[Unplaced]:
             continue
         dur = gpu.dur_ns[rows]
         if reason in (OUTSIDE_USER_CODE, BACKWARD_BEFORE_WINDOW):
-            ids = trace.ops.name[_outermost(links.op_parent, links.kernel_op[rows].astype(np.int64))]
+            ids = trace.ops.name[outermost_ops(links.op_parent, links.kernel_op[rows].astype(np.int64))]
         else:
             ids = gpu.name[rows]
         out.append(Unplaced(reason, rows, int(dur.sum()), _names(ids, dur, strings)))
