@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from analyzers.cost.op_families import ATTENTION_BACKWARD_BSHD, ATTENTION_BSHD, Family, family_of
-from analyzers.cost.tensor_args import TensorArg, Traffic
+from analyzers.cost.tensor_args import FP32, SIXTEEN_BIT_FLOAT, TensorArg, Traffic
 
 # op -> ((argument count, index of is_causal / custom_mask_type), ...): overloads differ in argument count
 CAUSAL_ARG: dict[str, tuple[tuple[int, int], ...]] = {
@@ -143,8 +143,6 @@ def attention_backward(ts: list[TensorArg], bshd: bool, in_bytes: float, causal:
 FLASH_HEAD_DIMS = (32, 64, 96, 128, 160, 192, 256)
 SHORT_SEQ = 128  # keys a flash / efficient kernel walks in one tile: no pipeline to hide its loads
 TILE_ROWS = 64  # query rows per thread block: the smallest of the backends' forward kernels (fewest tiles)
-_HALF = {"c10::Half", "c10::BFloat16", "float16", "half", "bfloat16"}
-_FP32 = {"float", "float32"}
 
 # op -> index of its attn_mask / attn_bias argument (checked against torch's schemas in the tests)
 MASK_ARG: dict[str, int] = {
@@ -202,7 +200,7 @@ def dtype_word(dtype: str) -> str:
         return "bf16"
     if "half" in low or low == "float16":
         return "fp16"
-    if low in _FP32:
+    if low in FP32:
         return "fp32"
     return "fp64" if low in ("double", "float64") else dtype
 
@@ -276,7 +274,7 @@ class AttentionDiagnosis:
 
 def _math_why(s: AttentionShape, mask: bool | None) -> str:
     d, dv = s.head_dim, s.head_dim_v
-    half, fp32 = s.dtype in _HALF, s.dtype in _FP32
+    half, fp32 = s.dtype in SIXTEEN_BIT_FLOAT, s.dtype in FP32
     if not half and not fp32:
         return "dtype"
     if fp32 and (d % 4 or dv % 4):
@@ -302,7 +300,7 @@ def diagnose_attention(
     backend, mask = backend_of(op), has_mask(op, inputs)
     if backend == "math":
         return AttentionDiagnosis("math", backend, s, mask, causal, why=_math_why(s, mask))
-    if backend == "efficient" and s.dtype in _FP32:
+    if backend == "efficient" and s.dtype in FP32:
         return AttentionDiagnosis("fp32", backend, s, mask, causal)
     if mask and backend in ("efficient", "cudnn"):
         return AttentionDiagnosis("mask", backend, s, mask, causal)
@@ -321,7 +319,7 @@ def diagnose_attention(
         return AttentionDiagnosis("short", backend, s, mask, causal, dims=(tiles, sms))
     if s.s_k <= SHORT_SEQ:
         return AttentionDiagnosis("short", backend, s, mask, causal, dims=(s.s_k,))
-    flash_takes = s.dtype in _HALF and not mask and s.head_dim == s.head_dim_v <= 256
+    flash_takes = s.dtype in SIXTEEN_BIT_FLOAT and not mask and s.head_dim == s.head_dim_v <= 256
     if backend == "efficient" and flash_takes and not (causal and s.s_q != s.s_k):
         return AttentionDiagnosis("not_flash", backend, s, mask, causal)
     return None

@@ -93,6 +93,7 @@ from analyzers.cost.op_families import MATMUL_FAMILIES, Family
 from analyzers.cost.opcost import OpCost
 from analyzers.cost.peaks import MEASURED_MAX_SHARE, datasheet_spec, raise_to_reached
 from analyzers.cost.rates import Rates, achieved, roof_fraction
+from analyzers.cost.tensor_args import FP32, SIXTEEN_BIT_FLOAT
 from analyzers.link.links import Calls
 from analyzers.results import REGIME_CODES, Regime
 from brrrtui.contract.model import NONE, GpuKind, Peaks, Trace, flag_of
@@ -125,8 +126,6 @@ _FP8_NAME = re.compile(r"e4m3|e5m2|fp8")
 _GRAD_NAME = re.compile(r"dgrad|wgrad")
 _TF32_NAME = re.compile(r"tf32")
 _EXACT_FAMILIES = (Family.MATMUL, Family.CONV, Family.CONV_BACKWARD)  # FLOPs from shapes, no masking
-_SIXTEEN_BIT = frozenset({"c10::Half", "c10::BFloat16", "float16", "half", "bfloat16"})
-_FP32 = frozenset({"float", "float32"})
 # _RowCosts.operands: every tensor operand of the flops op 16-bit float, every one fp32, or neither/unknown
 OPERANDS_16, OPERANDS_32, OPERANDS_OTHER = 1, 0, -1
 
@@ -252,9 +251,9 @@ def _exact_operands(c: OpCost) -> int:
     if c.family not in _EXACT_FAMILIES or c.flops is None or not c.flops > 0:
         return OPERANDS_OTHER
     dtypes = {t.dtype for t in c.inputs if t is not None}
-    if dtypes and dtypes <= _SIXTEEN_BIT:
+    if dtypes and dtypes <= SIXTEEN_BIT_FLOAT:
         return OPERANDS_16
-    if dtypes and dtypes <= _FP32:
+    if dtypes and dtypes <= FP32:
         return OPERANDS_32
     return OPERANDS_OTHER
 

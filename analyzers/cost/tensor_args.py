@@ -27,7 +27,10 @@ DTYPE_BYTES: dict[str, int] = {
     **_of_width(8, "double, long int, long, c10::complex<float>, unsigned long, float64, int64, complex64"),
     **_of_width(16, "c10::complex<double>, complex128"),
 }
-LOW_PRECISION = {"c10::Half", "c10::BFloat16", "float16", "half", "bfloat16"} | {
+# the 16-bit floats (fp16, bf16) and fp32, by both spellings: the precisions of the tensor-core and SIMT roofs
+SIXTEEN_BIT_FLOAT = frozenset({"c10::Half", "c10::BFloat16", "float16", "half", "bfloat16"})
+FP32 = frozenset({"float", "float32"})
+LOW_PRECISION = SIXTEEN_BIT_FLOAT | {
     d for d in DTYPE_BYTES if "Float8" in d or d.startswith("float8")
 }
 
