@@ -194,6 +194,19 @@ class _ReplayedOptimizer:
         pass
 
 
+def capturable_copy(opt: Any, params: Any) -> Any:
+    """The optimizer made again over `params` with its first group's settings and capturable=True (its step
+    then runs on the GPU, as capture needs); only the settings its constructor takes are passed: AdamW's group
+    also records Adam's decoupled_weight_decay, which AdamW's constructor does not accept."""
+    import inspect
+
+    cls = type(opt)
+    accepted = inspect.signature(cls.__init__).parameters
+    group = opt.param_groups[0]
+    settings = {k: v for k, v in group.items() if k in accepted and k not in ("self", "params", "capturable")}
+    return cls(params, **settings, capturable=True)
+
+
 def _graph_step(args: argparse.Namespace, model: Any, loss_of: Callable[[], Any], opt: Any) -> Any:
     """PyTorch's whole-network capture: three warm-up steps on a side stream, the grads set to None so that the
     captured backward allocates them from the graph's pool, then one step captured; the loop replays it."""
@@ -201,9 +214,7 @@ def _graph_step(args: argparse.Namespace, model: Any, loss_of: Callable[[], Any]
 
     if not str(args.device).startswith("cuda"):
         raise ValueError("graph_step needs a CUDA device")
-    group = opt.param_groups[0]
-    opt = type(opt)(model.parameters(), **{k: v for k, v in group.items() if k not in ("params", "capturable")},
-                    capturable=True)  # fmt: skip
+    opt = capturable_copy(opt, model.parameters())
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
