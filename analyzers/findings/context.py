@@ -50,6 +50,15 @@ class Context:
         return min(1.0, o.corrected_overhead_fraction * o.unprofiled_step_ns / raw_per_step)
 
     @property
+    def unprofiled_overhead_ns(self) -> float | None:
+        """The GPU's overhead per step in unprofiled steps (the corrected fraction of the unprofiled step), when
+        unprofiled step times are known: no idle the window shows can cost those steps more."""
+        o = self.overhead
+        if o.corrected_overhead_fraction is None or not o.unprofiled_step_ns:
+            return None
+        return o.corrected_overhead_fraction * o.unprofiled_step_ns
+
+    @property
     def scale(self) -> Per:
         """How this run's totals become per-step figures, for a finding's facts."""
         return Per(self.per, self.steps > 0, self.step_ns, self.idle_scale)

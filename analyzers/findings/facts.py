@@ -139,6 +139,7 @@ class GapFacts(Facts):
     gaps: int  # run total
     idle_ns: float  # per step, as profiled
     copies: HostCopies | None = None  # h2d: the copies' size and rate
+    overhead_cap_ns: float | None = None  # cpu_wait: unprofiled steps' whole overhead, where less than idle_ns
 
 
 @dataclass(frozen=True)

@@ -184,11 +184,19 @@ def gap_findings(ctx: Context) -> list[Finding]:
         if not mask.any():
             continue
         lines = g.line[mask]
-        scale = 1.0 if cause == GapCause.WAIT else ctx.idle_scale  # the profiler does not slow a wait
         for lid in distinct(lines).tolist():
             sel = mask & (g.line == lid)
             idle = float(g.dur_ns[sel].sum()) / ctx.per
-            if idle * scale < MIN_SAVING_SHARE * ctx.step_ns:
+            cap = None
+            if cause == GapCause.WAIT:
+                # the profiler does not slow a wait, but a wait idles the GPU only where the host has no lead
+                # on it: unprofiled steps whose overhead is less than the wait's idle leave it that much at most
+                cap = ctx.unprofiled_overhead_ns
+                cap = cap if cap is not None and cap < idle else None
+                saving = idle if cap is None else cap
+            else:
+                saving = idle * ctx.idle_scale
+            if saving < MIN_SAVING_SHARE * ctx.step_ns:
                 continue
             src = ctx.source_lines([lid]) if lid >= 0 else ()
             copies = None
@@ -201,8 +209,8 @@ def gap_findings(ctx: Context) -> list[Finding]:
                     secs = float(gpu.dur_ns[h2d].sum()) * 1e-9
                     pageable = any("Pageable" in ctx.trace.name(i) for i in distinct(gpu.name[h2d]).tolist())
                     copies = HostCopies(b, secs, pageable)
-            facts = GapFacts(ctx.scale, int(sel.sum()), idle, copies)
-            out.append(Finding(kind, src, idle * scale, facts))
+            facts = GapFacts(ctx.scale, int(sel.sum()), idle, copies, cap)
+            out.append(Finding(kind, src, saving, facts))
     return out
 
 

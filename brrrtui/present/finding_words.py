@@ -270,8 +270,7 @@ _GAP_TEXT = {
     ),
     FindingKind.CPU_WAIT: (
         "the training thread waits off the CPU on {where} (a sleep, I/O, a lock or a queue: not Python, which"
-        " runs on it) while the GPU idles {idle} per {unit} ({share}); the profiler does not slow a wait, so"
-        " unprofiled steps lose the same",
+        " runs on it) while the GPU idles {idle} per {unit} ({share})",
         "take the wait out of the training loop or off its thread: prefetch data in DataLoader workers, write"
         " logs and checkpoints from a background thread, drop time.sleep; or give the GPU work to overlap it",
     ),
@@ -305,8 +304,20 @@ def _gap(c: GapFacts, f: Finding) -> Words:
         idle=fmt_ns(c.idle_ns),
         share=fmt_pct(c.idle_ns / p.step_ns if p.step_ns else None),
         detail=detail,
-    ) + ("" if f.kind is FindingKind.CPU_WAIT else unprofiled(p, c.idle_ns))
+    ) + (_wait_cost(c) if f.kind is FindingKind.CPU_WAIT else unprofiled(p, c.idle_ns))
     return Words(msg, act)
+
+
+def _wait_cost(c: GapFacts) -> str:
+    """What a wait off the CPU costs unprofiled steps: the profiler does not slow it, but the host's lead on
+    the GPU can hide it."""
+    if c.overhead_cap_ns is None:
+        return "; the profiler does not slow a wait, so unprofiled steps lose the same"
+    return (
+        f"; the profiler does not slow a wait, but unprofiled steps leave the GPU only"
+        f" {fmt_ns(c.overhead_cap_ns)} of overhead per {unit(c.per)} in all (the host runs ahead, its queued"
+        f" kernels cover the wait), so the wait costs at most that"
+    )
 
 
 COLLECTIVE_WAIT_ACTION = (
