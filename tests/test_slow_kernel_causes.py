@@ -31,6 +31,7 @@ from analyzers.findings.efficiency import ATTENTION_TARGET
 from analyzers.findings.facts import Per, RateSpan, SlowAttentionFacts
 from analyzers.results import Finding, FindingKind
 from brrrtui.contract.model import SourceLine, Table
+from brrrtui.contract.units import fmt_ns
 from brrrtui.present.finding_words import action, message
 from brrrtui.recording.load import load_trace
 
@@ -208,6 +209,26 @@ def test_an_explicit_mask_on_the_efficient_kernel_says_is_causal():
     assert f.saving_ns == pytest.approx(dur * (1 - frac / ATTENTION_TARGET), rel=1e-9)
     assert "explicit attn_mask" in message(f) and "memory-efficient kernel" in message(f)
     assert "pass is_causal=True and no attn_mask" in action(f)
+
+
+@pytest.mark.parametrize(("mask", "pairs"), [([1, 1, S, S], True), ([S, S], True), ([B, 1, 1, S], False)])
+def test_a_mask_over_every_pair_also_says_the_causal_saving(mask, pairs):
+    # a (.., S, S) mask has an entry per (query, key) pair, as a causal mask does: were it causal,
+    # is_causal=True computes only causal_fraction(S, S) of the pairs, at the cure's rate; a key-padding mask
+    # (.., 1, S) broadcasts over the queries and gets the rate alone
+    q = [B, H, S, D]
+    flops = sdpa_flops(tuple(q), tuple(q), tuple(q))
+    op, kernel = "aten::_scaled_dot_product_efficient_attention", "fmha_cutlassF_bf16_aligned_64x64_rf_sm80"
+    trace, _, dur = attention_trace(op, kernel, q, BF16, flops / (0.25 * H200_BF16), mask=mask)
+    (f,) = _attention_findings(analyze(trace))
+    cure = dur * (flops / (dur * 1e-9 * H200_BF16)) / ATTENTION_TARGET
+    assert f.saving_ns == pytest.approx(dur - cure, rel=1e-9)  # the headline saving: the rate alone
+    if pairs:
+        assert f.facts.causal_cure_ns == pytest.approx(cure * causal_fraction(S, S), rel=1e-9)
+        said = f"is_causal=True also skips its masked 50% of the pairs: ~{fmt_ns(dur - f.facts.causal_cure_ns)}"
+        assert message(f).endswith(said + " per step less")
+    else:
+        assert f.facts.causal_cure_ns is None and "if the mask is causal" not in message(f)
 
 
 def test_flash_on_head_dim_200_runs_the_256_kernel():

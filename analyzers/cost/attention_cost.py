@@ -228,6 +228,14 @@ def has_mask(op: str, inputs: Sequence[TensorArg | None]) -> bool | None:
     return i < len(inputs) and inputs[i] is not None
 
 
+def mask_spans_pairs(op: str, inputs: Sequence[TensorArg | None], s: AttentionShape) -> bool:
+    """The call's attn_mask has one entry per (query, key) pair (its last two dims s_q x s_k), as a causal mask
+    does, rather than broadcasting over the queries (a key-padding mask, (..., 1, s_k))."""
+    i = MASK_ARG.get(op)
+    mask = inputs[i] if i is not None and i < len(inputs) else None
+    return mask is not None and len(mask.shape) >= 2 and tuple(mask.shape[-2:]) == (s.s_q, s.s_k)
+
+
 def flash_head_dim(d: int) -> int:
     """The head dim of the flash kernel that runs head dim `d` (FLASH_HEAD_DIMS; `d` itself past them)."""
     return next((k for k in FLASH_HEAD_DIMS if k >= d), d)
@@ -270,6 +278,8 @@ class AttentionDiagnosis:
     work: float = 1.0  # useful FLOPs over the kernel's: head_dim / the flash or cuDNN kernel's head dim
     why: str = ""  # math: what rules the fused kernels out
     dims: tuple[int, ...] = ()  # the offending values: (head_dim, kernel's), (tiles, SMs), (s_k,)
+    pair_mask: bool = False  # mask: its last two dims are (s_q, s_k), one entry per (query, key) pair, as a
+    #                          causal mask has (a key-padding mask broadcasts over the queries: s_q of 1)
 
 
 def _math_why(s: AttentionShape, mask: bool | None) -> str:
@@ -303,7 +313,7 @@ def diagnose_attention(
     if backend == "efficient" and s.dtype in FP32:
         return AttentionDiagnosis("fp32", backend, s, mask, causal)
     if mask and backend in ("efficient", "cudnn"):
-        return AttentionDiagnosis("mask", backend, s, mask, causal)
+        return AttentionDiagnosis("mask", backend, s, mask, causal, pair_mask=mask_spans_pairs(op, inputs, s))
     if backend == "flash":
         k = flash_head_dim(s.head_dim)
         if k != s.head_dim:

@@ -612,7 +612,13 @@ def attention_kernel_findings(ctx: Context) -> list[Finding]:
         else:
             cure = dur[sel] * np.minimum(1.0, f / target)
         cure = np.where(np.isfinite(cure), np.minimum(cure, dur[sel]), dur[sel])
-        out.extend(_attention_finding(ctx, sel, d, str(group[-1]), float(cure.sum()), target, measured))
+        causal_cure = None
+        if d is not None and d.cause == "mask" and d.pair_mask:
+            # were the mask causal, is_causal=True would compute only the pairs it keeps, at the cure's rate
+            causal_cure = float(cure.sum()) * causal_fraction(d.shape.s_q, d.shape.s_k)
+        out.extend(
+            _attention_finding(ctx, sel, d, str(group[-1]), float(cure.sum()), target, measured, causal_cure)
+        )
     out.extend(_math_findings(ctx, math_op, target, measured))
     return sorted(out, key=lambda x: -(x.saving_ns or 0.0))[:MAX_EFFICIENCY_FINDINGS]
 
@@ -677,9 +683,11 @@ def _attention_finding(
     cure_ns: float,
     target: float,
     measured: bool,
+    causal_cure_ns: float | None = None,
 ) -> list[Finding]:
     """One finding for attention kernels `rows` (run totals) whose cure takes `cure_ns` (run total), when they
-    hold UNKNOWN_MIN_SHARE of the step and the saving MIN_SAVING_SHARE."""
+    hold UNKNOWN_MIN_SHARE of the step and the saving MIN_SAVING_SHARE; `causal_cure_ns`: the time were the
+    call's mask causal and passed as is_causal=True (run total), said beside the saving."""
     gpu, roof, trace = ctx.trace.gpu, ctx.roof, ctx.trace
     total = float(gpu.dur_ns[rows].sum())
     saving = max(0.0, total - cure_ns) / ctx.per
@@ -710,6 +718,7 @@ def _attention_finding(
         target,
         measured,
         cure_ns / ctx.per,
+        None if causal_cure_ns is None else causal_cure_ns / ctx.per,
     )
     lines = ctx.source_lines(count_lines(ctx.links.kernel_line[rows]))
     return [Finding(FindingKind.SLOW_GEMM, lines, saving, facts, kernels=tuple(int(r) for r in rows[:64]))]

@@ -268,3 +268,4 @@ class SlowAttentionFacts(Facts):
     target: float  # the roof fraction the cure is held to
     measured: bool  # the target is a rate this run's own attention kernels reach
     cure_ns: float  # the predicted time after the cure, per step
+    causal_cure_ns: float | None = None  # mask over every pair: the time after is_causal=True, per step

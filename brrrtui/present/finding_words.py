@@ -779,10 +779,17 @@ def _slow_attention(c: SlowAttentionFacts, f: Finding) -> Words:
         cure = f"one fused kernel, {target}, would take {fmt_ns(c.cure_ns)}"
     else:
         cure = f"the cure's kernel, {target}, would take {fmt_ns(c.cure_ns)}"
+    causal = ""
+    if c.causal_cure_ns is not None:
+        skipped = 1 - c.causal_cure_ns / c.cure_ns if c.cure_ns else 0.0
+        causal = (
+            f"; if the mask is causal, is_causal=True also skips its masked {fmt_pct(skipped)} of the pairs:"
+            f" ~{fmt_ns(max(0.0, c.gpu_ns - c.causal_cure_ns))} per {u} less"
+        )
     msg = (
         f"{c.kernels / p.per:.3g} attention kernels per {u} on {where(f.lines)} ({shape};"
         f" {_names(c.kernel_names)}) {why}: they take {fmt_ns(c.gpu_ns)} per {u}{rates}; {cure}:"
-        f" ~{fmt_ns(f.saving_ns)} per {u} less"
+        f" ~{fmt_ns(f.saving_ns)} per {u} less{causal}"
     )
     return Words(msg, act)
 
