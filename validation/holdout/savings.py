@@ -55,7 +55,7 @@ FIXES: dict[str, tuple[Fix, ...]] = {
         Fix("compile_loss", ("fusion",), r"`loss_of`", True),
     ),
     "unet_diffusion": (
-        Fix("cuda_graphs", ("overhead", "small_kernels"), "", True),
+        Fix("graph_step", ("overhead", "small_kernels")),
         Fix("compile_forward", ("fusion",), r"`forward`", True),
     ),
     "lstm_lm": (
