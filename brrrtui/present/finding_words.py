@@ -214,12 +214,21 @@ def _overhead(c: OverheadFacts, f: Finding) -> Words:
         f" {fmt_ns(c.host_idle_ns / per)} idle per {u}{unprofiled(p, c.host_idle_ns / per)} while Python,"
         f" dispatch and launches issue {c.kernels / per:.0f} kernels (median {fmt_ns(c.median_kernel_ns)},"
         f" {fmt_ns(c.per_launch_ns)} between kernels); most idle after {where(f.lines)}"
-    )
+    ) + _step_without(c, f)
     act = static_first(c.dynamic, p) + (
         'capture the step with CUDA graphs (torch.compile(mode="reduce-overhead") or torch.cuda.graphs), '
         "torch.compile to cut Python and launches, or a bigger batch to give each launch more work"
     )
     return Words(msg, act)
+
+
+def _step_without(c: OverheadFacts, f: Finding) -> str:
+    """The unprofiled step less the saving: where the cure should bring the step. It holds when the host's
+    speed, and with it the step and the saving, changes from run to run (a host-bound loop's does)."""
+    if not c.per.by_step or not c.unprofiled_step_ns or not f.saving_ns:
+        return ""
+    left = max(0.0, c.unprofiled_step_ns - f.saving_ns)
+    return f"; a step without it: ~{fmt_ns(left)} of the {fmt_ns(c.unprofiled_step_ns)} unprofiled step"
 
 
 def static_first(d: DynamicShapes | None, p: Per) -> str:
