@@ -60,6 +60,7 @@ class FusionFacts(Facts):
     pattern: str | None  # a named fused op (fusion/patterns.py), or None
     function: str | None  # the function of its first line
     scope: bool  # the chain spans a compiled function's matmuls (fusion/scope.py)
+    dynamic: DynamicShapes | None = None  # data-dependent shapes in that function: static first, then compile
 
 
 @dataclass(frozen=True)

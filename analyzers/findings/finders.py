@@ -37,6 +37,7 @@ from analyzers.findings.efficiency import attention_kernels, efficiency_findings
 from analyzers.findings.facts import AttentionFacts, FusionFacts, OptimizerFacts, TensorCoreFacts
 from analyzers.findings.idle import (
     collective_wait_findings,
+    data_dependent_shapes,
     gap_findings,
     overhead_findings,
     small_kernel_findings,
@@ -79,6 +80,7 @@ def fusion_findings(ctx: Context, chains: list[FusionChain]) -> list[Finding]:
             c.pattern,
             lines[0].function if lines else None,
             bool(c.scope),
+            data_dependent_shapes(ctx, within=lines[0]) if lines else None,
         )
         out.append(
             Finding(

@@ -29,7 +29,7 @@ from analyzers.idle.gap_evidence import collective_marks, main_thread
 from analyzers.idle.launch_timing import median_launch_interval_ns
 from analyzers.link.links import outermost_ops, spans_at
 from analyzers.results import GAP_CAUSE_CODES, REGIME_CODES, Finding, FindingKind, GapCause, Regime
-from brrrtui.contract.model import NONE, GpuKind
+from brrrtui.contract.model import NONE, GpuKind, SourceLine
 
 OVERHEAD_SHARE = 0.20  # report overhead when idle-while-issuing is at least this share of the time
 SMALL_KERNELS_PER_STEP = 50
@@ -77,14 +77,23 @@ def _top_lines(ctx: Context, mask: np.ndarray, k: int = 3) -> list[int]:
     return [int(i) for i in np.argsort(-sums)[:k] if sums[i] > 0]
 
 
-def data_dependent_shapes(ctx: Context) -> DynamicShapes | None:
+def data_dependent_shapes(ctx: Context, within: SourceLine | None = None) -> DynamicShapes | None:
     """The ops of the analysed steps that size their output from the data (DATA_DEPENDENT_OPS), each named by
-    its outermost op (`aten::where` for torch.where(mask), `aten::index` for x[mask]); None when none ran."""
+    its outermost op (`aten::where` for torch.where(mask), `aten::index` for x[mask]); None when none ran.
+    `within`: only those on lines of that line's function (its file and function name)."""
     trace, links = ctx.trace, ctx.links
     ids = [i for i in (trace.sid(name) for name in sorted(DATA_DEPENDENT_OPS)) if i >= 0]
     if not ids or not len(trace.ops):
         return None
     rows = np.flatnonzero(np.isin(trace.ops.name, ids))
+    if within is not None and len(rows):
+        key = (within.file, within.function)
+        same = np.array(
+            [0 <= ln < len(trace.lines) and (trace.lines[ln].file, trace.lines[ln].function) == key
+             for ln in links.op_line[rows].tolist()],
+            dtype=bool,
+        )  # fmt: skip
+        rows = rows[same]
     if not len(rows):
         return None
     top = outermost_ops(links.op_parent, rows.astype(np.int64))

@@ -151,7 +151,7 @@ def _fusion(c: FusionFacts, f: Finding) -> Words:
         if c.scope
         else "Inductor fuses these into one kernel"
     )
-    act = _PATTERN_ACTIONS.get(c.pattern or "") or (
+    act = _PATTERN_ACTIONS.get(c.pattern or "") or static_first(c.dynamic, p) + (
         f"torch.compile the function{f' `{func}`' if func and not func.startswith('<') else ''} ({fuses})"
     )
     return Words(msg, act)
