@@ -88,12 +88,12 @@ def data_dependent_shapes(ctx: Context, within: SourceLine | None = None) -> Dyn
     rows = np.flatnonzero(np.isin(trace.ops.name, ids))
     if within is not None and len(rows):
         key = (within.file, within.function)
-        same = np.array(
-            [0 <= ln < len(trace.lines) and (trace.lines[ln].file, trace.lines[ln].function) == key
-             for ln in links.op_line[rows].tolist()],
-            dtype=bool,
-        )  # fmt: skip
-        rows = rows[same]
+        lines = trace.lines
+        in_function = [
+            0 <= ln < len(lines) and (lines[ln].file, lines[ln].function) == key
+            for ln in links.op_line[rows].tolist()
+        ]
+        rows = rows[np.array(in_function, dtype=bool)]
     if not len(rows):
         return None
     top = outermost_ops(links.op_parent, rows.astype(np.int64))
