@@ -43,11 +43,10 @@ class Context:
         """Profiled idle -> idle in unprofiled steps. The profiler slows the CPU, so idle measured inside
         windows overstates what the user's run loses; when unprofiled step times are known, idle-based
         savings are scaled by (corrected overhead per step) / (raw overhead per step)."""
-        o, b = self.overhead, self.breakdown
-        if o.corrected_overhead_fraction is None or not o.unprofiled_step_ns or not b.overhead_ns:
+        unprofiled, raw = self.unprofiled_overhead_ns, self.breakdown.overhead_ns
+        if unprofiled is None or not raw:
             return 1.0
-        raw_per_step = b.overhead_ns / self.per
-        return min(1.0, o.corrected_overhead_fraction * o.unprofiled_step_ns / raw_per_step)
+        return min(1.0, unprofiled / (raw / self.per))
 
     @property
     def unprofiled_overhead_ns(self) -> float | None:
