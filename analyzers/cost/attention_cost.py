@@ -220,19 +220,21 @@ def attention_shape(op: str, inputs: Sequence[TensorArg | None]) -> AttentionSha
     return AttentionShape(b, h, s_q, k.shape[2], d, v.shape[3], q.dtype)
 
 
+def mask_arg(op: str, inputs: Sequence[TensorArg | None]) -> TensorArg | None:
+    """The attn_mask tensor the call passed (at MASK_ARG), None when it passed none or the op takes none."""
+    i = MASK_ARG.get(op)
+    return inputs[i] if i is not None and i < len(inputs) else None
+
+
 def has_mask(op: str, inputs: Sequence[TensorArg | None]) -> bool | None:
     """Whether the call passed an attn_mask (a tensor at MASK_ARG); None for ops that take none (flash)."""
-    i = MASK_ARG.get(op)
-    if i is None:
-        return None
-    return i < len(inputs) and inputs[i] is not None
+    return None if op not in MASK_ARG else mask_arg(op, inputs) is not None
 
 
 def mask_spans_pairs(op: str, inputs: Sequence[TensorArg | None], s: AttentionShape) -> bool:
     """The call's attn_mask has one entry per (query, key) pair (its last two dims s_q x s_k), as a causal mask
     does, rather than broadcasting over the queries (a key-padding mask, (..., 1, s_k))."""
-    i = MASK_ARG.get(op)
-    mask = inputs[i] if i is not None and i < len(inputs) else None
+    mask = mask_arg(op, inputs)
     return mask is not None and len(mask.shape) >= 2 and tuple(mask.shape[-2:]) == (s.s_q, s.s_k)
 
 
