@@ -612,13 +612,12 @@ def attention_kernel_findings(ctx: Context) -> list[Finding]:
         else:
             cure = dur[sel] * np.minimum(1.0, f / target)
         cure = np.where(np.isfinite(cure), np.minimum(cure, dur[sel]), dur[sel])
+        cure_ns = float(cure.sum())
         causal_cure = None
         if d is not None and d.cause == "mask" and d.pair_mask:
             # were the mask causal, is_causal=True would compute only the pairs it keeps, at the cure's rate
-            causal_cure = float(cure.sum()) * causal_fraction(d.shape.s_q, d.shape.s_k)
-        out.extend(
-            _attention_finding(ctx, sel, d, str(group[-1]), float(cure.sum()), target, measured, causal_cure)
-        )
+            causal_cure = cure_ns * causal_fraction(d.shape.s_q, d.shape.s_k)
+        out.extend(_attention_finding(ctx, sel, d, str(group[-1]), cure_ns, target, measured, causal_cure))
     out.extend(_math_findings(ctx, math_op, target, measured))
     return sorted(out, key=lambda x: -(x.saving_ns or 0.0))[:MAX_EFFICIENCY_FINDINGS]
 
